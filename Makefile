@@ -1,0 +1,40 @@
+# Two commands do everything on a fresh machine (Python 3.11, no GPU):
+#   make demo   set up .venv and run the whole DAG on the bundled sample (runs/demo/)
+#   make test   set up .venv and run the tests
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.lmforge-installed
+RUN    ?= demo
+
+.PHONY: setup demo test test-fast lint ui clean
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	# torch first: 2.13.0 is the CPU wheel on these machines; the constraints keep anything from upgrading it
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
+	$(BIN)/python -c "import torch; assert torch.__version__.startswith('2.13.0'), torch.__version__"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	$(BIN)/lmforge run --name $(RUN)
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "not slow"
+
+lint: setup
+	$(BIN)/ruff check .
+
+# The Prefect UI on http://127.0.0.1:4200 (then run flows with PREFECT_API_URL set, see README).
+ui: setup
+	$(BIN)/prefect server start --host 127.0.0.1
+
+clean:
+	rm -rf runs .pytest_cache

@@ -1,0 +1,1 @@
+"""Beam data pipelines (corpus, shards) and the tokenizer stage."""

@@ -1,0 +1,1 @@
+"""The corpus stage: crawl files in, clean deduplicated documents out (Parquet)."""

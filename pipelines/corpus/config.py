@@ -1,0 +1,31 @@
+"""The corpus stage's typed config."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lmforge.config import opt, require
+from pipelines.corpus.filters import C4Config
+
+
+@dataclass
+class CorpusConfig:
+    input: list[str] = opt(help="input files, directories or globs (WARC/WET .gz, JSONL, Parquet)")
+    output: str = opt(help="stage directory to write (data/, duplicates/, dropped/, quarantine/, manifest.json)")
+    languages: list[str] = opt(["en", "ru"], "languages to keep (ISO 639-1); others are dropped as language_not_kept")
+    min_language_score: float = opt(0.5, "drop documents whose language probability is lower")
+    exact_dedup: bool = opt(True, "drop documents whose normalised text hash was seen (smallest id kept)")
+    near_dedup: bool = opt(True, "drop MinHash near-duplicates")
+    jaccard_threshold: float = opt(0.8, "near-duplicate if estimated Jaccard of word shingles >= this")
+    num_perm: int = opt(128, "MinHash permutations")
+    shingle_words: int = opt(5, "words per shingle")
+    num_shards: int = opt(2, "Parquet files per language")
+    c4: C4Config = field(default_factory=C4Config, metadata={"help": "C4 rules (TFDS variant)"})
+
+    def __post_init__(self) -> None:
+        require(bool(self.input), "corpus: --input needs at least one file, directory or glob")
+        require(0.0 < self.jaccard_threshold <= 1.0, "jaccard_threshold must be in (0, 1]")
+        require(self.num_perm >= 16, "num_perm must be >= 16")
+        require(self.num_shards >= 1, "num_shards must be >= 1")
+        require(all(len(x) == 2 for x in self.languages), f"languages must be ISO 639-1 codes, got {self.languages}")
+        if isinstance(self.c4, dict):
+            self.c4 = C4Config(**self.c4)

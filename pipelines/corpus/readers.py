@@ -1,0 +1,166 @@
+"""Pure readers: one input file -> RawDocument and Quarantined records, streamed.
+
+WARC/WET go through warcio (a kept library; fastwarc is faster but warcio's error messages
+name the failure and it reads both gzip-per-record and plain files). A record that cannot be
+read becomes a Quarantined with its byte offset; after a broken gzip member the rest of the
+file cannot be located reliably, so reading that file stops there, and the quarantine record
+says so.
+"""
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import zlib
+from collections.abc import Iterator
+from email.message import Message
+
+from schemas.records import Quarantined, RawDocument
+
+WARC_SUFFIXES = (".warc", ".warc.gz", ".wet", ".wet.gz", ".warc.wet.gz", ".arc.gz")
+JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".json.gz", ".jsonl.zst")
+
+# Non-document WARC record types: they describe a crawl, they are not pages.
+NON_DOCUMENT_TYPES = ("warcinfo", "request", "metadata", "revisit")
+
+
+def kind_of(path: str) -> str:
+    name = os.path.basename(path).lower()
+    if name.endswith(WARC_SUFFIXES):
+        return "warc"
+    if name.endswith(JSONL_SUFFIXES):
+        return "jsonl"
+    if name.endswith(".parquet"):
+        return "parquet"
+    raise ValueError(f"{path}: unknown input kind (expected one of {WARC_SUFFIXES + JSONL_SUFFIXES + ('.parquet',)})")
+
+
+def read_file(path: str, skipped: dict[str, int] | None = None) -> Iterator[RawDocument | Quarantined]:
+    """Every document or quarantined record in `path`; `skipped` counts non-document records by type."""
+    if os.path.getsize(path) == 0:
+        yield Quarantined(path, 0, "empty_file", "zero-byte input file")
+        return
+    kind = kind_of(path)
+    if kind == "warc":
+        yield from read_warc(path, skipped if skipped is not None else {})
+    elif kind == "jsonl":
+        yield from read_jsonl(path)
+    else:
+        yield from read_parquet(path)
+
+
+def _content_type(http_headers) -> tuple[str, str | None]:
+    raw = http_headers.get_header("Content-Type") if http_headers else None
+    if not raw:
+        return "application/octet-stream", None
+    msg = Message()
+    msg["content-type"] = raw
+    return msg.get_content_type(), msg.get_param("charset")
+
+
+def read_warc(path: str, skipped: dict[str, int]) -> Iterator[RawDocument | Quarantined]:
+    from warcio.archiveiterator import ArchiveIterator
+
+    with open(path, "rb") as f:
+        it = ArchiveIterator(f)
+        offset = 0  # start of the record being read (warcio's get_record_offset() reads the record to its end)
+        try:
+            for rec in it:
+                rtype = rec.rec_type
+                if rtype in NON_DOCUMENT_TYPES:
+                    skipped[rtype] = skipped.get(rtype, 0) + 1
+                    continue
+                body = rec.content_stream().read()
+                missing = getattr(rec.raw_stream, "limit", 0)  # bytes the header promised but the file lacks
+                offset = it.get_record_offset()
+                if missing:
+                    yield Quarantined(path, offset, "truncated_record",
+                                      f"{rtype} record ends {missing} bytes short of its Content-Length {rec.length}",
+                                      rec.rec_headers.get_header("WARC-Record-ID") or "")
+                    continue
+                rid = rec.rec_headers.get_header("WARC-Record-ID") or f"{os.path.basename(path)}:{offset}"
+                url = rec.rec_headers.get_header("WARC-Target-URI") or ""
+                if rtype == "response":
+                    ctype, charset = _content_type(rec.http_headers)
+                    yield RawDocument(rid, url, path, offset, html=body, charset=charset, content_type=ctype)
+                elif rtype in ("conversion", "resource"):
+                    ctype = (rec.rec_headers.get_header("Content-Type") or "text/plain").split(";")[0].strip()
+                    if ctype != "text/plain":
+                        yield RawDocument(rid, url, path, offset, html=body, content_type=ctype)
+                        continue
+                    try:
+                        text = body.decode("utf-8")
+                    except UnicodeDecodeError as e:
+                        yield Quarantined(path, offset, "undecodable", f"WET text is not UTF-8: {e}", rid)
+                        continue
+                    yield RawDocument(rid, url, path, offset, content_type="text/plain", text=text)
+                else:
+                    skipped[rtype] = skipped.get(rtype, 0) + 1
+        except Exception as e:  # noqa: BLE001 - any read failure is quarantined, never a crash
+            # Truncated gzip members surface as EOFError or zlib.error; malformed headers as
+            # warcio's ArchiveLoadFailed. Either way the rest of this file cannot be located.
+            truncated = isinstance(e, (EOFError, zlib.error)) or "compressed" in str(e).lower()
+            yield Quarantined(path, it.offset, "truncated_gzip" if truncated else "malformed_warc",
+                              f"{type(e).__name__}: {e}; rest of file not read")
+
+
+def _open_text(path: str) -> io.TextIOBase:
+    if path.endswith(".gz"):
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="strict")
+    if path.endswith(".zst"):
+        import zstandard
+
+        return io.TextIOWrapper(zstandard.ZstdDecompressor().stream_reader(open(path, "rb")), encoding="utf-8")
+    return open(path, encoding="utf-8", errors="strict")
+
+
+def read_jsonl(path: str) -> Iterator[RawDocument | Quarantined]:
+    """JSON lines with `text` and optionally `id` and `url`; ids are preserved as given."""
+    with _open_text(path) as f:
+        lineno = 0
+        while True:
+            lineno += 1
+            try:
+                line = f.readline()
+            except (UnicodeDecodeError, EOFError, OSError) as e:
+                yield Quarantined(path, lineno, "unreadable_line", f"{type(e).__name__}: {e}; rest of file not read")
+                return
+            if not line:
+                return
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                yield Quarantined(path, lineno, "invalid_json", str(e))
+                continue
+            if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
+                yield Quarantined(path, lineno, "missing_text", "line has no string field 'text'")
+                continue
+            rid = str(obj.get("id") or f"{os.path.basename(path)}:{lineno}")
+            yield RawDocument(rid, str(obj.get("url") or ""), path, lineno, content_type="text/plain", text=obj["text"])
+
+
+def read_parquet(path: str) -> Iterator[RawDocument | Quarantined]:
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(path)
+    except Exception as e:  # noqa: BLE001 - any unreadable footer is a quarantine, not a crash
+        yield Quarantined(path, 0, "unreadable_parquet", f"{type(e).__name__}: {e}")
+        return
+    names = pf.schema_arrow.names
+    if "text" not in names:
+        yield Quarantined(path, 0, "wrong_schema", f"no 'text' column (columns: {names})")
+        return
+    row = 0
+    for batch in pf.iter_batches(batch_size=1024, columns=[c for c in ("id", "url", "text") if c in names]):
+        for rec in batch.to_pylist():
+            text = rec.get("text")
+            if not isinstance(text, str):
+                yield Quarantined(path, row, "missing_text", "null text")
+            else:
+                rid = str(rec.get("id") or f"{os.path.basename(path)}:{row}")
+                yield RawDocument(rid, rec.get("url") or "", path, row, content_type="text/plain", text=text)
+            row += 1

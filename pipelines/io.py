@@ -1,0 +1,57 @@
+"""Small file helpers shared by the Beam shells: input expansion and deterministic atomic writers."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import zlib
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from schemas.manifest import atomic_write_bytes
+
+
+def expand_inputs(patterns: list[str]) -> list[str]:
+    """Files named by paths, directories (recursively) or globs; sorted; a pattern matching nothing is an error."""
+    files: set[str] = set()
+    for pat in patterns:
+        p = Path(pat)
+        if p.is_dir():
+            found = [str(f) for f in p.rglob("*") if f.is_file() and not f.name.startswith(".")]
+        elif p.is_file():
+            found = [str(p)]
+        else:
+            found = [f for f in glob.glob(pat, recursive=True) if os.path.isfile(f)]
+        if not found:
+            raise FileNotFoundError(f"input {pat!r} matches no file")
+        files.update(found)
+    return sorted(files)
+
+
+def shard_of(key: str, num_shards: int) -> int:
+    """Stable across processes and runs (Python's hash() is salted per process)."""
+    return zlib.crc32(key.encode()) % num_shards
+
+
+def write_parquet_rows(path: str | Path, rows: list[dict[str, Any]], schema: pa.Schema, sort_key: str = "id") -> str:
+    """Rows sorted by `sort_key`, written to a temporary name and renamed: same rows -> same bytes."""
+    rows = sorted(rows, key=lambda r: r[sort_key])
+    table = pa.Table.from_pylist(rows, schema=schema)
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd")
+    atomic_write_bytes(path, sink.getvalue().to_pybytes())
+    return str(path)
+
+
+def write_jsonl_rows(path: str | Path, rows: list[dict[str, Any]], sort_key: str = "id") -> str:
+    rows = sorted(rows, key=lambda r: tuple(str(r.get(k, "")) for k in (sort_key, "source", "offset")))
+    data = "".join(json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n" for r in rows)
+    atomic_write_bytes(path, data.encode())
+    return str(path)
+
+
+def parquet_rows(path: str | Path) -> int:
+    return pq.ParquetFile(path).metadata.num_rows

@@ -1,0 +1,1 @@
+"""The shards stage: clean corpus + tokenizer -> packed token sequences with precomputed masks."""
