@@ -35,33 +35,79 @@ def _base_type(tp: Any) -> tuple[Any, bool]:
     return tp, False
 
 
-def add_config_args(parser: argparse.ArgumentParser, cls: type) -> None:
-    """Add one `--flag` per dataclass field, with the field's help and default."""
+def add_config_args(parser: argparse.ArgumentParser, cls: type, prefix: str = "") -> None:
+    """Add one `--flag` per dataclass field, with the field's help and default.
+
+    Nested config dataclasses become prefixed flags: MaskConfig.rate under field `mask` is
+    `--mask-rate`. `--config FILE` (JSON) supplies values too; flags given on the command line win.
+    """
+    if not prefix:
+        parser.add_argument("--config", dest="_config_file", metavar="FILE", default=None,
+                            help="JSON file with config values (keys are the option names with _); flags override it")
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         if not f.init:
             continue
+        if dataclasses.is_dataclass(hints[f.name]):
+            add_config_args(parser, hints[f.name], prefix=f"{prefix}{f.name}_")
+            continue
         tp, is_list = _base_type(hints[f.name])
-        flag = "--" + f.name.replace("_", "-")
+        dest = prefix + f.name
+        flag = "--" + dest.replace("_", "-")
         default = f.default if f.default is not dataclasses.MISSING else (
             f.default_factory() if f.default_factory is not dataclasses.MISSING else None  # type: ignore[misc]
         )
         required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        help_text = f.metadata.get("help", "")
+        help_text = f.metadata.get("help", "").replace("%", "%%")
         if not required:
             help_text += f" (default: {default})"
-        if tp is bool and not is_list:
-            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction,
-                                default=default, help=help_text)
         else:
-            parser.add_argument(flag, dest=f.name, type=tp, nargs="+" if is_list else None,
-                                default=default, required=required, help=help_text,
-                                metavar=f.name.upper())
+            help_text += " (required)"
+        if tp is bool and not is_list:
+            parser.add_argument(flag, dest=dest, action=argparse.BooleanOptionalAction, default=None, help=help_text)
+        else:
+            parser.add_argument(flag, dest=dest, type=tp, nargs="+" if is_list else None,
+                                default=None, help=help_text, metavar=f.name.upper())
+
+
+def _collect(cls: type, values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Build constructor kwargs from flat `values` (flags), recursing into nested configs."""
+    hints = typing.get_type_hints(cls)
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            continue
+        if dataclasses.is_dataclass(hints[f.name]):
+            kwargs[f.name] = hints[f.name](**_collect(hints[f.name], values, f"{prefix}{f.name}_"))
+        elif values.get(prefix + f.name) is not None:
+            kwargs[f.name] = values[prefix + f.name]
+    return kwargs
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}_"))
+        else:
+            out[prefix + k] = v
+    return out
 
 
 def config_from_args(cls: type[T], ns: argparse.Namespace) -> T:
-    names = {f.name for f in dataclasses.fields(cls) if f.init}
-    return cls(**{k: v for k, v in vars(ns).items() if k in names})
+    """The config from `--config FILE` (if any) overlaid with the flags given; validated on construction."""
+    values: dict[str, Any] = {}
+    path = getattr(ns, "_config_file", None)
+    if path:
+        try:
+            values.update(_flatten(json.loads(Path(path).read_text())))
+        except (OSError, json.JSONDecodeError) as e:
+            raise ValueError(f"--config {path}: cannot read a JSON object ({e})") from e
+    values.update({k: v for k, v in vars(ns).items() if v is not None and not k.startswith("_")})
+    try:
+        return cls(**_collect(cls, values))
+    except TypeError as e:  # a required option is missing
+        raise ValueError(f"{cls.__name__}: {e}") from e
 
 
 def config_to_dict(cfg: Any) -> dict[str, Any]:

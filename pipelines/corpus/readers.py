@@ -18,7 +18,7 @@ from email.message import Message
 
 from schemas.records import Quarantined, RawDocument
 
-WARC_SUFFIXES = (".warc", ".warc.gz", ".wet", ".wet.gz", ".warc.wet.gz", ".arc.gz")
+WARC_SUFFIXES = (".warc", ".warc.gz", ".wet", ".wet.gz", ".wat", ".wat.gz", ".arc.gz")
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".json.gz", ".jsonl.zst")
 
 # Non-document WARC record types: they describe a crawl, they are not pages.
@@ -38,10 +38,19 @@ def kind_of(path: str) -> str:
 
 def read_file(path: str, skipped: dict[str, int] | None = None) -> Iterator[RawDocument | Quarantined]:
     """Every document or quarantined record in `path`; `skipped` counts non-document records by type."""
-    if os.path.getsize(path) == 0:
+    try:
+        size = os.path.getsize(path)
+    except OSError as e:
+        yield Quarantined(path, 0, "unreadable_file", f"{type(e).__name__}: {e}")
+        return
+    if size == 0:
         yield Quarantined(path, 0, "empty_file", "zero-byte input file")
         return
-    kind = kind_of(path)
+    try:
+        kind = kind_of(path)
+    except ValueError as e:
+        yield Quarantined(path, 0, "unsupported_file", str(e))
+        return
     if kind == "warc":
         yield from read_warc(path, skipped if skipped is not None else {})
     elif kind == "jsonl":

@@ -1,0 +1,151 @@
+"""The lmforge DAG as one Prefect flow: corpus -> tokenizer -> shards -> pretrain ->
+(finetune, distill) -> evaluate.
+
+    lmforge run --name demo                          # no Prefect server needed
+    PREFECT_API_URL=http://127.0.0.1:4200/api lmforge run --name demo   # shows in the UI
+
+Every task launches one stage's entry point (`python -m lmforge.cli <stage> ...`) as a
+subprocess and returns the stage directory; nothing is computed here. The evaluate task also
+publishes eval/report.md as a Prefect markdown artifact.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+from prefect import flow, task
+from prefect.artifacts import create_markdown_artifact
+from pydantic import BaseModel, Field
+
+from flows.presets import PRESETS
+
+
+class DagParams(BaseModel):
+    """Shown as a form in the Prefect UI."""
+
+    run_name: str = Field("demo", description="runs/<run_name>/ receives one folder per stage")
+    runs_dir: str = Field("runs", description="parent folder of all runs")
+    crawl: list[str] = Field(["samples/crawl"], description="crawl inputs: files, directories or globs (WARC/WET/JSONL/Parquet)")
+    labeled: str = Field("samples/labeled/vader", description="VADER ground-truth folder for the fine-tune task")
+    preset: Literal["demo", "tiny"] = Field("demo", description="stage sizes: demo (bundled sample, <15 min) or tiny (tests)")
+    nproc: int = Field(2, ge=1, description="pretraining processes (torchrun --nproc_per_node)")
+    overrides: dict[str, dict[str, Any]] = Field(default_factory=dict, description="per-stage option overrides, e.g. {'pretrain': {'steps': 50}}")
+
+
+def _flags(opts: dict[str, Any]) -> list[str]:
+    argv: list[str] = []
+    for k, v in opts.items():
+        flag = "--" + k.replace("_", "-")
+        if isinstance(v, bool):
+            argv.append(flag if v else "--no-" + flag[2:])
+        elif isinstance(v, (list, tuple)):
+            argv += [flag, *map(str, v)]
+        else:
+            argv += [flag, str(v)]
+    return argv
+
+
+def launch_stage(stage: str, opts: dict[str, Any], out: Path) -> str:
+    """Run `lmforge <stage>` in a subprocess; its log goes to <out>/../logs/<stage>.log and to our stdout."""
+    cmd = [sys.executable, "-m", "lmforge.cli", stage, *_flags(opts)]
+    log_path = out.parent / "logs" / f"{stage}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    print(f"[{stage}] {' '.join(cmd[2:])}", flush=True)
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            log.write(line)
+            if not _noise(line):
+                print(f"[{stage}] {line}", end="", flush=True)
+        rc = proc.wait()
+    if rc != 0:
+        tail = "".join(log_path.read_text().splitlines(keepends=True)[-40:])
+        raise RuntimeError(f"stage {stage} failed (exit {rc}); full log: {log_path}\n{tail}")
+    print(f"[{stage}] done in {time.time() - t0:.1f}s -> {out}", flush=True)
+    return str(out)
+
+
+def _noise(line: str) -> bool:
+    return line.startswith(("INFO:", "WARNING:apache_beam", "WARNING:root:", "I1", "W1")) or "[INFO]" in line
+
+
+@task(name="corpus")
+def corpus_task(p: DagParams, run: Path, opts: dict) -> str:
+    return launch_stage("corpus", {"input": p.crawl, "output": run / "corpus", **opts}, run / "corpus")
+
+
+@task(name="tokenizer")
+def tokenizer_task(corpus: str, run: Path, opts: dict) -> str:
+    return launch_stage("tokenizer", {"corpus": corpus, "output": run / "tokenizer", **opts}, run / "tokenizer")
+
+
+@task(name="shards")
+def shards_task(corpus: str, tokenizer: str, run: Path, opts: dict) -> str:
+    return launch_stage("shards", {"corpus": corpus, "tokenizer": tokenizer, "output": run / "shards", **opts}, run / "shards")
+
+
+@task(name="pretrain")
+def pretrain_task(shards: str, tokenizer: str, run: Path, opts: dict) -> str:
+    return launch_stage("pretrain", {"shards": shards, "tokenizer": tokenizer, "output": run / "pretrain", **opts}, run / "pretrain")
+
+
+@task(name="finetune")
+def finetune_task(pretrain: str, labeled: str, run: Path, opts: dict) -> str:
+    return launch_stage("finetune", {"model": Path(pretrain) / "hf", "data": labeled, "output": run / "finetune", **opts}, run / "finetune")
+
+
+@task(name="distill")
+def distill_task(pretrain: str, shards: str, run: Path, opts: dict) -> str:
+    return launch_stage("distill", {"teacher": Path(pretrain) / "hf", "shards": shards, "output": run / "distill", **opts}, run / "distill")
+
+
+@task(name="evaluate")
+def evaluate_task(run: Path, opts: dict, upstream: list[str]) -> str:
+    out = launch_stage("evaluate", {"run": run, "output": run / "eval", **opts}, run / "eval")
+    create_markdown_artifact(key="lmforge-eval-report", markdown=(Path(out) / "report.md").read_text(),
+                             description=f"lmforge evaluation of {run}")
+    return out
+
+
+@flow(name="lmforge-dag", persist_result=True, log_prints=True)
+def lmforge_dag(params: DagParams = DagParams()) -> dict[str, str]:
+    """Crawl in, evaluated and distilled model out; every stage writes runs/<name>/<stage>/."""
+    opts = PRESETS[params.preset]()
+    for stage, extra in params.overrides.items():
+        opts.setdefault(stage, {}).update(extra)
+    run = Path(params.runs_dir, params.run_name).resolve()
+    run.mkdir(parents=True, exist_ok=True)
+    corpus = corpus_task(params, run, opts["corpus"])
+    tokenizer = tokenizer_task(corpus, run, opts["tokenizer"])
+    shards = shards_task(corpus, tokenizer, run, opts["shards"])
+    pretrain = pretrain_task(shards, tokenizer, run, {**opts["pretrain"], "nproc": params.nproc})
+    # finetune and distill only depend on pretrain; run them one after the other on 2 cores.
+    finetune = finetune_task(pretrain, params.labeled, run, opts["finetune"])
+    distill = distill_task(pretrain, shards, run, opts["distill"])
+    evaluation = evaluate_task(run, opts["evaluate"], [finetune, distill])
+    return {"corpus": corpus, "tokenizer": tokenizer, "shards": shards, "pretrain": pretrain,
+            "finetune": finetune, "distill": distill, "eval": evaluation}
+
+
+def cli_main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="lmforge run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--name", default="demo", help="run name: outputs go to <runs-dir>/<name>/ (default: demo)")
+    ap.add_argument("--runs-dir", default="runs", help="parent folder of runs (default: runs)")
+    ap.add_argument("--crawl", nargs="+", default=["samples/crawl"], help="crawl inputs (default: samples/crawl)")
+    ap.add_argument("--labeled", default="samples/labeled/vader", help="VADER folder (default: samples/labeled/vader)")
+    ap.add_argument("--preset", choices=sorted(PRESETS), default="demo", help="stage sizes (default: demo)")
+    ap.add_argument("--nproc", type=int, default=2, help="pretraining processes (default: 2)")
+    a = ap.parse_args(argv)
+    t0 = time.time()
+    result = lmforge_dag(DagParams(run_name=a.name, runs_dir=a.runs_dir, crawl=a.crawl, labeled=a.labeled,
+                                   preset=a.preset, nproc=a.nproc))
+    print(f"lmforge run {a.name}: finished in {time.time() - t0:.0f}s; report: {result['eval']}/report.md")
+    return 0

@@ -1,0 +1,120 @@
+"""`lmforge`: one subcommand per stage, and `run` for the whole DAG.
+
+    lmforge run --name demo                     # the whole DAG on the bundled sample (Prefect flow)
+    lmforge corpus --input samples/crawl --output runs/x/corpus
+    lmforge tokenizer --corpus runs/x/corpus --output runs/x/tokenizer
+    lmforge shards --corpus runs/x/corpus --tokenizer runs/x/tokenizer --output runs/x/shards
+    lmforge pretrain --shards runs/x/shards --tokenizer runs/x/tokenizer --output runs/x/pretrain
+    lmforge finetune --model runs/x/pretrain/hf --output runs/x/finetune
+    lmforge distill --teacher runs/x/pretrain/hf --shards runs/x/shards --output runs/x/distill
+    lmforge evaluate --run runs/x --output runs/x/eval
+
+Every option has --help; `--config FILE` reads options from JSON. The Beam stages (corpus,
+shards) pass options they do not know to Beam (e.g. --runner, --direct_num_workers).
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from lmforge.config import add_config_args, config_from_args
+
+
+def _stage(name: str) -> tuple[type, Callable[..., Any], str, bool]:
+    """(config class, run function, description, passes unknown args to Beam) for a stage, imported lazily."""
+    if name == "corpus":
+        from pipelines.corpus import beam_corpus, stage
+        from pipelines.corpus.config import CorpusConfig
+
+        return CorpusConfig, stage.run, beam_corpus.__doc__ or "", True
+    if name == "tokenizer":
+        from pipelines import tokenizer
+
+        return tokenizer.TokenizerConfig, tokenizer.run, tokenizer.__doc__ or "", False
+    if name == "shards":
+        from pipelines.shards import beam_shards, stage
+
+        return stage.ShardsConfig, stage.run, beam_shards.__doc__ or "", True
+    if name == "pretrain":
+        from training import launch, pretrain
+
+        return pretrain.PretrainConfig, launch.launch_pretrain, pretrain.__doc__ or "", False
+    if name == "finetune":
+        from training import finetune
+
+        return finetune.FinetuneConfig, finetune.run, finetune.__doc__ or "", False
+    if name == "distill":
+        from training import distill
+
+        return distill.DistillConfig, distill.run, distill.__doc__ or "", False
+    if name == "evaluate":
+        from training import evaluate
+
+        return evaluate.EvaluateConfig, evaluate.run, evaluate.__doc__ or "", False
+    raise KeyError(name)
+
+
+STAGES = ("corpus", "tokenizer", "shards", "pretrain", "finetune", "distill", "evaluate")
+SUMMARIES = {
+    "corpus": "Beam: crawl (WARC/WET/JSONL/Parquet) -> clean, deduplicated Parquet",
+    "tokenizer": "train a WordPiece tokenizer (HF tokenizers) on the clean corpus",
+    "shards": "Beam: encode, pack and mask into Arrow token shards",
+    "pretrain": "DeepSpeed ZeRO-2 MLM pretraining, 2 processes (torchrun)",
+    "finetune": "fine-tune on binary sentiment (VADER human-scored sentences)",
+    "distill": "DistilBERT-style student from the pretrained teacher",
+    "evaluate": "MLM loss, accuracy, parameters, throughput -> eval/report.{json,md}",
+    "run": "the whole DAG as one Prefect flow (no server needed)",
+}
+
+
+def _quiet_logs() -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    for noisy in ("apache_beam", "absl", "DeepSpeed"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="lmforge", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in (*STAGES, "run"):
+        sub.add_parser(name, help=SUMMARIES[name], add_help=False)
+    if not argv or argv[0] in ("-h", "--help"):
+        parser.print_help()
+        return 0
+    command, rest = argv[0], argv[1:]
+    if command not in SUMMARIES:
+        parser.error(f"unknown command {command!r}; choose from {', '.join((*STAGES, 'run'))}")
+    _quiet_logs()
+    if command == "run":
+        from flows.dag import cli_main
+
+        return cli_main(rest)
+    cls, run_fn, doc, beam = _stage(command)
+    sp = argparse.ArgumentParser(prog=f"lmforge {command}", description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_config_args(sp, cls)
+    if command == "pretrain":
+        sp.add_argument("--nproc", type=int, default=2, help="processes for torchrun --nproc_per_node (default: 2)")
+    if beam:
+        ns, beam_args = sp.parse_known_args(rest)
+    else:
+        ns, beam_args = sp.parse_args(rest), []
+    try:
+        cfg = config_from_args(cls, ns)
+    except ValueError as e:
+        sp.error(str(e))
+    if command == "pretrain":
+        out = run_fn(cfg, nproc=ns.nproc)
+    else:
+        out = run_fn(cfg, beam_args) if beam else run_fn(cfg)
+    print(f"{command}: wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

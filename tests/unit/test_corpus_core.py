@@ -1,0 +1,137 @@
+"""Pure cores of the corpus stage: readers, decoding, C4 rules, language id, dedup helpers."""
+from __future__ import annotations
+
+import gzip
+import io
+import json
+
+import numpy as np
+import pytest
+
+from pipelines.corpus.clean import DROPPED, KEPT, QUARANTINED, process_document
+from pipelines.corpus.config import CorpusConfig
+from pipelines.corpus.dedup import band_keys, detection_probability, estimated_jaccard, exact_key, lsh_params, shingles, signatures
+from pipelines.corpus.filters import C4Config, clean_line, clean_page
+from pipelines.corpus.readers import read_file
+from pipelines.corpus.text import DecodeError, decode_html, identify_language, normalize_text
+from schemas.records import Quarantined, RawDocument
+
+# Real prose: the opening of the Debian Social Contract and of Tolstoy's "Anna Karenina" (Russian).
+EN = ("Debian will remain 100% free. We provide the guidelines that we use to determine if a work is free. "
+      "We will support our users who develop and run non-free works on Debian. We will give back to the free "
+      "software community. We will not hide problems.")
+RU = ("Все счастливые семьи похожи друг на друга, каждая несчастливая семья несчастлива по-своему. "
+      "Все смешалось в доме Облонских. Жена узнала, что муж был в связи с бывшею в их доме француженкою-гувернанткой, "
+      "и объявила мужу, что не может жить с ним в одном доме.")
+
+
+def warc_bytes(records: list[tuple[str, bytes, str]]) -> bytes:
+    from warcio.statusandheaders import StatusAndHeaders
+    from warcio.warcwriter import WARCWriter
+
+    buf = io.BytesIO()
+    w = WARCWriter(buf, gzip=True)
+    for url, body, ctype in records:
+        http = StatusAndHeaders("200 OK", [("Content-Type", ctype)], protocol="HTTP/1.1")
+        w.write_record(w.create_warc_record(url, "response", payload=io.BytesIO(body), length=len(body), http_headers=http))
+    return buf.getvalue()
+
+
+def html(body: str) -> bytes:
+    return f"<html><head><title>t</title></head><body><main><p>{body}</p></main></body></html>".encode()
+
+
+def test_warc_reader_yields_documents_and_quarantines_truncated_member(tmp_path):
+    data = warc_bytes([("https://a.invalid/1", html(EN), "text/html; charset=utf-8"),
+                       ("https://a.invalid/2", html(EN * 20), "text/html")])
+    path = tmp_path / "x.warc.gz"
+    path.write_bytes(data[:-200])  # cut into the second record's gzip member
+    recs = list(read_file(str(path)))
+    assert isinstance(recs[0], RawDocument) and recs[0].url == "https://a.invalid/1" and recs[0].charset == "utf-8"
+    assert isinstance(recs[1], Quarantined) and recs[1].reason in ("truncated_record", "truncated_gzip")
+    assert recs[1].offset > 0 and len(recs) == 2
+
+
+def test_zero_byte_and_unknown_files_are_quarantined(tmp_path):
+    (tmp_path / "empty.warc.gz").write_bytes(b"")
+    (tmp_path / "notes.txt").write_text("hello")
+    assert [r.reason for r in read_file(str(tmp_path / "empty.warc.gz"))] == ["empty_file"]
+    assert [r.reason for r in read_file(str(tmp_path / "notes.txt"))] == ["unsupported_file"]
+
+
+def test_jsonl_reader_preserves_ids_and_quarantines_bad_lines(tmp_path):
+    path = tmp_path / "d.jsonl.gz"
+    lines = [json.dumps({"id": "doc-7", "url": "u", "text": EN}), "{not json", json.dumps({"id": "x"}), ""]
+    path.write_bytes(gzip.compress("\n".join(lines).encode()))
+    recs = list(read_file(str(path)))
+    assert recs[0].id == "doc-7" and recs[0].text == EN
+    assert [(r.reason, r.offset) for r in recs[1:]] == [("invalid_json", 2), ("missing_text", 3)]
+
+
+def test_decode_uses_declared_charset_and_refuses_undeclared_non_utf8():
+    koi8 = RU.encode("koi8-r")
+    assert decode_html(koi8, "koi8-r") == RU
+    assert decode_html(b'<meta charset="windows-1251">' + RU.encode("cp1251"), None).endswith(RU)
+    with pytest.raises(DecodeError):
+        decode_html(koi8, None)
+
+
+def test_c4_line_rules():
+    cfg = C4Config()
+    assert clean_line("We will support our users who develop free works.", cfg)
+    assert clean_line("Too short line.", cfg) is None
+    assert clean_line("This line has no terminal punctuation at all here", cfg) is None
+    assert clean_line("Please enable JavaScript to view this site properly.", cfg) is None
+    assert clean_line("Read our privacy policy before you use this site.", cfg) is None
+    assert clean_line("Wait for it and then see what happens next...", cfg) is None
+    assert clean_line("Debian is a free operating system [1] for your computer.", cfg) == \
+        "Debian is a free operating system  for your computer."
+
+
+def test_c4_page_rules():
+    cfg = C4Config(min_chars=50)
+    assert clean_page(EN, cfg)[0] is not None
+    assert clean_page("Lorem ipsum dolor sit amet, consectetur adipiscing elit. " + EN, cfg) == (None, "c4_lorem_ipsum")
+    assert clean_page(EN + " int main() { return 0; }", cfg) == (None, "c4_curly_bracket")
+    assert clean_page("One sentence only, with enough words in it.", cfg) == (None, "c4_too_few_sentences")
+    assert clean_page("menu\nhome\nabout", cfg) == (None, "c4_no_lines_left")
+
+
+def test_normalize_and_language_id():
+    assert normalize_text("  a\u00a0 b \r\n\r\n\n c ") == "a b\nc"
+    assert identify_language(EN)[0] == "en"
+    lang, p = identify_language(RU)
+    assert lang == "ru" and p > 0.9
+
+
+def test_process_document_paths():
+    cfg = CorpusConfig(input=["x"], output="y", c4=C4Config(min_chars=50))
+    ok = RawDocument("1", "u", "f", 0, html=html(EN.replace(". ", ".</p><p>")), charset="utf-8")
+    status, rec = process_document(ok, cfg)
+    assert status == KEPT and rec["language"] == "en" and "free software community" in rec["text"]
+    assert process_document(RawDocument("2", "u", "f", 0, html=b"\x89PNG", content_type="image/png"), cfg)[0] == DROPPED
+    bad = RawDocument("3", "u", "f", 0, html=html(RU).decode().encode("koi8-r"))
+    status, q = process_document(bad, cfg)
+    assert status == QUARANTINED and q.reason == "undecodable"
+    status, (_, reason) = process_document(RawDocument("4", "u", "f", 0, html=html(RU)), CorpusConfig(input=["x"], output="y", languages=["en"], c4=C4Config(min_chars=50)))
+    assert (status, reason) == (DROPPED, "language_not_kept")
+
+
+def test_exact_key_folds_case_spacing_and_punctuation():
+    assert exact_key("Hello,  World!") == exact_key("hello world")
+    assert exact_key("hello world") != exact_key("hello there world")
+
+
+def test_minhash_finds_near_duplicates_and_separates_different_texts():
+    a = EN + " We will keep our priorities on the users."
+    b = EN + " We will keep our priorities on our users."
+    sig = signatures([a, b, RU], num_perm=128, n=5)
+    assert sig.shape == (3, 128)
+    true_j = len(set(shingles(a)) & set(shingles(b))) / len(set(shingles(a)) | set(shingles(b)))
+    assert abs(estimated_jaccard(sig[0], sig[1]) - true_j) < 0.15
+    assert estimated_jaccard(sig[0], sig[2]) < 0.1
+    bands, rows = lsh_params(0.8, 128)
+    assert bands * rows <= 128 and detection_probability(0.8, bands, rows) > 0.9
+    keys_a, keys_c = band_keys(sig[0], bands, rows), band_keys(sig[2], bands, rows)
+    assert len(keys_a) == bands and not set(keys_a) & set(keys_c)
+    assert np.array_equal(signatures([a], 128, 5), signatures([a], 128, 5))
