@@ -14,6 +14,11 @@ import unicodedata
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_\-:.]+)""", re.I)
 
 
+# Charset labels seen in real pages that Python's codec registry spells differently.
+CHARSET_ALIASES = {"x-mac-cyrillic": "mac_cyrillic", "x-mac-roman": "mac_roman", "x-sjis": "shift_jis",
+                   "x-euc-jp": "euc_jp", "windows-874": "cp874"}
+
+
 class DecodeError(ValueError):
     """The payload's bytes cannot be decoded with its declared (or the default) charset."""
 
@@ -29,6 +34,7 @@ def decode_html(body: bytes, declared: str | None) -> str:
         m = _META_CHARSET.search(body[:4096])
         charset = m.group(1).decode("ascii") if m else None
     if charset:
+        charset = CHARSET_ALIASES.get(charset.lower(), charset)
         try:
             codecs.lookup(charset)
         except LookupError as e:

@@ -1,0 +1,59 @@
+"""The whole DAG, as the Prefect flow, on tests/data/tiny (real pages, tiny sizes)."""
+from __future__ import annotations
+
+import glob
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+STAGES = ("corpus", "tokenizer", "shards", "pretrain", "finetune", "distill", "eval")
+
+
+@pytest.mark.slow
+def test_dag_end_to_end(tmp_path, monkeypatch):
+    from flows.dag import DagParams, lmforge_dag
+    from schemas.manifest import read_manifest, verify_outputs
+
+    monkeypatch.chdir(ROOT)
+    crawl = sorted(glob.glob(str(ROOT / "tests/data/tiny/*.warc.gz")) + glob.glob(str(ROOT / "tests/data/tiny/*.wet")))
+    params = DagParams(run_name="e2e", runs_dir=str(tmp_path), crawl=crawl, preset="tiny",
+                       labeled=str(ROOT / "samples/labeled/vader"))
+    result = lmforge_dag(params)
+    run = tmp_path / "e2e"
+    assert set(result) == set(STAGES)
+    for stage in STAGES:
+        m = read_manifest(run / stage)
+        assert m["stage"] == ("evaluate" if stage == "eval" else stage)
+        verify_outputs(run / stage)
+
+    c = read_manifest(run / "corpus")["counts"]
+    assert c["in"] == c["kept"] + sum(c["dropped"].values()) + c["duplicates"] + c["quarantined"]
+    assert c["quarantined_by_reason"].get("truncated_record", 0) + c["quarantined_by_reason"].get("truncated_gzip", 0) == 1
+    assert c["quarantined_by_reason"].get("undecodable", 0) >= 1
+    assert c["duplicates_by_kind"].get("exact", 0) >= 1 and c["duplicates_by_kind"].get("near", 0) >= 1
+    assert c["kept_by_language"].get("en", 0) > 0 and c["kept_by_language"].get("ru", 0) > 0
+
+    # The shards stage's inputs pin the corpus and tokenizer manifests it read.
+    sm = read_manifest(run / "shards")
+    pinned = {Path(i["path"]).name: i["manifest_sha256"] for i in sm["inputs"]}
+    assert pinned["corpus"] and pinned["tokenizer"]
+
+    import datasets
+    from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer
+
+    ds = datasets.Dataset.from_file(str(run / "shards" / sm["extra"]["splits"]["train"][0]))
+    assert len(ds) > 0 and len(ds[0]["input_ids"]) == sm["extra"]["seq_len"]
+    teacher = AutoModelForMaskedLM.from_pretrained(run / "pretrain" / "hf")
+    student = AutoModelForMaskedLM.from_pretrained(run / "distill" / "hf")
+    assert student.config.num_hidden_layers < teacher.config.num_hidden_layers
+    AutoModelForSequenceClassification.from_pretrained(run / "finetune" / "hf")
+    AutoTokenizer.from_pretrained(run / "pretrain" / "hf")
+
+    report = json.loads((run / "eval" / "report.json").read_text())
+    assert 0.0 <= report["finetune"]["accuracy"] <= 1.0 and 0.0 < report["finetune"]["majority_baseline"] < 1.0
+    for who in ("teacher", "student"):
+        assert report[who]["params"] > 0 and report[who]["mlm_loss"] > 0
+    assert report["student"]["params"] < report["teacher"]["params"]
+    assert "| teacher |" in (run / "eval" / "report.md").read_text()
