@@ -105,11 +105,15 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"| majority-class baseline | {f['majority_baseline']:.3f} |",
         f"| test sentences | {f['test_examples']:,} |",
         "",
-        f"Pretraining: MLM loss {report['pretrain'].get('first_loss')} -> {report['pretrain'].get('last_loss')} "
+        f"Pretraining: training MLM loss {_fmt(report['pretrain'].get('first_loss'))} -> {_fmt(report['pretrain'].get('last_loss'))} "
         f"over {report['pretrain'].get('steps')} steps.",
         f"Held-out masked tokens: {t['masked_tokens']:,}.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
 
 
 def run(cfg: EvaluateConfig) -> Path:

@@ -1,0 +1,67 @@
+"""Every stage has --help; configs validate; infra option files parse for their tools."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lmforge.cli import STAGES, main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("stage", [*STAGES, "run"])
+def test_every_stage_has_help(stage, capsys):
+    with pytest.raises(SystemExit) as e:
+        main([stage, "--help"])
+    assert e.value.code == 0
+    assert "--" in capsys.readouterr().out
+
+
+def test_missing_required_option_is_a_clear_error(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["tokenizer", "--output", "x"])
+    assert e.value.code == 2
+    assert "corpus" in capsys.readouterr().err
+
+
+def test_config_file_and_flags(tmp_path):
+    import argparse
+
+    from lmforge.config import add_config_args, config_from_args
+    from pipelines.shards.stage import ShardsConfig
+
+    cfg_file = tmp_path / "c.json"
+    cfg_file.write_text(json.dumps({"corpus": "c", "tokenizer": "t", "output": "o", "seq_len": 256, "mask": {"rate": 0.3}}))
+    p = argparse.ArgumentParser()
+    add_config_args(p, ShardsConfig)
+    cfg = config_from_args(ShardsConfig, p.parse_args(["--config", str(cfg_file), "--mask-num-variants", "4"]))
+    assert (cfg.seq_len, cfg.mask.rate, cfg.mask.num_variants) == (256, 0.3, 4)
+    with pytest.raises(ValueError, match="rate"):
+        config_from_args(ShardsConfig, p.parse_args(["--config", str(cfg_file), "--mask-rate", "0.9"]))
+
+
+@pytest.mark.parametrize("name", ["direct", "dataflow", "flink", "spark"])
+def test_beam_runner_option_files_parse(name):
+    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+
+    opts = json.loads((ROOT / "infra" / "beam" / f"{name}.json").read_text())
+    args = []
+    for k, v in opts.items():
+        for item in v if isinstance(v, list) else [v]:
+            args.append(f"--{k}={item}")
+    po = PipelineOptions(args)
+    assert po.view_as(StandardOptions).runner == opts["runner"]
+    unknown = [a for a in args if a.split("=")[0][2:] not in po.get_all_options()]
+    assert not unknown, f"options Beam does not know: {unknown}"
+
+
+def test_prefect_deployment_file_points_at_the_flow():
+    import yaml
+
+    spec = yaml.safe_load((ROOT / "infra" / "prefect" / "prefect.yaml").read_text())
+    for d in spec["deployments"]:
+        path, func = d["entrypoint"].split(":")
+        assert (ROOT / path).exists() and f"def {func}(" in (ROOT / path).read_text()
+    json.loads((ROOT / "infra" / "deepspeed" / "zero2_cpu.json").read_text())
