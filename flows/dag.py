@@ -74,7 +74,10 @@ def launch_stage(stage: str, opts: dict[str, Any], out: Path) -> str:
 
 
 def _noise(line: str) -> bool:
-    return line.startswith(("INFO:", "WARNING:apache_beam", "WARNING:root:", "I1", "W1")) or "[INFO]" in line
+    """Library chatter kept out of the flow log (it stays in logs/<stage>.log)."""
+    return (line.startswith(("INFO:", "WARNING:apache_beam", "WARNING:root:", "I1", "W1"))
+            or "[INFO]" in line or "apitools not found" in line or "Setting accelerator to CPU" in line
+            or "Loading weights" in line or "Writing model shards" in line)
 
 
 @task(name="corpus")

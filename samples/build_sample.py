@@ -125,7 +125,7 @@ N_IG_RU_PAIRS = 40            # Russian installation-guide pages, amd64 + arm64
 N_HB_EN = 50
 N_HB_RU = 50
 
-BASE_DATE = dt.datetime(2024, 5, 1, tzinfo=dt.timezone.utc)
+BASE_DATE = dt.datetime(2024, 5, 1, tzinfo=dt.UTC)
 
 # --------------------------------------------------------------------------
 # chardet test files: (path under tests/, header charset or None, python codec)
@@ -483,7 +483,7 @@ def write_warcinfo(writer: WARCWriter, filename: str, description: str) -> None:
     fields = (f"software: lmforge samples/build_sample.py\r\n"
               f"format: WARC File Format 1.0\r\n"
               f"isPartOf: lmforge-sample\r\n"
-              f"description: {description}\r\n").encode("utf-8")
+              f"description: {description}\r\n").encode()
     rec = writer.create_warc_record("", "warcinfo", payload=io.BytesIO(fields), length=len(fields),
                                     warc_content_type="application/warc-fields",
                                     warc_headers_dict={
@@ -758,7 +758,7 @@ def main() -> None:
     for first, last, out in spans:
         if not out.startswith("no exception"):
             print(f"      cut at {first}-{last} bytes -> {out}")
-    print(f"      every other cut length -> no exception")
+    print("      every other cut length -> no exception")
 
 
 def build_tiny(cands, deb_sel, dup_rows, news, enc):
@@ -776,7 +776,7 @@ def build_tiny(cands, deb_sel, dup_rows, news, enc):
         rows = [r for r in dup_rows if r[0] == kind and r[4] == why and lo <= r[1] < hi
                 and small(r[2]) and small(r[3])]
         rows.sort(key=lambda r: sha1("tiny:" + r[2].url))
-        for k, (kind_, j, a, b, _) in enumerate(rows[:n]):
+        for _k, (kind_, j, a, b, _) in enumerate(rows[:n]):
             tag = f"{kind_}-pair:{sha1(a.url)[:8]} (text jaccard {j:.3f})"
             take(a, tag)
             take(b, tag)
@@ -790,7 +790,7 @@ def build_tiny(cands, deb_sel, dup_rows, news, enc):
     pick_pairs("exact", gimp_pair, 3)
     pick_pairs("exact", ig_pair, 2)
     # news exact duplicate (same HTML file under two names in newspaper4k)
-    for kind, j, a, b, why in dup_rows:
+    for kind, _j, a, b, _why in dup_rows:
         if kind == "exact" and a.source == "newspaper4k":
             take(a, f"exact-pair:{sha1(a.url)[:8]} (news)")
             take(b, f"exact-pair:{sha1(a.url)[:8]} (news)")
@@ -841,7 +841,7 @@ def verify(outputs, valid, victim, tiny_pages, dup_rows, versions):
         recs, exc = read_warc(CRAWL / name)
         assert exc is None, (name, exc)
         assert [r[0] for r in recs] == [p.url for p in pages], name
-        for (url, payload, ctype, declared), p in zip(recs, pages):
+        for (_url, payload, ctype, declared), p in zip(recs, pages):
             assert payload == p.body and declared == len(payload)
             m = re.search(r"charset=([\w-]+)", ctype or "")
             if m:
@@ -853,7 +853,7 @@ def verify(outputs, valid, victim, tiny_pages, dup_rows, versions):
     print(f"  total response records in samples/crawl (excluding broken): {total_pages}")
     for (src, lang), n in sorted(by.items()):
         print(f"    {src:14s} {lang:4s} {n:5d}")
-    ru = sum(n for (s, l), n in by.items() if l == "ru")
+    ru = sum(n for (_s, lang), n in by.items() if lang == "ru")
     print(f"  Russian share: {ru}/{total_pages} = {ru / total_pages:.1%}")
     kinds = collections.Counter(r[0] for r in dup_rows)
     print("  duplicate pairs:", dict(kinds))

@@ -18,7 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from lmforge.config import add_config_args, config_from_args, config_to_dict, opt, require
-from schemas.manifest import Manifest, atomic_write_bytes, atomic_write_json, describe_outputs, input_ref, read_manifest, write_manifest
+from schemas.manifest import (
+    Manifest,
+    atomic_write_bytes,
+    atomic_write_json,
+    describe_outputs,
+    input_ref,
+    read_manifest,
+    write_manifest,
+)
 
 
 @dataclass(kw_only=True)
@@ -127,7 +135,7 @@ def run(cfg: EvaluateConfig) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     (out / "manifest.json").unlink(missing_ok=True)
     stages = {s: run_dir / s for s in ("shards", "pretrain", "finetune", "distill")}
-    for s, d in stages.items():
+    for d in stages.values():
         read_manifest(d)  # every upstream stage must have finished
     table = ShardSet.open(stages["shards"]).read("valid")
     ft = json.loads((stages["finetune"] / "metrics.json").read_text())

@@ -9,7 +9,6 @@ metrics.json (held-out accuracy next to the majority-class baseline) and the man
 """
 from __future__ import annotations
 
-import json
 import random
 import time
 from dataclasses import dataclass

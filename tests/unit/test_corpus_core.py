@@ -10,7 +10,15 @@ import pytest
 
 from pipelines.corpus.clean import DROPPED, KEPT, QUARANTINED, process_document
 from pipelines.corpus.config import CorpusConfig
-from pipelines.corpus.dedup import band_keys, detection_probability, estimated_jaccard, exact_key, lsh_params, shingles, signatures
+from pipelines.corpus.dedup import (
+    band_keys,
+    detection_probability,
+    estimated_jaccard,
+    exact_key,
+    lsh_params,
+    shingles,
+    signatures,
+)
 from pipelines.corpus.filters import C4Config, clean_line, clean_page
 from pipelines.corpus.readers import read_file
 from pipelines.corpus.text import DecodeError, decode_html, identify_language, normalize_text

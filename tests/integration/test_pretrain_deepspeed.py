@@ -1,0 +1,57 @@
+"""training.pretrain under torchrun: 2 CPU processes, DeepSpeed ZeRO-2, the tiny preset, ~20 steps.
+
+Takes ~20 s once DeepSpeed's CPU comm op is compiled; the very first run on a machine adds
+~45 s compiling it into ~/.cache/torch_extensions.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from schemas.manifest import read_manifest, verify_outputs
+from training.launch import launch_pretrain
+from training.pretrain import PretrainConfig
+from training.testing import make_shards, make_tokenizer
+
+pytestmark = pytest.mark.slow
+
+
+def test_pretrain_two_processes_zero2(tmp_path):
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    tok = make_tokenizer(tmp_path / "tokenizer")
+    shards = make_shards(tmp_path / "shards", tok, seq_len=32, num_variants=2, train_rows=64, valid_rows=16)
+    # 64 rows / 2 ranks / micro batch 4 = 8 batches per epoch per rank; 24 steps = 3 epochs, variants 0, 1, 0.
+    cfg = PretrainConfig(shards=str(shards), tokenizer=str(tok), output=str(tmp_path / "pretrain"), model="tiny",
+                         steps=24, micro_batch_size=4, grad_accum=1, lr=3e-3, log_every=6, zero_stage=2, seed=0)
+    out = launch_pretrain(cfg, nproc=2)
+
+    manifest = read_manifest(out)
+    verify_outputs(out)
+    assert manifest["stage"] == "pretrain"
+    assert manifest["counts"]["steps"] == 24
+    assert manifest["counts"]["sequences"] == 24 * 4 * 2
+    assert 0 < manifest["counts"]["tokens"] <= 24 * 4 * 2 * 32
+    assert manifest["config"]["zero_stage"] == 2 and manifest["extra"]["world_size"] == 2
+    assert [i["path"] for i in manifest["inputs"]] == [str(shards), str(tok)]
+    assert manifest["inputs"][0]["manifest_sha256"]
+    assert {"hf/config.json", "hf/model.safetensors", "hf/tokenizer.json", "metrics.json"} <= {
+        o["path"] for o in manifest["outputs"]}
+
+    ckpt = out / "checkpoints"
+    assert (ckpt / "latest").read_text().strip() == "global_step24"
+    assert sorted(p.name for p in (ckpt / "global_step24").glob("zero_pp_rank_*_optim_states.pt")) == [
+        "zero_pp_rank_0_mp_rank_00_optim_states.pt", "zero_pp_rank_1_mp_rank_00_optim_states.pt"]
+
+    model = AutoModelForMaskedLM.from_pretrained(out / "hf")
+    tokenizer = AutoTokenizer.from_pretrained(out / "hf")
+    assert model.config.num_hidden_layers == 2 and model.config.vocab_size >= len(tokenizer)
+    assert tokenizer.mask_token == "[MASK]" and tokenizer.pad_token_id == model.config.pad_token_id
+
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert [p["step"] for p in metrics["loss_curve"]] == list(range(1, 25))
+    assert metrics["world_size"] == 2
+    assert metrics["last_loss"] < metrics["first_loss"] - 0.5, (metrics["first_loss"], metrics["last_loss"])
+    assert (out / "tensorboard").is_dir()
+

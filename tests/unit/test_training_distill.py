@@ -1,0 +1,121 @@
+"""training.distill and training.model: student init, the loss, and a few real steps."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+from schemas.manifest import Manifest, read_manifest, verify_outputs, write_manifest
+from training.data import RankLoader, ShardSet
+from training.distill import DistillConfig, distill_loss, distill_step, main, student_from_teacher, student_layers
+from training.export import load_tokenizer, save_hf
+from training.model import ModelConfig, SparseMLM, bert_config, build_model, preset
+from training.testing import make_shards, make_tokenizer
+
+
+def _teacher(layers: int = 4, vocab: int = 100):
+    torch.manual_seed(0)
+    cfg = ModelConfig(hidden_size=32, num_layers=layers, num_heads=2, intermediate_size=64)
+    return build_model(bert_config(cfg, vocab_size=vocab, pad_id=0, max_position=16))
+
+
+def test_student_layers():
+    assert student_layers(12) == [0, 2, 4, 6, 8, 10]
+    assert student_layers(4) == [0, 2]
+    assert student_layers(3) == [0, 2]
+
+
+def test_student_copies_every_other_layer_and_embeddings():
+    teacher = _teacher(layers=4)
+    student = student_from_teacher(teacher)
+    assert student.config.num_hidden_layers == 2 and student.config.hidden_size == teacher.config.hidden_size
+    t, s = teacher.state_dict(), student.state_dict()
+    for si, ti in enumerate([0, 2]):
+        for key in [k for k in s if k.startswith(f"bert.encoder.layer.{si}.")]:
+            assert torch.equal(s[key], t[key.replace(f"layer.{si}.", f"layer.{ti}.", 1)]), key
+    # Layer 1 of the student is teacher layer 2, not teacher layer 1.
+    q = "bert.encoder.layer.{}.attention.self.query.weight"
+    assert not torch.equal(s[q.format(1)], t[q.format(1)])
+    for key in [k for k in s if not k.startswith("bert.encoder.layer.")]:
+        assert torch.equal(s[key], t[key]), key  # embeddings, MLM head
+    # The decoder is still tied to the word embeddings, and not to the teacher's.
+    assert student.cls.predictions.decoder.weight.data_ptr() == student.bert.embeddings.word_embeddings.weight.data_ptr()
+    assert student.bert.embeddings.word_embeddings.weight.data_ptr() != teacher.bert.embeddings.word_embeddings.weight.data_ptr()
+
+
+def test_bad_layer_choice_raises():
+    with pytest.raises(ValueError, match="do not fit"):
+        student_from_teacher(_teacher(layers=2), layers=[0, 2])
+
+
+def test_loss_parts_are_zero_for_identical_models():
+    teacher = _teacher(layers=2).eval()
+    ids = torch.randint(5, 100, (2, 16))
+    mask = torch.ones_like(ids)
+    labels = torch.full_like(ids, -100)
+    labels[:, 3] = ids[:, 3]
+    cfg = DistillConfig(teacher="t", shards="s", output="o")
+    with torch.no_grad():
+        o = teacher(input_ids=ids, attention_mask=mask, output_hidden_states=True)
+    loss, parts = distill_loss(o.logits, o.logits, o.hidden_states[-1], o.hidden_states[-1], labels, mask, cfg)
+    assert parts["ce"] == pytest.approx(0.0, abs=1e-5) and parts["cos"] == pytest.approx(0.0, abs=1e-5)
+    assert loss.item() == pytest.approx(cfg.alpha_mlm * parts["mlm"], rel=1e-5)
+
+
+def test_sparse_mlm_equals_hf_loss():
+    model = _teacher(layers=2).eval()
+    ids = torch.randint(5, 100, (3, 16))
+    mask = torch.ones_like(ids)
+    mask[2, 10:] = 0
+    labels = torch.full_like(ids, -100)
+    labels[:, [1, 4, 7]] = ids[:, [1, 4, 7]]
+    with torch.no_grad():
+        hf = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        sparse = SparseMLM(model)(ids, mask, labels)
+    assert sparse.item() == pytest.approx(hf.item(), rel=1e-5)
+
+
+def test_presets():
+    assert preset("tiny").hidden_size == 64 and preset("demo").num_layers == 4
+    with pytest.raises(ValueError, match="unknown model preset"):
+        preset("huge")
+    with pytest.raises(ValueError, match="multiple of num_heads"):
+        ModelConfig(hidden_size=30, num_layers=1, num_heads=4, intermediate_size=8)
+
+
+def test_distill_runs_end_to_end(tmp_path, monkeypatch):
+    tok_dir = make_tokenizer(tmp_path / "tokenizer")
+    shards_dir = make_shards(tmp_path / "shards", tok_dir, seq_len=32, num_variants=2, train_rows=24, valid_rows=4)
+    shards = ShardSet.open(shards_dir)
+    torch.manual_seed(0)
+    teacher = build_model(bert_config(preset("tiny"), shards.vocab_size, shards.pad_id, shards.seq_len))
+    teacher_hf = tmp_path / "pretrain" / "hf"
+    save_hf(teacher, load_tokenizer(tok_dir), teacher_hf)
+    write_manifest(teacher_hf.parent, Manifest(stage="pretrain", config={}))
+
+    # A few steps through the core, checking the loss is finite and gradients reach the student.
+    cfg = DistillConfig(teacher=str(teacher_hf), shards=str(shards_dir), output=str(tmp_path / "d"))
+    student = student_from_teacher(teacher.eval())
+    batch = next(RankLoader(shards.read("train"), 0, 1, 4, 0, 2).epoch(0))
+    loss, parts = distill_step(student, teacher, batch, cfg)
+    loss.backward()
+    assert torch.isfinite(loss) and all(abs(v) < 1e6 for v in parts.values())
+    assert student.bert.encoder.layer[0].attention.self.query.weight.grad is not None
+    assert teacher.bert.encoder.layer[0].attention.self.query.weight.grad is None
+
+    # And the entry point, which writes hf/, metrics.json and the manifest (to a relative path).
+    monkeypatch.chdir(tmp_path)
+    out = main(["--teacher", str(teacher_hf.parent), "--shards", str(shards_dir), "--output", "distill",
+                "--epochs", "1", "--batch-size", "4", "--log-every", "3", "--eval-batches", "1"])  # 24 rows / 4 = 6 steps
+    manifest = read_manifest(out)
+    verify_outputs(out)
+    assert manifest["stage"] == "distill" and manifest["counts"]["steps"] == 6
+    assert manifest["inputs"][0]["path"] == str(tmp_path / "pretrain")  # the stage, pinned by its manifest
+    assert manifest["inputs"][0]["manifest_sha256"]
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert len(metrics["loss_curve"]) == 6
+    assert all(torch.isfinite(torch.tensor(p["loss"])) for p in metrics["loss_curve"])
+    assert AutoModelForMaskedLM.from_pretrained(out / "hf").config.num_hidden_layers == 1
+    assert AutoTokenizer.from_pretrained(out / "hf").mask_token == "[MASK]"

@@ -1,0 +1,64 @@
+"""training.launch and training.pretrain's pure parts: the command line and the engine config."""
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+
+import pytest
+
+from lmforge.config import add_config_args, config_from_args, opt
+from training.launch import cfg_to_argv, torchrun_command
+from training.pretrain import PretrainConfig, deepspeed_config, plan_steps
+
+
+def _parse(cls, argv):
+    parser = argparse.ArgumentParser()
+    add_config_args(parser, cls)
+    return config_from_args(cls, parser.parse_args(argv))
+
+
+def test_cfg_to_argv_round_trips_pretrain_config():
+    cfg = PretrainConfig(shards="s", tokenizer="t", output="o", model="tiny", bf16=True, tensorboard=False, lr=2e-4)
+    assert cfg_to_argv(cfg)[:2] == ["--shards", "s"]
+    assert "--bf16" in cfg_to_argv(cfg) and "--no-tensorboard" in cfg_to_argv(cfg)
+    assert _parse(PretrainConfig, cfg_to_argv(cfg)) == cfg
+
+
+@dataclass
+class _Inner:
+    rate: float = opt(0.15, help="a nested float")
+    keep: bool = opt(True, help="a nested flag")
+
+
+@dataclass
+class _Other:
+    name: str = opt(help="a string")
+    sizes: list[int] = opt([1, 2], help="a list")
+    maybe: float | None = opt(None, help="optional")
+    mask: _Inner = opt(default_factory=_Inner, help="a nested config")
+
+
+def test_cfg_to_argv_other_dataclasses():
+    cfg = _Other(name="x", sizes=[3, 4, 5], maybe=None, mask=_Inner(rate=0.2, keep=False))
+    assert cfg_to_argv(cfg) == ["--name", "x", "--sizes", "3", "4", "5", "--mask-rate", "0.2", "--no-mask-keep"]
+    assert _parse(_Other, cfg_to_argv(cfg)) == cfg
+
+
+def test_torchrun_command():
+    cmd = torchrun_command("training.pretrain", ["--steps", "3"], nproc=2, port=29999)
+    assert cmd[:3] == [sys.executable, "-m", "torch.distributed.run"]
+    assert "--nproc_per_node=2" in cmd and "--master_port=29999" in cmd
+    assert cmd[-4:] == ["-m", "training.pretrain", "--steps", "3"]
+
+
+def test_config_validation_and_plan():
+    with pytest.raises(ValueError, match="zero_stage"):
+        PretrainConfig(shards="s", tokenizer="t", output="o", zero_stage=3)
+    with pytest.raises(ValueError, match="unknown model preset"):
+        PretrainConfig(shards="s", tokenizer="t", output="o", model="nope")
+    cfg = PretrainConfig(shards="s", tokenizer="t", output="o", epochs=3, grad_accum=2, micro_batch_size=8)
+    assert plan_steps(cfg, batches_per_epoch=62) == 3 * 31
+    ds = deepspeed_config(cfg)
+    assert ds["zero_optimization"] == {"stage": 2} and ds["gradient_accumulation_steps"] == 2
+    assert ds["train_micro_batch_size_per_gpu"] == 8 and ds["gradient_clipping"] == 1.0

@@ -1,0 +1,271 @@
+"""DistilBERT-style distillation of a pretrained BERT into one with half its layers.
+
+Run:
+
+    python -m training.distill --teacher runs/demo/pretrain/hf --shards runs/demo/shards \\
+        --output runs/demo/distill --epochs 1
+
+`--teacher` is the pretrain stage's `hf/` directory (the stage directory itself also works).
+Writes `<output>/hf` (student and tokenizer), `<output>/metrics.json` and, last,
+`<output>/manifest.json`.
+
+The recipe is Sanh et al. 2019 (DistilBERT, huggingface/transformers examples/research_projects/
+distillation): the student keeps the teacher's width, takes every other layer (0, 2, 4, ...)
+and the embeddings and MLM head, and trains on
+
+    5.0 * KL(student/T || teacher/T) * T^2 + 2.0 * MLM cross-entropy + 1.0 * (1 - cos(h_s, h_t)),
+
+T = 2, the KL and cosine terms over every attended position, with the teacher in eval mode
+under no_grad. This runs in one process with plain torch AdamW: the student is small and the
+teacher's forward dominates; a DeepSpeed shell like `training.pretrain`'s can come later.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from transformers import BertConfig, BertForMaskedLM, get_linear_schedule_with_warmup
+from transformers.utils import logging as hf_logging
+
+from lmforge.config import add_config_args, config_from_args, config_to_dict, opt, require
+from schemas.manifest import MANIFEST_NAME, Manifest, atomic_write_json, describe_outputs, input_ref, write_manifest
+from training.data import IGNORE_INDEX, RankLoader, ShardSet
+from training.export import HF_DIR, METRICS_NAME, check_tokenizer, load_tokenizer, loss_summary, save_hf
+from training.model import num_parameters, param_groups
+
+log = logging.getLogger("lmforge.distill")
+
+
+@dataclass
+class DistillConfig:
+    teacher: str = opt(help="The teacher: a pretrain stage's hf/ directory (or the stage directory holding it).")
+    shards: str = opt(help="Shards stage directory to train on (the teacher's tokenizer must match it).")
+    output: str = opt(help="Stage directory to write: hf/, metrics.json, manifest.json.")
+    steps: int = opt(0, help="Optimizer steps; 0 means run `epochs` full epochs.")
+    epochs: int = opt(1, help="Full passes over the train split when steps is 0.")
+    batch_size: int = opt(16, help="Sequences per step.")
+    lr: float = opt(5e-4, help="Peak AdamW learning rate (DistilBERT used 5e-4).")
+    warmup_ratio: float = opt(0.05, help="Fraction of steps of linear warmup, then linear decay to 0 (DistilBERT: 5%).")
+    weight_decay: float = opt(0.01, help="AdamW weight decay on matrices.")
+    temperature: float = opt(2.0, help="Softmax temperature T for the KL term.")
+    alpha_ce: float = opt(5.0, help="Weight of KL(student/T || teacher/T) * T^2.")
+    alpha_mlm: float = opt(2.0, help="Weight of the student's own MLM cross-entropy.")
+    alpha_cos: float = opt(1.0, help="Weight of the cosine loss between last hidden states.")
+    restrict_ce_to_mask: bool = opt(False, help="KL only at masked positions, not every attended one (DistilBERT's default: off).")
+    seed: int = opt(1234, help="Seeds the shuffles and dropout.")
+    log_every: int = opt(10, help="Steps between progress lines.")
+    eval_batches: int = opt(10, help="Validation batches for student and teacher MLM loss at the end; 0 skips.")
+
+    def __post_init__(self) -> None:
+        require(self.steps >= 0, f"steps must be >= 0, got {self.steps}")
+        require(self.steps > 0 or self.epochs >= 1, f"epochs must be >= 1 when steps is 0, got {self.epochs}")
+        require(self.batch_size >= 1, f"batch_size must be >= 1, got {self.batch_size}")
+        require(self.lr > 0, f"lr must be > 0, got {self.lr}")
+        require(0 <= self.warmup_ratio < 1, f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
+        require(self.temperature > 0, f"temperature must be > 0, got {self.temperature}")
+        require(min(self.alpha_ce, self.alpha_mlm, self.alpha_cos) >= 0, "loss weights must be >= 0")
+        require(self.alpha_ce + self.alpha_mlm + self.alpha_cos > 0, "at least one loss weight must be > 0")
+        require(self.log_every >= 1, f"log_every must be >= 1, got {self.log_every}")
+        require(self.eval_batches >= 0, f"eval_batches must be >= 0, got {self.eval_batches}")
+
+
+# ---------------------------------------------------------------------------------------------
+# The pure core: student init and the loss.
+
+
+def student_layers(num_teacher_layers: int) -> list[int]:
+    """Every other teacher layer, from the first: 12 -> [0, 2, 4, 6, 8, 10]; 4 -> [0, 2]."""
+    return list(range(0, num_teacher_layers, 2))
+
+
+def student_from_teacher(teacher: BertForMaskedLM, layers: list[int] | None = None) -> BertForMaskedLM:
+    """A BertForMaskedLM with len(layers) blocks copied from `teacher`; embeddings and MLM head copied too."""
+    layers = student_layers(teacher.config.num_hidden_layers) if layers is None else layers
+    if not layers or max(layers) >= teacher.config.num_hidden_layers:
+        raise ValueError(f"layers {layers} do not fit a {teacher.config.num_hidden_layers}-layer teacher")
+    config = BertConfig.from_dict({**teacher.config.to_dict(), "num_hidden_layers": len(layers)})
+    student = BertForMaskedLM(config)
+    prefix = "bert.encoder.layer."
+    source = teacher.state_dict()
+    state = {}
+    for key in student.state_dict():
+        if key.startswith(prefix):
+            i, rest = key[len(prefix):].split(".", 1)
+            state[key] = source[f"{prefix}{layers[int(i)]}.{rest}"]
+        else:
+            state[key] = source[key]
+    student.load_state_dict(state, strict=True)
+    student.tie_weights()
+    return student
+
+
+def distill_loss(s_logits: torch.Tensor, t_logits: torch.Tensor, s_hidden: torch.Tensor, t_hidden: torch.Tensor,
+                 labels: torch.Tensor, attention_mask: torch.Tensor, cfg: DistillConfig) -> tuple[torch.Tensor, dict[str, float]]:
+    """The weighted DistilBERT loss and its parts (as floats, for the curve).
+
+    KL uses reduction batchmean over the selected positions and is scaled by T^2 so its
+    gradient keeps the same size whatever T (Hinton et al. 2015).
+    """
+    T = cfg.temperature
+    labelled = labels != IGNORE_INDEX
+    sel = labelled if cfg.restrict_ce_to_mask else attention_mask.bool()
+    s_sel, t_sel = s_logits[sel], t_logits[sel]  # (positions, vocab)
+    loss_ce = F.kl_div(F.log_softmax(s_sel / T, dim=-1), F.softmax(t_sel / T, dim=-1), reduction="batchmean") * T**2
+    loss_mlm = F.cross_entropy(s_logits[labelled], labels[labelled], reduction="sum") / labelled.sum().clamp(min=1)
+    att = attention_mask.bool()
+    s_h, t_h = s_hidden[att], t_hidden[att]
+    loss_cos = F.cosine_embedding_loss(s_h, t_h, torch.ones(s_h.shape[0], device=s_h.device))
+    loss = cfg.alpha_ce * loss_ce + cfg.alpha_mlm * loss_mlm + cfg.alpha_cos * loss_cos
+    return loss, {"loss": loss.item(), "ce": loss_ce.item(), "mlm": loss_mlm.item(), "cos": loss_cos.item()}
+
+
+def distill_step(student, teacher, batch: dict[str, torch.Tensor], cfg: DistillConfig) -> tuple[torch.Tensor, dict[str, float]]:
+    """Forward both models on one batch and return the loss (student graph only)."""
+    inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+    with torch.no_grad():
+        t = teacher(**inputs, output_hidden_states=True)
+    s = student(**inputs, output_hidden_states=True)
+    return distill_loss(s.logits, t.logits, s.hidden_states[-1], t.hidden_states[-1],
+                        batch["labels"], batch["attention_mask"], cfg)
+
+
+def mlm_loss(model, batches, limit: int) -> float | None:
+    """Mean cross-entropy per masked token over up to `limit` batches."""
+    total, count = 0.0, 0
+    model.eval()
+    with torch.no_grad():
+        for i, batch in enumerate(batches):
+            if i == limit:
+                break
+            n = int((batch["labels"] != IGNORE_INDEX).sum())
+            total += model(**batch).loss.item() * n
+            count += n
+    return total / count if count else None
+
+
+# ---------------------------------------------------------------------------------------------
+# The shell: setup -> fit -> validate -> save.
+
+
+def resolve_teacher(path: str | Path) -> tuple[Path, Path]:
+    """(hf directory, directory whose manifest pins the teacher) for a stage dir or its hf/."""
+    p = Path(path)
+    hf = p / HF_DIR if (p / HF_DIR / "config.json").exists() else p
+    if not (hf / "config.json").exists():
+        raise ValueError(f"{path}: no config.json here or in {HF_DIR}/; expected a pretrain output")
+    stage = hf.parent if (hf.parent / MANIFEST_NAME).exists() else hf
+    return hf, stage
+
+
+def run(cfg: DistillConfig) -> Path:
+    t0 = time.time()
+    hf_logging.disable_progress_bar()
+    out = Path(cfg.output)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MANIFEST_NAME).unlink(missing_ok=True)  # a crashed rerun must not look finished
+
+    # --- setup --------------------------------------------------------------------------------
+    teacher_hf, teacher_stage = resolve_teacher(cfg.teacher)
+    shards = ShardSet.open(cfg.shards)
+    tokenizer = load_tokenizer(teacher_hf, max_length=shards.seq_len)
+    check_tokenizer(tokenizer, shards.vocab_size, shards.pad_id, shards.mask_id, f"{cfg.shards}/manifest.json")
+    teacher = BertForMaskedLM.from_pretrained(teacher_hf).eval()
+    for p in teacher.parameters():
+        p.requires_grad_(False)
+    if teacher.config.vocab_size != shards.vocab_size:
+        raise ValueError(f"{teacher_hf}: vocab_size {teacher.config.vocab_size} != shards' {shards.vocab_size}")
+    torch.manual_seed(cfg.seed)
+    student = student_from_teacher(teacher).train()
+    loader = RankLoader(shards.read("train"), 0, 1, cfg.batch_size, cfg.seed, shards.num_variants)
+    total = cfg.steps or cfg.epochs * loader.batches_per_epoch
+    optimizer = torch.optim.AdamW(param_groups(student, cfg.weight_decay), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-6)
+    scheduler = get_linear_schedule_with_warmup(optimizer, int(cfg.warmup_ratio * total), total)
+    log.info("teacher %s (%d layers, %s params) -> student %d layers (%s params), layers %s | %d steps x %d seq",
+             teacher_hf, teacher.config.num_hidden_layers, f"{num_parameters(teacher):,}",
+             student.config.num_hidden_layers, f"{num_parameters(student):,}",
+             student_layers(teacher.config.num_hidden_layers), total, cfg.batch_size)
+
+    # --- fit ----------------------------------------------------------------------------------
+    curve: list[dict[str, Any]] = []
+    step, epoch, tokens = 0, 0, 0
+    t_fit = t_log = time.time()
+    while step < total:
+        for batch in loader.epoch(epoch):
+            loss, parts = distill_step(student, teacher, batch, cfg)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(student.parameters(), 1.0)
+            lr = scheduler.get_last_lr()[0]
+            optimizer.step()
+            scheduler.step()
+            step += 1
+            tokens += int(batch["attention_mask"].sum())
+            curve.append({"step": step, **parts, "lr": lr})
+            if step % cfg.log_every == 0 or step == total:
+                window = curve[-(cfg.log_every if step % cfg.log_every == 0 else step % cfg.log_every):]
+                mean = {k: sum(p[k] for p in window) / len(window) for k in ("loss", "ce", "mlm", "cos")}
+                log.info("step %d/%d | loss %.4f (kl %.3f, mlm %.3f, cos %.3f) | lr %.2e | %.2f s/step",
+                         step, total, mean["loss"], mean["ce"], mean["mlm"], mean["cos"], lr,
+                         (time.time() - t_log) / len(window))
+                t_log = time.time()
+            if step >= total:
+                break
+        epoch += 1
+    fit_seconds = time.time() - t_fit
+
+    # --- validate -----------------------------------------------------------------------------
+    valid = {"student_valid_mlm_loss": None, "teacher_valid_mlm_loss": None}
+    if cfg.eval_batches and shards.splits.get("valid"):
+        table = shards.read("valid")
+        bs = min(cfg.batch_size, table.num_rows)
+        if bs:
+            vl = RankLoader(table, 0, 1, bs, cfg.seed, shards.num_variants)
+            valid = {"student_valid_mlm_loss": mlm_loss(student, vl.epoch(0), cfg.eval_batches),
+                     "teacher_valid_mlm_loss": mlm_loss(teacher, vl.epoch(0), cfg.eval_batches)}
+            log.info("valid MLM loss: student %.4f, teacher %.4f",
+                     valid["student_valid_mlm_loss"], valid["teacher_valid_mlm_loss"])
+
+    # --- save ---------------------------------------------------------------------------------
+    hf_files = save_hf(student, tokenizer, out / HF_DIR)
+    metrics = {"loss_curve": curve, **loss_summary(curve), **valid, "steps": step, "tokens_seen": tokens,
+               "sequences_seen": step * cfg.batch_size, "teacher_layers": teacher.config.num_hidden_layers,
+               "student_layers": student.config.num_hidden_layers, "copied_layers": student_layers(teacher.config.num_hidden_layers),
+               "teacher_parameters": num_parameters(teacher), "student_parameters": num_parameters(student),
+               "fit_seconds": fit_seconds, "seconds_per_step": fit_seconds / step, "wall_seconds": time.time() - t0}
+    atomic_write_json(out / METRICS_NAME, metrics)
+    write_manifest(out, Manifest(
+        stage="distill",
+        config=config_to_dict(cfg),
+        inputs=[input_ref(teacher_stage), input_ref(cfg.shards)],
+        counts={"steps": step, "sequences": step * cfg.batch_size, "tokens": tokens, "epochs_started": epoch + 1,
+                **{k: v for k, v in loader.counts.items() if k != "rows_per_rank"}},
+        outputs=describe_outputs(out, [*(f.relative_to(out) for f in hf_files), METRICS_NAME]),
+        extra={k: metrics[k] for k in ("first_loss", "last_loss", "loss_window", "student_valid_mlm_loss",
+                                        "teacher_valid_mlm_loss", "copied_layers", "teacher_parameters",
+                                        "student_parameters", "seconds_per_step")},
+        wall_seconds=time.time() - t0,
+    ))
+    log.info("wrote %s: loss %.4f -> %.4f", out / MANIFEST_NAME, metrics["first_loss"], metrics["last_loss"])
+    return out
+
+
+def main(argv: list[str] | None = None) -> Path:
+    parser = argparse.ArgumentParser(prog="python -m training.distill", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_config_args(parser, DistillConfig)
+    cfg = config_from_args(DistillConfig, parser.parse_args(argv))
+    # transformers probes for DeepSpeed when saving; without this it warns that it guessed CPU
+    os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    return run(cfg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+"""Launch a training entry point under torchrun from Python (for flows and tests).
+
+    from training.launch import launch_pretrain
+    from training.pretrain import PretrainConfig
+    out = launch_pretrain(PretrainConfig(shards=..., tokenizer=..., output=..., model="tiny", steps=20), nproc=2)
+
+runs `python -m torch.distributed.run --nproc_per_node=2 --master_port=<free> -m training.pretrain
+--shards ... ` with DS_ACCELERATOR=cpu and OMP_NUM_THREADS=1 (2 cores, 2 processes: more threads
+per process would only contend), streams its output line by line to our stdout and to
+<output>/launch.log, and raises RuntimeError with the log's tail if it fails.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def cfg_to_argv(cfg: Any, prefix: str = "") -> list[str]:
+    """The command line that `add_config_args` + `config_from_args` parse back into `cfg`.
+
+    None is left out (the field's default applies), booleans become --flag / --no-flag, lists
+    become `--flag a b c`, nested config dataclasses become prefixed flags (`--mask-rate`).
+    """
+    argv: list[str] = []
+    for f in dataclasses.fields(cfg):
+        if not f.init:
+            continue
+        value = getattr(cfg, f.name)
+        name = prefix + f.name
+        flag = "--" + name.replace("_", "-")
+        if value is None:
+            continue
+        if dataclasses.is_dataclass(value):
+            argv += cfg_to_argv(value, prefix=f"{name}_")
+        elif isinstance(value, bool):
+            argv.append(flag if value else "--no-" + flag[2:])
+        elif isinstance(value, (list, tuple)):
+            if value:  # argparse's nargs="+" cannot express an empty list; the default stands
+                argv += [flag, *map(str, value)]
+        else:
+            argv += [flag, str(value)]
+    return argv
+
+
+def free_port() -> int:
+    """A port the OS says is free now (another process could take it before torchrun does; rare)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torchrun_command(module: str, argv: list[str], nproc: int, port: int) -> list[str]:
+    return [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", f"--nproc_per_node={nproc}",
+            "--master_addr=127.0.0.1", f"--master_port={port}", "-m", module, *argv]
+
+
+def launch(module: str, cfg: Any, output: str | os.PathLike, nproc: int = 2, tail_lines: int = 60) -> Path:
+    """Run `module` under torchrun with `cfg` as flags; returns `output` once every rank exited 0."""
+    output = Path(output)
+    output.mkdir(parents=True, exist_ok=True)
+    cmd = torchrun_command(module, cfg_to_argv(cfg), nproc, free_port())
+    env = {
+        **os.environ,
+        "DS_ACCELERATOR": "cpu",
+        "OMP_NUM_THREADS": "1",
+        "PYTHONUNBUFFERED": "1",  # progress lines arrive as they are printed
+        "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p),
+    }
+    tail: collections.deque[str] = collections.deque(maxlen=tail_lines)
+    with open(output / "launch.log", "w") as log_file:
+        log_file.write("$ " + " ".join(cmd) + "\n")
+        # cwd stays ours, so relative paths in cfg mean what the caller meant; PYTHONPATH finds the repo
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, bufsize=1)
+        assert proc.stdout is not None
+        try:
+            for line in proc.stdout:
+                sys.stdout.write(line)
+                log_file.write(line)
+                tail.append(line)
+            code = proc.wait()
+        finally:
+            if proc.poll() is None:  # we were interrupted: torchrun stops its workers on SIGTERM
+                proc.terminate()
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+    if code != 0:
+        raise RuntimeError(
+            f"{module} failed with exit code {code} ({nproc} processes); full log: {output / 'launch.log'}\n"
+            f"--- last {len(tail)} lines ---\n" + "".join(tail)
+        )
+    return output
+
+
+def launch_pretrain(cfg, nproc: int = 2) -> Path:
+    """Run `training.pretrain` on `nproc` CPU processes; returns cfg.output."""
+    return launch("training.pretrain", cfg, cfg.output, nproc=nproc)

@@ -1,0 +1,119 @@
+"""Test fixtures: a throwaway WordPiece tokenizer and tiny token shards, built in milliseconds.
+
+Tests must not wait for the tokenizer and shards stages, so this writes both to the same
+contract (`schemas.shards`, a shards manifest with the `extra` a reader needs). The masking
+here is BERT's 15% with 80/10/10 replacements, written plainly; the shards stage owns the
+real implementation.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from schemas.manifest import Manifest, describe_outputs, write_manifest
+from schemas.shards import shard_schema
+
+SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+# Real sentences (public-domain openings and proverbs), repeated so a tiny model can learn them.
+SENTENCES = [
+    "It was the best of times, it was the worst of times.",
+    "Call me Ishmael.",
+    "It is a truth universally acknowledged, that a single man in possession of a good fortune, must be in want of a wife.",
+    "All happy families are alike; each unhappy family is unhappy in its own way.",
+    "The quick brown fox jumps over the lazy dog.",
+    "A journey of a thousand miles begins with a single step.",
+    "Happy families are all alike, and the best of times is now.",
+    "The sun rose over the quiet town and the dog barked at the fox.",
+    "In the beginning the town was small and the families were happy.",
+    "He walked a thousand miles to see the sea for the first time.",
+    "She read the letter twice and then put it in the fire.",
+    "The old man and the sea were alone in the morning light.",
+]
+
+
+def make_tokenizer(out_dir: str | Path, vocab_size: int = 300, texts: list[str] | None = None) -> Path:
+    """Train a lowercase BERT WordPiece tokenizer on `texts` (default SENTENCES) and save it as a HF tokenizer dir."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    tok.train_from_iterator(texts or SENTENCES * 4, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS))
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]",
+                                   cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+    out_dir = Path(out_dir)
+    fast.save_pretrained(out_dir)
+    return out_dir
+
+
+def mask_variant(ids: np.ndarray, length: int, rng: np.random.Generator, mask_id: int, vocab_size: int,
+                 special_ids: set[int], rate: float = 0.15) -> tuple[list[int], list[int]]:
+    """BERT masking of one row: positions, and what goes there (80% [MASK], 10% random, 10% kept)."""
+    candidates = [i for i in range(length) if int(ids[i]) not in special_ids]
+    n = max(1, round(rate * len(candidates)))
+    positions = sorted(rng.choice(candidates, size=min(n, len(candidates)), replace=False).tolist())
+    tokens = []
+    for p in positions:
+        r = rng.random()
+        tokens.append(mask_id if r < 0.8 else int(rng.integers(len(SPECIAL_TOKENS), vocab_size)) if r < 0.9 else int(ids[p]))
+    return positions, tokens
+
+
+def make_shards(out_dir: str | Path, tokenizer_dir: str | Path, seq_len: int = 32, num_variants: int = 2,
+                train_rows: int = 40, valid_rows: int = 8, train_files: int = 2, seed: int = 0,
+                schema_version: str | None = None, texts: list[str] | None = None) -> Path:
+    """Write `train/shard-*.arrow`, `valid/shard-00000.arrow` and a shards manifest.
+
+    Rows are packed: consecutive texts (default SENTENCES) joined by [SEP] after a [CLS]; every
+    third row is cut short so padding and `length` are exercised.
+    """
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+    vocab = len(tok)
+    pad, cls, sep, mask = (tok.convert_tokens_to_ids(t) for t in ("[PAD]", "[CLS]", "[SEP]", "[MASK]"))
+    special = {pad, cls, sep, mask, tok.convert_tokens_to_ids("[UNK]")}
+    encoded = [ids for ids in tok(texts or SENTENCES, add_special_tokens=False)["input_ids"] if ids]
+    rng = np.random.default_rng(seed)
+    schema = shard_schema(seq_len, num_variants, "mlm")
+    if schema_version is not None:
+        schema = schema.with_metadata({**schema.metadata, b"lmforge.schema": schema_version.encode()})
+
+    def row(i: int) -> dict:
+        ids, starts, j = [cls], [0], int(rng.integers(len(encoded)))
+        while len(ids) < seq_len:
+            if len(ids) > 1:
+                starts.append(len(ids))
+            ids += encoded[j % len(encoded)] + [sep]
+            j += 1
+        ids = ids[:seq_len]
+        length = seq_len - (i % 3 == 2) * (seq_len // 4)  # every third row: a quarter is padding
+        ids = np.array(ids[:length] + [pad] * (seq_len - length), dtype=np.int32)
+        variants = [mask_variant(ids, length, rng, mask, vocab, special) for _ in range(num_variants)]
+        return {"input_ids": ids.tolist(), "length": length, "doc_starts": [s for s in starts if s < length],
+                "mask_positions": [v[0] for v in variants], "mask_tokens": [v[1] for v in variants]}
+
+    out_dir = Path(out_dir)
+    splits: dict[str, list[str]] = {"train": [], "valid": []}
+    plan = [("train", k, train_rows // train_files + (k < train_rows % train_files)) for k in range(train_files)]
+    plan.append(("valid", 0, valid_rows))
+    for split, k, n in plan:
+        rel = f"{split}/shard-{k:05d}.arrow"
+        (out_dir / split).mkdir(parents=True, exist_ok=True)
+        rows = [row(i) for i in range(n)]
+        with pa.ipc.new_stream(str(out_dir / rel), schema) as w:
+            w.write_table(pa.Table.from_pylist(rows, schema=schema))
+        splits[split].append(rel)
+    files = splits["train"] + splits["valid"]
+    write_manifest(out_dir, Manifest(
+        stage="shards", config={"seq_len": seq_len, "num_variants": num_variants, "fixture": True},
+        counts={"train_rows": train_rows, "valid_rows": valid_rows}, outputs=describe_outputs(out_dir, files),
+        extra={"seq_len": seq_len, "num_variants": num_variants, "vocab_size": vocab, "pad_id": pad,
+               "mask_id": mask, "splits": splits},
+    ))
+    return out_dir
