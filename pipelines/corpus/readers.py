@@ -106,12 +106,35 @@ def read_warc(path: str, skipped: dict[str, int]) -> Iterator[RawDocument | Quar
                     yield RawDocument(rid, url, path, offset, content_type="text/plain", text=text)
                 else:
                     skipped[rtype] = skipped.get(rtype, 0) + 1
+            # warcio ends quietly when a gzip member is cut before its WARC headers are complete:
+            # bytes left after the last complete record are a record we could not read.
+            left = os.fstat(f.fileno()).st_size - it.offset
+            if left > 0 and f.seek(it.offset) >= 0 and f.read(left).strip(b"\r\n\x00"):
+                yield Quarantined(path, it.offset, "truncated_gzip",
+                                  f"{left} bytes after the last complete record are not a readable WARC record")
         except Exception as e:  # noqa: BLE001 - any read failure is quarantined, never a crash
-            # Truncated gzip members surface as EOFError or zlib.error; malformed headers as
-            # warcio's ArchiveLoadFailed. Either way the rest of this file cannot be located.
-            truncated = isinstance(e, (EOFError, zlib.error)) or "compressed" in str(e).lower()
-            yield Quarantined(path, it.offset, "truncated_gzip" if truncated else "malformed_warc",
-                              f"{type(e).__name__}: {e}; rest of file not read")
+            # Truncated gzip members surface as EOFError, zlib.error or (cut inside the WARC
+            # headers) an AttributeError from warcio; malformed headers as ArchiveLoadFailed.
+            # Either way the rest of this file cannot be located.
+            reason = "truncated_gzip" if _gzip_member_cut(path, it.offset) else "malformed_warc"
+            yield Quarantined(path, it.offset, reason, f"{type(e).__name__}: {e}; rest of file not read")
+
+
+def _gzip_member_cut(path: str, offset: int) -> bool:
+    """True if the gzip member starting at `offset` ends before its end-of-stream marker."""
+    with open(path, "rb") as f:
+        f.seek(offset)
+        head = f.read(2)
+        if head != b"\x1f\x8b":
+            return False
+        f.seek(offset)
+        d = zlib.decompressobj(wbits=31)
+        while not d.eof and (chunk := f.read(1 << 16)):
+            try:
+                d.decompress(chunk)
+            except zlib.error:
+                return True
+        return not d.eof
 
 
 def _open_text(path: str) -> io.TextIOBase:

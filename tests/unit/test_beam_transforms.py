@@ -36,3 +36,49 @@ def test_split_near_removes_linked_docs_only():
         res = p | beam.Create(items) | beam.FlatMap(split_near).with_outputs("dups", main="kept")
         assert_that(res.kept | "K" >> beam.Map(lambda d: d["id"]), equal_to(["d1"]), label="kept")
         assert_that(res.dups | "D" >> beam.Map(lambda d: (d["id"], d["kept_id"], d["kind"])), equal_to([("d2", "d1", "near")]), label="dups")
+
+
+def test_read_and_clean_dofns_route_every_record(tmp_path):
+    """ReadFiles + Clean on a real page, a truncated record and a bad JSON line."""
+    import gzip
+
+    from pipelines.corpus.beam_corpus import Clean, ReadFiles
+    from pipelines.corpus.config import CorpusConfig
+    from pipelines.corpus.filters import C4Config
+    from test_corpus_core import EN, html, warc_bytes  # same folder: pytest puts it on sys.path
+
+    data = warc_bytes([("https://a.invalid/1", html(EN.replace(". ", ".</p><p>")), "text/html; charset=utf-8"),
+                       ("https://a.invalid/2", html(EN * 30), "text/html")])
+    (tmp_path / "a.warc.gz").write_bytes(data[:-300])
+    (tmp_path / "b.jsonl.gz").write_bytes(gzip.compress(b'{"id": "j1", "text": "too short."}\n{oops\n'))
+    cfg = CorpusConfig(input=[str(tmp_path)], output=str(tmp_path / "out"), c4=C4Config(min_chars=50))
+    with BeamTestPipeline() as p:
+        read = (p | beam.Create(sorted(str(f) for f in tmp_path.iterdir()))
+                | beam.ParDo(ReadFiles()).with_outputs("quarantine", "tally", main="docs"))
+        cleaned = read.docs | beam.ParDo(Clean(cfg)).with_outputs("dropped", "quarantine", main="kept")
+        assert_that(cleaned.kept | "K" >> beam.Map(lambda d: (d["url"], d["language"])), equal_to([("https://a.invalid/1", "en")]), label="kept")
+        assert_that(cleaned.dropped | "D" >> beam.Map(lambda d: (d["id"], d["reason"])), equal_to([("j1", "c4_no_lines_left")]), label="dropped")
+        assert_that(read.quarantine | "Q" >> beam.Map(lambda q: q["reason"].split("_")[0]), equal_to(["truncated", "invalid"]), label="quarantine")
+        assert_that(read.tally | "T" >> beam.CombinePerKey(sum), equal_to([("in", 4)]), label="tally")
+
+
+def test_encode_pack_write_writes_a_readable_masked_shard(tmp_path):
+    import datasets
+    import pyarrow as pa
+
+    from pipelines.shards.beam_shards import EncodePackWrite
+    from pipelines.shards.masking import MaskConfig
+    from training.testing import SENTENCES, make_tokenizer
+
+    tok_dir = make_tokenizer(tmp_path / "tok")
+    docs = [{"id": f"d{i}", "text": s} for i, s in enumerate(SENTENCES)]
+    fn = EncodePackWrite(str(tok_dir / "tokenizer.json"), str(tmp_path / "out"), 16, MaskConfig(num_variants=3), "mlm")
+    with BeamTestPipeline() as p:
+        res = p | beam.Create([(("train", 0), docs)]) | beam.ParDo(fn)
+        assert_that(res | beam.Map(lambda r: (r["path"], r["documents"])), equal_to([("train/shard-00000.arrow", len(SENTENCES))]))
+    path = tmp_path / "out" / "train" / "shard-00000.arrow"
+    table = pa.ipc.open_stream(pa.memory_map(str(path))).read_all()
+    assert table.schema.metadata[b"lmforge.schema"] == b"lmforge.token_shard/v1"
+    assert all(len(v) == 3 for v in table.column("mask_positions").to_pylist())
+    ds = datasets.Dataset.from_file(str(path))
+    assert len(ds) == table.num_rows and len(ds[0]["input_ids"]) == 16
