@@ -42,10 +42,11 @@ def test_read_and_clean_dofns_route_every_record(tmp_path):
     """ReadFiles + Clean on a real page, a truncated record and a bad JSON line."""
     import gzip
 
+    from test_corpus_core import EN, html, warc_bytes  # same folder: pytest puts it on sys.path
+
     from pipelines.corpus.beam_corpus import Clean, ReadFiles
     from pipelines.corpus.config import CorpusConfig
     from pipelines.corpus.filters import C4Config
-    from test_corpus_core import EN, html, warc_bytes  # same folder: pytest puts it on sys.path
 
     data = warc_bytes([("https://a.invalid/1", html(EN.replace(". ", ".</p><p>")), "text/html; charset=utf-8"),
                        ("https://a.invalid/2", html(EN * 30), "text/html")])
