@@ -1,9 +1,8 @@
 """Test fixtures: a throwaway WordPiece tokenizer and tiny token shards, built in milliseconds.
 
 Tests must not wait for the tokenizer and shards stages, so this writes both to the same
-contract (`schemas.shards`, a shards manifest with the `extra` a reader needs). The masking
-here is BERT's 15% with 80/10/10 replacements, written plainly; the shards stage owns the
-real implementation.
+contract (`schemas.shards`, a shards manifest with the `extra` a reader needs). Masks come
+from the shards stage's own `mask_variants` (BERT's 15% with 80/10/10).
 """
 from __future__ import annotations
 
@@ -12,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from pipelines.shards.masking import MaskConfig, mask_variants
 from schemas.manifest import Manifest, describe_outputs, write_manifest
 from schemas.shards import shard_schema
 
@@ -51,19 +51,6 @@ def make_tokenizer(out_dir: str | Path, vocab_size: int = 300, texts: list[str] 
     return out_dir
 
 
-def mask_variant(ids: np.ndarray, length: int, rng: np.random.Generator, mask_id: int, vocab_size: int,
-                 special_ids: set[int], rate: float = 0.15) -> tuple[list[int], list[int]]:
-    """BERT masking of one row: positions, and what goes there (80% [MASK], 10% random, 10% kept)."""
-    candidates = [i for i in range(length) if int(ids[i]) not in special_ids]
-    n = max(1, round(rate * len(candidates)))
-    positions = sorted(rng.choice(candidates, size=min(n, len(candidates)), replace=False).tolist())
-    tokens = []
-    for p in positions:
-        r = rng.random()
-        tokens.append(mask_id if r < 0.8 else int(rng.integers(len(SPECIAL_TOKENS), vocab_size)) if r < 0.9 else int(ids[p]))
-    return positions, tokens
-
-
 def make_shards(out_dir: str | Path, tokenizer_dir: str | Path, seq_len: int = 32, num_variants: int = 2,
                 train_rows: int = 40, valid_rows: int = 8, train_files: int = 2, seed: int = 0,
                 schema_version: str | None = None, texts: list[str] | None = None) -> Path:
@@ -77,7 +64,8 @@ def make_shards(out_dir: str | Path, tokenizer_dir: str | Path, seq_len: int = 3
     tok = AutoTokenizer.from_pretrained(str(tokenizer_dir))
     vocab = len(tok)
     pad, cls, sep, mask = (tok.convert_tokens_to_ids(t) for t in ("[PAD]", "[CLS]", "[SEP]", "[MASK]"))
-    special = {pad, cls, sep, mask, tok.convert_tokens_to_ids("[UNK]")}
+    special_ids = np.array(sorted({pad, cls, sep, mask, tok.convert_tokens_to_ids("[UNK]")}), np.int32)
+    mask_cfg = MaskConfig(num_variants=num_variants, seed=seed)
     encoded = [ids for ids in tok(texts or SENTENCES, add_special_tokens=False)["input_ids"] if ids]
     rng = np.random.default_rng(seed)
     schema = shard_schema(seq_len, num_variants, "mlm")
@@ -94,9 +82,9 @@ def make_shards(out_dir: str | Path, tokenizer_dir: str | Path, seq_len: int = 3
         ids = ids[:seq_len]
         length = seq_len - (i % 3 == 2) * (seq_len // 4)  # every third row: a quarter is padding
         ids = np.array(ids[:length] + [pad] * (seq_len - length), dtype=np.int32)
-        variants = [mask_variant(ids, length, rng, mask, vocab, special) for _ in range(num_variants)]
+        positions, tokens = mask_variants(ids, length, special_ids, vocab, mask, mask_cfg, shard=0, row=i)
         return {"input_ids": ids.tolist(), "length": length, "doc_starts": [s for s in starts if s < length],
-                "mask_positions": [v[0] for v in variants], "mask_tokens": [v[1] for v in variants]}
+                "mask_positions": [p.tolist() for p in positions], "mask_tokens": [t.tolist() for t in tokens]}
 
     out_dir = Path(out_dir)
     splits: dict[str, list[str]] = {"train": [], "valid": []}
