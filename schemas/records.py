@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-CORPUS_SCHEMA_VERSION = "lmforge.corpus/v1"
+CORPUS_SCHEMA_VERSION = "lmforge.corpus/v2"  # v2: duplicates gain cluster_id
 
 
 @dataclass(frozen=True)
@@ -65,10 +65,13 @@ DROPPED_SCHEMA = pa.schema(
     metadata={"lmforge.schema": CORPUS_SCHEMA_VERSION},
 )
 
-# Near-duplicates removed: `corpus/duplicates/part-*.parquet`, one row per removed document.
+# Duplicates removed: `corpus/duplicates/part-*.parquet`, one row per removed document.
+# Near-duplicate clusters are connected components of verified LSH pairs (Beam, large-star/small-star).
 DUPLICATE_SCHEMA = pa.schema(
     [
         pa.field("id", pa.string(), nullable=False),
+        # The cluster is named by its smallest id, which is also the document kept.
+        pa.field("cluster_id", pa.string(), nullable=False),
         pa.field("kept_id", pa.string(), nullable=False),
         pa.field("kind", pa.string(), nullable=False),  # "exact" or "near"
         pa.field("similarity", pa.float32()),  # MinHash Jaccard estimate (1.0 for exact)

@@ -22,6 +22,7 @@ from apache_beam.pvalue import TaggedOutput
 from pipelines.corpus.clean import DROPPED, KEPT, QUARANTINED, process_document
 from pipelines.corpus.config import CorpusConfig
 from pipelines.corpus.dedup import band_keys, estimated_jaccard, exact_key, signatures
+from pipelines.corpus.graph import both_directions, large_star, small_star, toward_larger
 from pipelines.corpus.readers import read_file
 from pipelines.io import shard_of, write_jsonl_rows, write_parquet_rows
 from schemas.records import CLEAN_DOC_SCHEMA, DROPPED_SCHEMA, DUPLICATE_SCHEMA, Quarantined
@@ -77,27 +78,27 @@ def pick_exact(item: tuple[str, Iterable[dict]]) -> Iterable[Any]:
     yield docs[0]
     for d in docs[1:]:
         Metrics.counter(NS, "duplicates_exact").inc()
-        yield TaggedOutput("dups", {"id": d["id"], "kept_id": docs[0]["id"], "kind": "exact", "similarity": 1.0})
+        yield TaggedOutput("dups", {"id": d["id"], "cluster_id": docs[0]["id"], "kept_id": docs[0]["id"],
+                                   "kind": "exact", "similarity": 1.0})
 
 
 class Sign(beam.DoFn):
-    """A batch of documents -> (id, signature) using datasketch's batched MinHash.bulk."""
+    """A batch of documents -> (id, (document, signature)) using datasketch's batched MinHash.bulk."""
 
     def __init__(self, num_perm: int, shingle_words: int):
         self.num_perm, self.shingle_words = num_perm, shingle_words
 
-    def process(self, batch: list[dict]) -> Iterable[tuple[str, np.ndarray]]:
+    def process(self, batch: list[dict]) -> Iterable[tuple[str, tuple[dict, np.ndarray]]]:
         sigs = signatures([d["text"] for d in batch], self.num_perm, self.shingle_words)
         for d, s in zip(batch, sigs):
-            yield d["id"], s
+            yield d["id"], (d, s)
 
 
-def verify_bucket(item: tuple[bytes, Iterable[tuple[str, np.ndarray]]], threshold: float) -> Iterable[tuple[str, tuple[str, float]]]:
+def verify_bucket(item: tuple[bytes, Iterable[tuple[str, np.ndarray]]], threshold: float) -> Iterable[tuple[str, str]]:
     """In one LSH bucket, pair every member with the smallest id; keep pairs whose signatures agree.
 
-    One hop only: a document is removed when it has a verified neighbour with a smaller id, and
-    points at that neighbour. Chains (a~b~c with a!~c) may keep more than one member; full
-    connected components in Beam are issue 3's work.
+    Emits edges (member, anchor) with anchor < member. Members linked only through the anchor
+    end up in one component; connected components then join edges across buckets.
     """
     _, members = item
     members = sorted(members, key=lambda m: m[0])
@@ -105,22 +106,76 @@ def verify_bucket(item: tuple[bytes, Iterable[tuple[str, np.ndarray]]], threshol
         return
     anchor_id, anchor_sig = members[0]
     for mid, sig in members[1:]:
-        sim = estimated_jaccard(anchor_sig, sig)
-        if sim >= threshold:
-            yield mid, (anchor_id, sim)
+        if mid != anchor_id and estimated_jaccard(anchor_sig, sig) >= threshold:
+            yield mid, anchor_id
+
+
+class ConnectedComponents(beam.PTransform):
+    """Edges (u, v) -> (node, root) for every non-root node; root = smallest id of the component.
+
+    `rounds` large-star + small-star rounds, each two GroupByKeys (see pipelines/corpus/graph.py).
+    Also returns, under the tag "unconverged", one element per node whose state is not yet a
+    star after the last round (it has more than one parent, or it is a parent and a child).
+    """
+
+    def __init__(self, rounds: int):
+        super().__init__()
+        self.rounds = rounds
+
+    def expand(self, edges):
+        for i in range(self.rounds):
+            edges = (edges
+                     | f"LargeStarKey{i}" >> beam.FlatMap(both_directions)
+                     | f"LargeStarGroup{i}" >> beam.GroupByKey()
+                     | f"LargeStar{i}" >> beam.FlatMapTuple(large_star)
+                     | f"SmallStarKey{i}" >> beam.Map(toward_larger)
+                     | f"SmallStarGroup{i}" >> beam.GroupByKey()
+                     | f"SmallStar{i}" >> beam.FlatMapTuple(small_star)
+                     | f"Distinct{i}" >> beam.Distinct())
+        roles = ((edges | "AsChild" >> beam.Map(lambda e: (e[0], ("child", e[1]))),
+                  edges | "AsParent" >> beam.Map(lambda e: (e[1], ("parent", e[0]))))
+                 | "Roles" >> beam.Flatten() | "GroupRoles" >> beam.GroupByKey())
+        return roles | "Label" >> beam.FlatMap(_label).with_outputs("unconverged", main="labels")
+
+
+def _label(item: tuple[str, Iterable[tuple[str, str]]]) -> Iterable[Any]:
+    node, roles = item
+    parents = sorted({other for role, other in roles if role == "child"})
+    is_parent = any(role == "parent" for role, _ in roles)
+    if parents and (len(parents) > 1 or is_parent):
+        yield TaggedOutput("unconverged", node)
+    if parents:
+        yield node, parents[0]
 
 
 def split_near(item: tuple[str, dict[str, list]]) -> Iterable[Any]:
+    """A document with a root is a near-duplicate (sent on with its signature); others are kept."""
     doc_id, grouped = item
-    docs, links = grouped["doc"], grouped["link"]
-    if not docs:
+    signed, roots = grouped["signed"], grouped["root"]
+    if not signed:
         return
-    if links:
-        kept_id, sim = min(links)
-        Metrics.counter(NS, "duplicates_near").inc()
-        yield TaggedOutput("dups", {"id": doc_id, "kept_id": kept_id, "kind": "near", "similarity": float(sim)})
+    doc, sig = signed[0]
+    if roots:
+        yield TaggedOutput("pending", (roots[0], (doc_id, sig)))
     else:
-        yield docs[0]
+        yield doc
+
+
+def repoint_exact(item: tuple[str, dict[str, list]]) -> Iterable[dict[str, Any]]:
+    _, grouped = item
+    near = grouped["near"][0] if grouped["near"] else None
+    for row in grouped["exact"]:
+        yield {**row, "cluster_id": near["cluster_id"], "kept_id": near["kept_id"]} if near else row
+
+
+def near_rows(item: tuple[str, dict[str, list]]) -> Iterable[dict[str, Any]]:
+    """Duplicates of one root, with their estimated Jaccard similarity to it."""
+    root, grouped = item
+    root_sig = grouped["sig"][0] if grouped["sig"] else None
+    for doc_id, sig in grouped["member"]:
+        Metrics.counter(NS, "duplicates_near").inc()
+        sim = estimated_jaccard(root_sig, sig) if root_sig is not None else None
+        yield {"id": doc_id, "cluster_id": root, "kept_id": root, "kind": "near", "similarity": sim}
 
 
 def _write_group(item: tuple[Any, Iterable[dict]], out: str, kind: str, num_shards: int = 1) -> str:
@@ -149,6 +204,7 @@ class CorpusPipeline(beam.PTransform):
         cleaned = read.docs | "Clean" >> beam.ParDo(Clean(cfg)).with_outputs("dropped", "quarantine", main="kept")
         kept = cleaned.kept
         dup_lists = []
+        tallies = [read.tally]
         if cfg.exact_dedup:
             exact = (kept | "KeyByHash" >> beam.Map(lambda d: (exact_key(d["text"]), d))
                      | "GroupHash" >> beam.GroupByKey() | "PickExact" >> beam.FlatMap(pick_exact).with_outputs("dups", main="kept"))
@@ -158,17 +214,34 @@ class CorpusPipeline(beam.PTransform):
             from pipelines.corpus.dedup import lsh_params
 
             bands, rows = lsh_params(cfg.jaccard_threshold, cfg.num_perm)
-            sigs = (kept | "Batch" >> beam.BatchElements(min_batch_size=32, max_batch_size=256)
-                    | "Sign" >> beam.ParDo(Sign(cfg.num_perm, cfg.shingle_words)))
-            links = (sigs
+            signed = (kept | "Batch" >> beam.BatchElements(min_batch_size=32, max_batch_size=256)
+                      | "Sign" >> beam.ParDo(Sign(cfg.num_perm, cfg.shingle_words)))
+            sigs = signed | "SigOnly" >> beam.Map(lambda kv: (kv[0], kv[1][1]))
+            edges = (sigs
                      | "Bands" >> beam.FlatMap(lambda kv: [(k, kv) for k in band_keys(kv[1], bands, rows)])
                      | "GroupBands" >> beam.GroupByKey()
-                     | "Verify" >> beam.FlatMap(verify_bucket, cfg.jaccard_threshold))
-            near = ({"doc": kept | "KeyById" >> beam.Map(lambda d: (d["id"], d)), "link": links}
-                    | "JoinLinks" >> beam.CoGroupByKey()
-                    | "SplitNear" >> beam.FlatMap(split_near).with_outputs("dups", main="kept"))
+                     | "Verify" >> beam.FlatMap(verify_bucket, cfg.jaccard_threshold)
+                     | "DistinctEdges" >> beam.Distinct())
+            cc = edges | "Components" >> ConnectedComponents(cfg.cc_rounds)
+            tallies.append(cc.unconverged | "CountUnconverged" >> beam.combiners.Count.Globally()
+                           | "TallyUnconverged" >> beam.Map(lambda n: ("cc_unconverged_nodes", n)))
+            near = ({"signed": signed, "root": cc.labels}
+                    | "JoinRoots" >> beam.CoGroupByKey()
+                    | "SplitNear" >> beam.FlatMap(split_near).with_outputs("pending", main="kept"))
+            near_dups = ({"member": near.pending, "sig": sigs}
+                         | "JoinRootSigs" >> beam.CoGroupByKey()
+                         | "NearRows" >> beam.FlatMap(near_rows))
             kept = near.kept
-            dup_lists.append(near.dups)
+            if cfg.exact_dedup:
+                # An exact group's representative can itself be a near-duplicate: point its
+                # exact copies at the near cluster's root, so every kept_id is a kept document.
+                exact_dups = dup_lists.pop()
+                exact_dups = ({"exact": exact_dups | "ExactByKept" >> beam.Map(lambda r: (r["kept_id"], r)),
+                               "near": near_dups | "NearById" >> beam.Map(lambda r: (r["id"], r))}
+                              | "JoinChains" >> beam.CoGroupByKey()
+                              | "Repoint" >> beam.FlatMap(repoint_exact))
+                dup_lists.append(exact_dups)
+            dup_lists.append(near_dups)
 
         n = cfg.num_shards
         _ = (kept | "KeyByShard" >> beam.Map(lambda d: ((d["language"], shard_of(d["id"], n)), d))
@@ -183,7 +256,7 @@ class CorpusPipeline(beam.PTransform):
             merged = pcolls | f"Merge_{name}" >> beam.Flatten() if len(pcolls) > 1 else pcolls[0]
             _ = (merged | f"Key_{name}" >> beam.Map(lambda r: (0, r)) | f"Group_{name}" >> beam.GroupByKey()
                  | f"Write_{name}" >> beam.Map(_write_group, out, name))
-        _ = (read.tally | "SumTally" >> beam.CombinePerKey(sum) | "KeyTally" >> beam.Map(lambda kv: (0, kv))
+        _ = ((tuple(tallies) | "MergeTallies" >> beam.Flatten()) | "SumTally" >> beam.CombinePerKey(sum) | "KeyTally" >> beam.Map(lambda kv: (0, kv))
              | "GroupTally" >> beam.GroupByKey()
              | "WriteTally" >> beam.Map(lambda kv: write_jsonl_rows(Path(out, "_tally.jsonl"), [{"id": k, "n": v} for k, v in kv[1]])))
         return files

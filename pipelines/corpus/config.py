@@ -18,6 +18,7 @@ class CorpusConfig:
     jaccard_threshold: float = opt(0.8, "near-duplicate if estimated Jaccard of word shingles >= this")
     num_perm: int = opt(128, "MinHash permutations")
     shingle_words: int = opt(5, "words per shingle")
+    cc_rounds: int = opt(6, "large-star/small-star rounds for near-duplicate clusters; nodes not settled after them are counted in the manifest (cc_unconverged_nodes)")
     num_shards: int = opt(2, "Parquet files per language")
     c4: C4Config = field(default_factory=C4Config, metadata={"help": "C4 rules (TFDS variant)"})
 

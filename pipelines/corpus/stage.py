@@ -40,11 +40,14 @@ def prepare_dir(out: Path) -> None:
     (out / "_tally.jsonl").unlink(missing_ok=True)
 
 
+def _tally(out: Path) -> dict[str, int]:
+    path = out / "_tally.jsonl"
+    return {r["id"]: r["n"] for r in map(json.loads, path.read_text().splitlines())} if path.exists() else {}
+
+
 def collect_counts(out: Path) -> dict:
     """Counts from what was written, so the manifest describes the files, not the intentions."""
-    tally = {}
-    if (out / "_tally.jsonl").exists():
-        tally = {r["id"]: r["n"] for r in map(json.loads, (out / "_tally.jsonl").read_text().splitlines())}
+    tally = _tally(out)
     kept_by_lang = Counter()
     for f in sorted((out / "data").glob("*/*.parquet")):
         kept_by_lang[f.parent.name] += parquet_rows(f)
@@ -112,6 +115,8 @@ def run(cfg: CorpusConfig, beam_args: list[str] | None = None) -> Path:
         extra={
             "lsh": {"bands": bands, "rows": rows,
                     "detection_probability": {str(s): round(detection_probability(s, bands, rows), 4) for s in (0.5, 0.7, 0.8, 0.9)}},
+            "near_dedup_clusters": {"rounds": cfg.cc_rounds,
+                                    "unconverged_nodes": _tally(out).get("cc_unconverged_nodes", 0)},
             "beam_metrics": dict(sorted(result_metrics.items())),
             "beam_args": args,
             "versions": _versions(),

@@ -36,6 +36,9 @@ def test_corpus_reconciles_quarantines_and_is_deterministic(tmp_path):
     for f in (outs[0] / "data").glob("*/*.parquet"):
         kept_ids.update(pq.read_table(f, columns=["id"]).column("id").to_pylist())
     assert dups and all(d["id"] not in kept_ids for d in dups)
+    # Every cluster is named by, and keeps, its smallest id, which is in the output.
+    assert all(d["kept_id"] == d["cluster_id"] and d["kept_id"] in kept_ids and d["kept_id"] < d["id"] for d in dups)
+    assert m1["extra"]["near_dedup_clusters"]["unconverged_nodes"] == 0
     assert {d["kind"] for d in dups} == {"exact", "near"}
     # Beam's own counters agree with the files.
     assert m1["extra"]["beam_metrics"].get("in") == c["in"]

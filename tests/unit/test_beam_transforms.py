@@ -14,7 +14,8 @@ def test_pick_exact_keeps_smallest_id():
     with BeamTestPipeline() as p:
         res = (p | beam.Create(docs) | beam.GroupByKey() | beam.FlatMap(pick_exact).with_outputs("dups", main="kept"))
         assert_that(res.kept | "Ids" >> beam.Map(lambda d: d["id"]), equal_to(["a", "c"]), label="kept")
-        assert_that(res.dups | "Pairs" >> beam.Map(lambda d: (d["id"], d["kept_id"])), equal_to([("b", "a")]), label="dups")
+        assert_that(res.dups | "Pairs" >> beam.Map(lambda d: (d["id"], d["cluster_id"], d["kept_id"])),
+                    equal_to([("b", "a", "a")]), label="dups")
 
 
 def test_band_grouping_verifies_candidates_and_links_to_smallest_id():
@@ -26,16 +27,37 @@ def test_band_grouping_verifies_candidates_and_links_to_smallest_id():
     sigs = [("d1", base), ("d2", near), ("d3", far)]
     with BeamTestPipeline() as p:
         links = (p | beam.Create(sigs) | beam.Map(lambda kv: (b"band0", kv)) | beam.GroupByKey()
-                 | beam.FlatMap(verify_bucket, 0.8) | beam.Map(lambda kv: (kv[0], kv[1][0])))
+                 | beam.FlatMap(verify_bucket, 0.8))
         assert_that(links, equal_to([("d2", "d1")]))
 
 
-def test_split_near_removes_linked_docs_only():
-    items = [("d1", {"doc": [{"id": "d1"}], "link": []}), ("d2", {"doc": [{"id": "d2"}], "link": [("d1", 0.9)]})]
+def test_connected_components_in_beam_match_union_find():
+    import random
+
+    from pipelines.corpus.beam_corpus import ConnectedComponents
+    from pipelines.corpus.graph import components_local
+
+    rng = random.Random(7)
+    nodes = [f"doc{i:03d}" for i in range(60)]
+    # a long chain (the case one-hop linking gets wrong), a star, and random pairs
+    edges = [(nodes[i], nodes[i + 1]) for i in range(12)] + [(nodes[20], n) for n in nodes[21:26]]
+    edges += [tuple(rng.sample(nodes[30:], 2)) for _ in range(25)]
+    want = components_local(edges)
     with BeamTestPipeline() as p:
-        res = p | beam.Create(items) | beam.FlatMap(split_near).with_outputs("dups", main="kept")
+        cc = p | beam.Create(edges) | ConnectedComponents(rounds=6)
+        assert_that(cc.labels, equal_to(sorted(want.items())), label="labels")
+        assert_that(cc.unconverged, equal_to([]), label="converged")
+    assert want[nodes[12]] == nodes[0]  # the end of the chain joins its start
+
+
+def test_split_near_removes_docs_with_a_root_only():
+    sig = np.zeros(4, np.uint32)
+    items = [("d1", {"signed": [({"id": "d1"}, sig)], "root": []}),
+             ("d2", {"signed": [({"id": "d2"}, sig)], "root": ["d1"]})]
+    with BeamTestPipeline() as p:
+        res = p | beam.Create(items) | beam.FlatMap(split_near).with_outputs("pending", main="kept")
         assert_that(res.kept | "K" >> beam.Map(lambda d: d["id"]), equal_to(["d1"]), label="kept")
-        assert_that(res.dups | "D" >> beam.Map(lambda d: (d["id"], d["kept_id"], d["kind"])), equal_to([("d2", "d1", "near")]), label="dups")
+        assert_that(res.pending | "P" >> beam.Map(lambda kv: (kv[0], kv[1][0])), equal_to([("d1", "d2")]), label="pending")
 
 
 def test_read_and_clean_dofns_route_every_record(tmp_path):
