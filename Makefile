@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.lmforge-installed
 RUN    ?= demo
 
-.PHONY: setup demo test test-fast lint ui clean
+.PHONY: setup demo test test-fast lint ui bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,11 @@ test-fast: setup
 
 lint: setup
 	$(BIN)/ruff check .
+
+# Benchmarks against named peers, written to docs/BENCHMARKS.md
+bench: setup
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[bench]'
+	$(BIN)/lmforge bench corpus
 
 # The Prefect UI on http://127.0.0.1:4200 (then run flows with PREFECT_API_URL set, see README).
 ui: setup

@@ -68,6 +68,7 @@ SUMMARIES = {
     "distill": "DistilBERT-style student from the pretrained teacher",
     "evaluate": "MLM loss, accuracy, parameters, throughput -> eval/report.{json,md}",
     "run": "the whole DAG as one Prefect flow (no server needed)",
+    "bench": "benchmarks against named peers -> docs/BENCHMARKS.md (bench corpus)",
 }
 
 
@@ -78,11 +79,21 @@ def _quiet_logs() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+def _bench(rest: list[str]) -> int:
+    benches = {"corpus": "lmforge.bench.corpus"}
+    if not rest or rest[0] not in benches:
+        print(f"usage: lmforge bench {{{','.join(benches)}}} [--help]")
+        return 0 if rest and rest[0] in ("-h", "--help") else 2
+    import importlib
+
+    return importlib.import_module(benches[rest[0]]).main(rest[1:])
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="lmforge", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in (*STAGES, "run"):
+    for name in (*STAGES, "run", "bench"):
         sub.add_parser(name, help=SUMMARIES[name], add_help=False)
     if not argv or argv[0] in ("-h", "--help"):
         parser.print_help()
@@ -95,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         from flows.dag import cli_main
 
         return cli_main(rest)
+    if command == "bench":
+        return _bench(rest)
     cls, run_fn, doc, beam = _stage(command)
     sp = argparse.ArgumentParser(prog=f"lmforge {command}", description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_args(sp, cls)

@@ -21,7 +21,7 @@ from apache_beam.pvalue import TaggedOutput
 
 from pipelines.corpus.clean import DROPPED, KEPT, QUARANTINED, process_document
 from pipelines.corpus.config import CorpusConfig
-from pipelines.corpus.dedup import band_keys, estimated_jaccard, exact_key, signatures
+from pipelines.corpus.dedup import anchor_links, band_keys, estimated_jaccard, exact_key, signatures
 from pipelines.corpus.graph import both_directions, large_star, small_star, toward_larger
 from pipelines.corpus.readers import read_file
 from pipelines.io import shard_of, write_jsonl_rows, write_parquet_rows
@@ -95,19 +95,9 @@ class Sign(beam.DoFn):
 
 
 def verify_bucket(item: tuple[bytes, Iterable[tuple[str, np.ndarray]]], threshold: float) -> Iterable[tuple[str, str]]:
-    """In one LSH bucket, pair every member with the smallest id; keep pairs whose signatures agree.
-
-    Emits edges (member, anchor) with anchor < member. Members linked only through the anchor
-    end up in one component; connected components then join edges across buckets.
-    """
+    """One LSH bucket -> verified edges (member, anchor); components then join them across buckets."""
     _, members = item
-    members = sorted(members, key=lambda m: m[0])
-    if len(members) < 2:
-        return
-    anchor_id, anchor_sig = members[0]
-    for mid, sig in members[1:]:
-        if mid != anchor_id and estimated_jaccard(anchor_sig, sig) >= threshold:
-            yield mid, anchor_id
+    yield from anchor_links(list(members), threshold)
 
 
 class ConnectedComponents(beam.PTransform):

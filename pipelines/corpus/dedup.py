@@ -66,3 +66,14 @@ def band_keys(sig: np.ndarray, bands: int, rows: int) -> list[bytes]:
 
 def estimated_jaccard(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.mean(a == b))
+
+
+def anchor_links(members: list[tuple[str, np.ndarray]], threshold: float) -> list[tuple[str, str]]:
+    """One LSH bucket's verified edges: every member paired with the smallest id, kept if the
+    signatures agree on >= threshold of their positions. Returns (member, anchor) pairs."""
+    if len(members) < 2:
+        return []
+    members = sorted(members, key=lambda m: m[0])
+    anchor_id, anchor_sig = members[0]
+    return [(mid, anchor_id) for mid, sig in members[1:]
+            if mid != anchor_id and estimated_jaccard(anchor_sig, sig) >= threshold]

@@ -1,0 +1,28 @@
+"""docs/BENCHMARKS.md: one `## <title>` section per benchmark, replaced in place on each run."""
+from __future__ import annotations
+
+import json
+import platform
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from schemas.manifest import atomic_write_bytes
+
+HEADER = ("# Benchmarks\n\nWritten by `lmforge bench <name>`; each section is replaced when its benchmark runs "
+          "again. Peers are measured in the same run on the same machine, so compare ratios.\n")
+
+
+def write_section(path: Path, title: str, body: str, data: dict[str, Any]) -> None:
+    import os
+
+    stamp = (f"_Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {platform.machine()}, "
+             f"{os.cpu_count()} cores, Python {platform.python_version()}._\n\n")
+    section = f"## {title}\n\n{stamp}{body}\n"
+    text = path.read_text() if path.exists() else HEADER
+    pattern = re.compile(rf"^## {re.escape(title)}\n.*?(?=^## |\Z)", re.S | re.M)
+    text = pattern.sub(lambda _: section, text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + section
+    atomic_write_bytes(path, text.encode())
+    slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
+    atomic_write_bytes(path.parent / "benchmarks" / f"{slug}.json", (json.dumps(data, indent=2, default=str) + "\n").encode())

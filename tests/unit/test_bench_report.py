@@ -1,0 +1,17 @@
+"""docs/BENCHMARKS.md sections are replaced in place, others kept."""
+from __future__ import annotations
+
+import json
+
+from lmforge.bench.report import write_section
+
+
+def test_sections_replace_in_place(tmp_path):
+    path = tmp_path / "BENCHMARKS.md"
+    write_section(path, "corpus: a", "first\n", {"x": 1})
+    write_section(path, "shards: b", "other\n", {"y": 2})
+    write_section(path, "corpus: a", "second\n", {"x": 3})
+    text = path.read_text()
+    assert text.count("## corpus: a") == 1 and "second" in text and "first" not in text and "other" in text
+    assert text.index("## corpus: a") < text.index("## shards: b")
+    assert json.loads((tmp_path / "benchmarks" / "corpus-a.json").read_text()) == {"x": 3}
