@@ -15,8 +15,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from lmforge.bench.report import write_section
 from pipelines.corpus.clean import KEPT, process_document
 from pipelines.corpus.config import CorpusConfig
