@@ -21,7 +21,16 @@ from apache_beam.pvalue import TaggedOutput
 
 from pipelines.corpus.clean import DROPPED, KEPT, QUARANTINED, process_document
 from pipelines.corpus.config import CorpusConfig
-from pipelines.corpus.dedup import anchor_links, band_keys, estimated_jaccard, exact_key, signatures
+from pipelines.corpus.dedup import (
+    CANDIDATE_MARGIN,
+    anchor_links,
+    band_keys,
+    estimated_jaccard,
+    exact_jaccard,
+    exact_key,
+    shingle_hashes,
+    signatures,
+)
 from pipelines.corpus.graph import both_directions, large_star, small_star, toward_larger
 from pipelines.corpus.readers import read_file
 from pipelines.io import shard_of, write_jsonl_rows, write_parquet_rows
@@ -83,21 +92,45 @@ def pick_exact(item: tuple[str, Iterable[dict]]) -> Iterable[Any]:
 
 
 class Sign(beam.DoFn):
-    """A batch of documents -> (id, (document, signature)) using datasketch's batched MinHash.bulk."""
+    """A batch of documents -> (id, (document, signature)) using datasketch's batched MinHash.bulk,
+    and (id, exact shingle hashes) under the tag "hashes" for confirming candidate pairs."""
 
     def __init__(self, num_perm: int, shingle_words: int):
         self.num_perm, self.shingle_words = num_perm, shingle_words
 
-    def process(self, batch: list[dict]) -> Iterable[tuple[str, tuple[dict, np.ndarray]]]:
+    def process(self, batch: list[dict]) -> Iterable[Any]:
         sigs = signatures([d["text"] for d in batch], self.num_perm, self.shingle_words)
         for d, s in zip(batch, sigs):
             yield d["id"], (d, s)
+            yield TaggedOutput("hashes", (d["id"], shingle_hashes(d["text"], self.shingle_words)))
 
 
 def verify_bucket(item: tuple[bytes, Iterable[tuple[str, np.ndarray]]], threshold: float) -> Iterable[tuple[str, str]]:
-    """One LSH bucket -> verified edges (member, anchor); components then join them across buckets."""
+    """One LSH bucket -> candidate edges (member, anchor) whose signatures agree on >= threshold."""
     _, members = item
     yield from anchor_links(list(members), threshold)
+
+
+def attach_hashes(item: tuple[str, dict[str, list]]) -> Iterable[tuple[str, tuple[str, np.ndarray]]]:
+    """(u, {edge: [anchors], h: [u's hashes]}) -> (anchor, (u, u's hashes)) per candidate edge."""
+    u, grouped = item
+    if grouped["h"]:
+        for anchor in grouped["edge"]:
+            yield anchor, (u, grouped["h"][0])
+
+
+def confirm_exact(item: tuple[str, dict[str, list]], threshold: float) -> Iterable[tuple[str, str]]:
+    """Keep candidate edges whose exact shingle Jaccard reaches the threshold."""
+    anchor, grouped = item
+    if not grouped["h"]:
+        return
+    h_anchor = grouped["h"][0]
+    for u, h_u in grouped["edge"]:
+        if exact_jaccard(h_u, h_anchor) >= threshold:
+            Metrics.counter(NS, "near_pairs_confirmed").inc()
+            yield u, anchor
+        else:
+            Metrics.counter(NS, "near_pairs_rejected_exact").inc()
 
 
 class ConnectedComponents(beam.PTransform):
@@ -205,13 +238,21 @@ class CorpusPipeline(beam.PTransform):
 
             bands, rows = lsh_params(cfg.jaccard_threshold, cfg.num_perm)
             signed = (kept | "Batch" >> beam.BatchElements(min_batch_size=32, max_batch_size=256)
-                      | "Sign" >> beam.ParDo(Sign(cfg.num_perm, cfg.shingle_words)))
+                      | "Sign" >> beam.ParDo(Sign(cfg.num_perm, cfg.shingle_words)).with_outputs("hashes", main="signed"))
+            hashes, signed = signed.hashes, signed.signed
             sigs = signed | "SigOnly" >> beam.Map(lambda kv: (kv[0], kv[1][1]))
-            edges = (sigs
-                     | "Bands" >> beam.FlatMap(lambda kv: [(k, kv) for k in band_keys(kv[1], bands, rows)])
-                     | "GroupBands" >> beam.GroupByKey()
-                     | "Verify" >> beam.FlatMap(verify_bucket, cfg.jaccard_threshold)
-                     | "DistinctEdges" >> beam.Distinct())
+            candidates = (sigs
+                          | "Bands" >> beam.FlatMap(lambda kv: [(k, kv) for k in band_keys(kv[1], bands, rows)])
+                          | "GroupBands" >> beam.GroupByKey()
+                          | "Screen" >> beam.FlatMap(verify_bucket, cfg.jaccard_threshold - CANDIDATE_MARGIN)
+                          | "DistinctCandidates" >> beam.Distinct())
+            # Two joins bring both ends' exact shingle hashes to each candidate edge; only
+            # candidate pairs move hash sets, never all documents times all bands.
+            edges = (({"edge": candidates, "h": hashes} | "JoinFirstEnd" >> beam.CoGroupByKey()
+                      | "AttachFirst" >> beam.FlatMap(attach_hashes)),
+                     hashes)
+            edges = ({"edge": edges[0], "h": edges[1]} | "JoinSecondEnd" >> beam.CoGroupByKey()
+                     | "ConfirmExact" >> beam.FlatMap(confirm_exact, cfg.jaccard_threshold))
             cc = edges | "Components" >> ConnectedComponents(cfg.cc_rounds)
             tallies.append(cc.unconverged | "CountUnconverged" >> beam.combiners.Count.Globally()
                            | "TallyUnconverged" >> beam.Map(lambda n: ("cc_unconverged_nodes", n)))
