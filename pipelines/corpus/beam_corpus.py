@@ -80,6 +80,16 @@ class Clean(beam.DoFn):
             yield TaggedOutput("quarantine", _quarantine_row(value))
 
 
+def first_of_id(item: tuple[str, Iterable[dict]]) -> Iterable[Any]:
+    doc_id, docs = item
+    docs = sorted(docs, key=lambda d: (d["source"], d.get("offset", 0), d["text"]))  # deterministic
+    yield docs[0]
+    for d in docs[1:]:
+        Metrics.counter(NS, "quarantined_duplicate_id").inc()
+        yield TaggedOutput("quarantine", {"source": d["source"], "offset": d.get("offset", 0), "reason": "duplicate_id",
+                                          "detail": f"id already used by {docs[0]['source']}", "id": doc_id})
+
+
 def pick_exact(item: tuple[str, Iterable[dict]]) -> Iterable[Any]:
     """Keep the smallest id among identical normalised texts."""
     _, docs = item
@@ -225,7 +235,11 @@ class CorpusPipeline(beam.PTransform):
         cfg, out = self.cfg, self.cfg.output
         read = files | "Spread" >> beam.Reshuffle() | "ReadFiles" >> beam.ParDo(ReadFiles()).with_outputs("quarantine", "tally", main="docs")
         cleaned = read.docs | "Clean" >> beam.ParDo(Clean(cfg)).with_outputs("dropped", "quarantine", main="kept")
-        kept = cleaned.kept
+        # Ids must be unique for the joins below; a repeated id keeps its first occurrence (by
+        # source file, then offset) and quarantines the others.
+        unique = (cleaned.kept | "KeyId" >> beam.Map(lambda d: (d["id"], d)) | "GroupIds" >> beam.GroupByKey()
+                  | "UniqueIds" >> beam.FlatMap(first_of_id).with_outputs("quarantine", main="kept"))
+        kept = unique.kept
         dup_lists = []
         tallies = [read.tally]
         if cfg.exact_dedup:
@@ -278,7 +292,7 @@ class CorpusPipeline(beam.PTransform):
         _ = (kept | "KeyByShard" >> beam.Map(lambda d: ((d["language"], shard_of(d["id"], n)), d))
              | "GroupShards" >> beam.GroupByKey() | "WriteData" >> beam.Map(_write_group, out, "data", n))
         outputs = {"dropped": cleaned.dropped,
-                   "quarantine": (read.quarantine, cleaned.quarantine),
+                   "quarantine": (read.quarantine, cleaned.quarantine, unique.quarantine),
                    "duplicates": tuple(dup_lists)}
         for name, pcolls in outputs.items():
             pcolls = pcolls if isinstance(pcolls, tuple) else (pcolls,)
