@@ -1,10 +1,27 @@
-"""Pure per-document cleaning: RawDocument -> kept record, or a drop reason, or a quarantine."""
+"""Pure per-document cleaning: RawDocument -> kept record, or a drop reason, or a quarantine.
+
+The steps, in this fixed order (each filter family can be switched off in CorpusConfig):
+
+  1. decode + extract   HTML bytes -> text (JSONL/WET text is taken as is)
+  2. normalise          NFC, single spaces, no blank lines
+  3. C4                 line cleaning, then page rules (filters.py; tfds or paper variant)
+  4. language id        py3langid; drop low scores and languages not kept
+  5. Gopher repetition  (quality.py)
+  6. Gopher quality     (quality.py; the stop-word rule needs the language from step 4)
+  7. FineWeb            (quality.py)
+
+C4 runs before the others because it rewrites the text (drops lines); the later rules see the
+cleaned page, which is the text that is kept. With every family off, a kept document's text
+is the normalised text. normalize_text removes blank lines, so here a page is one paragraph and
+Gopher's two paragraph rules cannot fire (they do on text that keeps blank lines).
+"""
 from __future__ import annotations
 
 from typing import Any
 
 from pipelines.corpus.config import CorpusConfig
 from pipelines.corpus.filters import clean_page
+from pipelines.corpus.quality import fineweb_quality, gopher_quality, gopher_repetition
 from pipelines.corpus.text import DecodeError, decode_html, html_to_text, identify_language, normalize_text
 from schemas.records import Quarantined, RawDocument
 
@@ -25,16 +42,22 @@ def process_document(doc: RawDocument, cfg: CorpusConfig) -> tuple[str, Any]:
         text = html_to_text(html)
     if "\x00" in text:
         return QUARANTINED, Quarantined(doc.source, doc.offset, "nul_bytes", "text contains NUL bytes", doc.id)
-    text = normalize_text(text)
-    if not text:
+    page = normalize_text(text)
+    if not page:
         return DROPPED, (doc, "empty_text")
-    page, reason = clean_page(text, cfg.c4)
-    if page is None:
-        return DROPPED, (doc, reason)
+    if cfg.c4.enabled:
+        page, reason = clean_page(page, cfg.c4)
+        if page is None:
+            return DROPPED, (doc, reason)
     lang, score = identify_language(page)
     if score < cfg.min_language_score:
         return DROPPED, (doc, "low_language_score")
     if lang not in cfg.languages:
         return DROPPED, (doc, "language_not_kept")
+    reason = ((cfg.gopher_repetition.enabled and gopher_repetition(page, cfg.gopher_repetition))
+              or (cfg.gopher_quality.enabled and gopher_quality(page, cfg.gopher_quality, lang))
+              or (cfg.fineweb.enabled and fineweb_quality(page, cfg.fineweb)))
+    if reason:
+        return DROPPED, (doc, reason)
     return KEPT, {"id": doc.id, "url": doc.url, "text": page, "language": lang,
                   "language_score": score, "source": doc.source}

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 from lmforge.config import opt, require
 from pipelines.corpus.filters import C4Config
+from pipelines.corpus.quality import FineWebConfig, GopherQualityConfig, GopherRepetitionConfig
 
 
 @dataclass
@@ -20,7 +21,13 @@ class CorpusConfig:
     shingle_words: int = opt(5, "words per shingle")
     cc_rounds: int = opt(6, "large-star/small-star rounds for near-duplicate clusters; nodes not settled after them are counted in the manifest (cc_unconverged_nodes)")
     num_shards: int = opt(2, "Parquet files per language")
-    c4: C4Config = field(default_factory=C4Config, metadata={"help": "C4 rules (TFDS variant)"})
+    # Quality filters, applied in this order by clean.process_document; each has `enabled`.
+    c4: C4Config = field(default_factory=C4Config, metadata={"help": "C4 line and page rules (tfds or paper variant)"})
+    gopher_repetition: GopherRepetitionConfig = field(default_factory=GopherRepetitionConfig,
+                                                      metadata={"help": "Gopher repetition rules (Rae et al. 2021, Table A1)"})
+    gopher_quality: GopherQualityConfig = field(default_factory=GopherQualityConfig,
+                                                metadata={"help": "Gopher quality rules (Rae et al. 2021, A.1.1)"})
+    fineweb: FineWebConfig = field(default_factory=FineWebConfig, metadata={"help": "FineWeb quality rules (Penedo et al. 2024)"})
 
     def __post_init__(self) -> None:
         require(bool(self.input), "corpus: --input needs at least one file, directory or glob")
@@ -28,5 +35,7 @@ class CorpusConfig:
         require(self.num_perm >= 16, "num_perm must be >= 16")
         require(self.num_shards >= 1, "num_shards must be >= 1")
         require(all(len(x) == 2 for x in self.languages), f"languages must be ISO 639-1 codes, got {self.languages}")
-        if isinstance(self.c4, dict):
-            self.c4 = C4Config(**self.c4)
+        for name, cls in (("c4", C4Config), ("gopher_repetition", GopherRepetitionConfig),
+                          ("gopher_quality", GopherQualityConfig), ("fineweb", FineWebConfig)):
+            if isinstance(getattr(self, name), dict):
+                setattr(self, name, cls(**getattr(self, name)))

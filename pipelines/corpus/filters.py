@@ -1,10 +1,17 @@
-"""C4 cleaning rules as pure functions (TFDS `c4_utils` variant).
+"""C4 cleaning rules as pure functions, in the TFDS variant and the C4 paper's variant.
 
 `clean_page(text, cfg)` returns (cleaned text, None) to keep or (None, reason) to drop. Line
-rules remove lines; page rules drop the page. Thresholds follow TFDS C4: a kept line ends in
-terminal punctuation, has >= 5 words, no word over 1,000 characters, no "javascript", no
-policy boilerplate; a kept page has >= 3 sentences, no "lorem ipsum" and no "{".
-Bad-words lists, the C4-paper variant, Gopher and FineWeb rules come with issue 3.
+rules remove lines; page rules drop the page. Both variants share every rule but two numbers:
+
+    variant  min words per kept line  min sentences per kept page  source
+    tfds     5                        3                            TFDS `c4_utils.py` (the C4 dataset as built)
+    paper    3                        5                            Raffel et al. 2020, section 2.2 (the T5 paper)
+
+Shared rules: a kept line ends in terminal punctuation and not in "...", has no word over 1,000
+characters (TFDS), no "javascript", no policy boilerplate, and loses citation markers ([1],
+[edit], [citation needed]); a kept page has no "lorem ipsum" and no "{".
+Not implemented: the bad-words page filter (it needs the LDNOOBW word lists per language).
+Gopher and FineWeb rules live in `quality.py`.
 """
 from __future__ import annotations
 
@@ -19,15 +26,27 @@ _POLICY = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "u
 # Sentence ends: terminal punctuation followed by whitespace or the end of the text.
 _SENTENCE_END = re.compile(r"[.!?…。](?=\s|$)")
 
+# variant -> (min words per line, min sentences per page); see the module docstring for sources.
+C4_VARIANTS = {"tfds": (5, 3), "paper": (3, 5)}
+
 
 @dataclass
 class C4Config:
-    min_words_per_line: int = opt(5, "C4 (TFDS): drop lines with fewer words")
-    min_sentences: int = opt(3, "C4 (TFDS): drop pages with fewer sentences")
-    max_word_length: int = opt(1000, "C4: drop lines containing a longer word")
-    min_chars: int = opt(200, "drop pages shorter than this after line cleaning")
+    enabled: bool = opt(True, "apply the C4 line cleaning and page rules (off: text passes unchanged)")
+    variant: str = opt("tfds", "which statement of C4: 'tfds' (TFDS c4_utils: >= 5 words/line, >= 3 sentences/page) "
+                               "or 'paper' (Raffel et al. 2020 sec. 2.2: >= 3 words/line, >= 5 sentences/page)")
+    min_words_per_line: int | None = opt(None, "override the variant's minimum words per kept line (tfds 5, paper 3)")
+    min_sentences: int | None = opt(None, "override the variant's minimum sentences per kept page (tfds 3, paper 5)")
+    max_word_length: int = opt(1000, "C4 (TFDS): drop lines containing a longer word")
+    min_chars: int = opt(200, "lmforge, not C4: drop pages shorter than this after line cleaning (too_short)")
 
     def __post_init__(self) -> None:
+        require(self.variant in C4_VARIANTS, f"c4 variant must be one of {sorted(C4_VARIANTS)}, got {self.variant!r}")
+        words, sentences = C4_VARIANTS[self.variant]
+        if self.min_words_per_line is None:
+            self.min_words_per_line = words
+        if self.min_sentences is None:
+            self.min_sentences = sentences
         require(self.min_words_per_line >= 0 and self.min_sentences >= 0, "C4 thresholds must be >= 0")
         require(self.max_word_length > 0, "max_word_length must be positive")
 

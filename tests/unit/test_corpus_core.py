@@ -27,7 +27,8 @@ from schemas.records import Quarantined, RawDocument
 # Real prose: the opening of the Debian Social Contract and of Tolstoy's "Anna Karenina" (Russian).
 EN = ("Debian will remain 100% free. We provide the guidelines that we use to determine if a work is free. "
       "We will support our users who develop and run non-free works on Debian. We will give back to the free "
-      "software community. We will not hide problems.")
+      "software community. We will not hide problems. We will keep our entire bug report database open for public "
+      "view at all times. Reports that people file online will promptly become visible to others.")
 RU = ("Все счастливые семьи похожи друг на друга, каждая несчастливая семья несчастлива по-своему. "
       "Все смешалось в доме Облонских. Жена узнала, что муж был в связи с бывшею в их доме француженкою-гувернанткой, "
       "и объявила мужу, что не может жить с ним в одном доме.")

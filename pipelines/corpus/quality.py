@@ -1,0 +1,240 @@
+"""Gopher quality, Gopher repetition and FineWeb rules as pure functions over cleaned text.
+
+Each family is a function `(text, cfg[, language]) -> None | reason`: None keeps the document,
+a reason names the first rule it fails. The rules and their order follow datatrove's
+GopherRepetitionFilter, GopherQualityFilter and FineWebQualityFilter; the defaults are the
+published thresholds:
+  Gopher     Rae et al. 2021, "Scaling Language Models: Methods, Analysis & Insights from
+             Training Gopher", arXiv:2112.11446, appendix A.1.1 and Table A1.
+  FineWeb    Penedo et al. 2024, arXiv:2406.17557 ("custom filters"), as datatrove's
+             FineWebQualityFilter defaults, which FineWeb's own pipeline script uses (for the
+             duplicated-line characters the write-up states 0.1; the datatrove default is 0.01).
+
+Words are `\\w+` runs (Unicode letters, digits, underscore), one regex for every language.
+datatrove tokenises with spaCy/NLTK per language, which is ~90% of its filter time, and counts
+punctuation tokens as words in some ratios; with `\\w+` those ratios see only real words (closer
+to the paper's "words"), so ratios with words in the denominator come out a little higher here.
+datatrove itself was considered as a dependency: it pulls in NLTK/spaCy and its filters are
+pipeline steps over its own Document type, not functions we could call on a string.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from itertools import accumulate
+
+from lmforge.config import opt, require
+
+_WORD = re.compile(r"\w+")
+_ALPHA = re.compile(r"[^\W\d_]")  # a letter: a word character that is not a digit or "_"
+_PARAGRAPH = re.compile(r"\n{2,}")
+_LINES = re.compile(r"\n+")
+_BULLETS = ("•", "-")  # datatrove's bullet marks
+_ELLIPSES = ("...", "…")
+GOPHER_STOP_WORDS = ["the", "be", "to", "of", "and", "that", "have", "with"]  # Gopher A.1.1
+
+
+def _fraction(name: str, value: float) -> None:
+    require(0.0 <= value <= 1.0, f"{name} must be a fraction in [0, 1], got {value}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Gopher repetition (Table A1)
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class GopherRepetitionConfig:
+    enabled: bool = opt(True, "apply the Gopher repetition rules")
+    max_dup_line_frac: float = opt(0.30, "Gopher Table A1: max fraction of lines that repeat an earlier line")
+    max_dup_line_char_frac: float = opt(0.20, "Gopher Table A1: max fraction of characters in repeated lines")
+    max_dup_para_frac: float = opt(0.30, "Gopher Table A1: max fraction of paragraphs (split on blank lines) that repeat an earlier one")
+    max_dup_para_char_frac: float = opt(0.20, "Gopher Table A1: max fraction of characters in repeated paragraphs")
+    top_ngram_sizes: list[int] = opt([2, 3, 4], "Gopher Table A1: n for the top n-gram rules")
+    top_ngram_max_frac: list[float] = opt([0.20, 0.18, 0.16], "Gopher Table A1: max fraction of characters in the most frequent n-gram, one per top_ngram_sizes")
+    dup_ngram_sizes: list[int] = opt([5, 6, 7, 8, 9, 10], "Gopher Table A1: n for the duplicated n-gram rules")
+    dup_ngram_max_frac: list[float] = opt([0.15, 0.14, 0.13, 0.12, 0.11, 0.10], "Gopher Table A1: max fraction of characters in duplicated n-grams, one per dup_ngram_sizes")
+
+    def __post_init__(self) -> None:
+        for name in ("max_dup_line_frac", "max_dup_line_char_frac", "max_dup_para_frac", "max_dup_para_char_frac"):
+            _fraction(name, getattr(self, name))
+        for sizes, fracs in (("top_ngram_sizes", "top_ngram_max_frac"), ("dup_ngram_sizes", "dup_ngram_max_frac")):
+            require(len(getattr(self, sizes)) == len(getattr(self, fracs)), f"{sizes} and {fracs} need the same length")
+            require(all(n >= 1 for n in getattr(self, sizes)), f"{sizes} must be >= 1")
+            for f in getattr(self, fracs):
+                _fraction(fracs, f)
+
+
+def duplicates(items: list[str]) -> tuple[int, int]:
+    """(number of items equal to an earlier item, characters in them): datatrove's find_duplicates."""
+    seen: set[str] = set()
+    n = chars = 0
+    for x in items:
+        if x in seen:
+            n += 1
+            chars += len(x)
+        else:
+            seen.add(x)
+    return n, chars
+
+
+def _ngram_keys(words: list[str], n: int) -> list[int]:
+    """One int per n-gram: the hash of its word tuple. Ints rather than tuples because tuples are
+    tracked by the cyclic garbage collector, and lists of them made GC passes the main cost of
+    this filter (measured: 2x slower). Two different n-grams share a 64-bit hash with
+    probability ~2^-64 per pair, far below anything a ratio threshold can notice."""
+    return list(map(hash, zip(*(words[i:] for i in range(n)))))
+
+
+def top_ngram_chars(words: list[str], n: int) -> int:
+    """Characters covered by the most frequent n-gram: len(" ".join(gram)) * count, as datatrove
+    (ties go to the n-gram seen first, as Counter.most_common)."""
+    keys = _ngram_keys(words, n)
+    if not keys:
+        return 0
+    key, count = Counter(keys).most_common(1)[0]
+    i = keys.index(key)
+    return (sum(map(len, words[i:i + n])) + n - 1) * count
+
+
+def dup_ngram_chars(words: list[str], n: int) -> int:
+    """Characters (spaces excluded) in n-grams that repeat an earlier n-gram, as datatrove's
+    find_all_duplicate: scan left to right; on a repeat count its characters and jump n words,
+    so overlapping repeats are not counted twice. O(words) per n."""
+    keys = _ngram_keys(words, n)
+    cum = [0, *accumulate(map(len, words))]  # cum[j] - cum[i] = characters in words[i:j]
+    seen: set[int] = set()
+    chars, i = 0, 0
+    while i < len(keys):
+        if keys[i] in seen:
+            chars += cum[i + n] - cum[i]
+            i += n
+        else:
+            seen.add(keys[i])
+            i += 1
+    return chars
+
+
+def gopher_repetition(text: str, cfg: GopherRepetitionConfig) -> str | None:
+    """None to keep, else gopher_rep_<rule>. Paragraphs, lines, top n-grams, duplicated n-grams."""
+    if not text:
+        return None
+    total = len(text)
+    paragraphs = _PARAGRAPH.split(text.strip())
+    n, chars = duplicates(paragraphs)
+    if n / len(paragraphs) > cfg.max_dup_para_frac:
+        return "gopher_rep_dup_para_frac"
+    if chars / total > cfg.max_dup_para_char_frac:
+        return "gopher_rep_dup_para_char_frac"
+    lines = _LINES.split(text)
+    n, chars = duplicates(lines)
+    if n / len(lines) > cfg.max_dup_line_frac:
+        return "gopher_rep_dup_line_frac"
+    if chars / total > cfg.max_dup_line_char_frac:
+        return "gopher_rep_dup_line_char_frac"
+    words = _WORD.findall(text)
+    for n, frac in zip(cfg.top_ngram_sizes, cfg.top_ngram_max_frac):
+        if top_ngram_chars(words, n) / total > frac:
+            return f"gopher_rep_top_{n}gram"
+    for n, frac in zip(cfg.dup_ngram_sizes, cfg.dup_ngram_max_frac):
+        if dup_ngram_chars(words, n) / total > frac:
+            return f"gopher_rep_dup_{n}gram"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Gopher quality (appendix A.1.1)
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class GopherQualityConfig:
+    enabled: bool = opt(True, "apply the Gopher quality rules")
+    min_words: int = opt(50, "Gopher A.1.1: drop documents with fewer words")
+    max_words: int = opt(100_000, "Gopher A.1.1: drop documents with more words")
+    min_mean_word_length: float = opt(3.0, "Gopher A.1.1: drop documents whose mean word length (characters) is lower")
+    max_mean_word_length: float = opt(10.0, "Gopher A.1.1: drop documents whose mean word length (characters) is higher")
+    max_symbol_word_ratio: float = opt(0.1, "Gopher A.1.1: max ratio of '#' to words, and of ellipses ('...' or '…') to words")
+    max_bullet_lines_frac: float = opt(0.9, "Gopher A.1.1: max fraction of lines starting with a bullet ('•' or '-', as datatrove)")
+    max_ellipsis_lines_frac: float = opt(0.3, "Gopher A.1.1: max fraction of lines ending with an ellipsis")
+    min_alpha_words_frac: float = opt(0.8, "Gopher A.1.1: min fraction of words containing a letter")
+    min_stop_words: int = opt(2, "Gopher A.1.1: min occurrences of stop_words (0 turns the rule off)")
+    stop_words: list[str] = opt(GOPHER_STOP_WORDS, "Gopher A.1.1: the English stop words (case-sensitive, as datatrove)")
+    stop_words_languages: list[str] = opt(["en"], "apply the stop-word rule only to documents identified as these languages "
+                                                  "(the list is English; for other languages the rule is skipped)")
+
+    def __post_init__(self) -> None:
+        require(0 <= self.min_words <= self.max_words, "gopher_quality: need 0 <= min_words <= max_words")
+        require(0 <= self.min_mean_word_length <= self.max_mean_word_length,
+                "gopher_quality: need 0 <= min_mean_word_length <= max_mean_word_length")
+        require(self.max_symbol_word_ratio >= 0, "gopher_quality: max_symbol_word_ratio must be >= 0")
+        for name in ("max_bullet_lines_frac", "max_ellipsis_lines_frac", "min_alpha_words_frac"):
+            _fraction(name, getattr(self, name))
+        require(self.min_stop_words >= 0, "gopher_quality: min_stop_words must be >= 0")
+
+
+def gopher_quality(text: str, cfg: GopherQualityConfig, language: str) -> str | None:
+    """None to keep, else gopher_<rule>. `language` (ISO 639-1) gates the English stop-word rule."""
+    words = _WORD.findall(text)
+    n = len(words)
+    if not cfg.min_words <= n <= cfg.max_words or n == 0:
+        return "gopher_word_count"
+    if not cfg.min_mean_word_length <= sum(map(len, words)) / n <= cfg.max_mean_word_length:
+        return "gopher_mean_word_length"
+    if text.count("#") / n > cfg.max_symbol_word_ratio:
+        return "gopher_hash_ratio"
+    if (text.count("...") + text.count("…")) / n > cfg.max_symbol_word_ratio:
+        return "gopher_ellipsis_ratio"
+    lines = text.splitlines() or [""]
+    if sum(ln.lstrip().startswith(_BULLETS) for ln in lines) / len(lines) > cfg.max_bullet_lines_frac:
+        return "gopher_bullet_lines"
+    if sum(ln.rstrip().endswith(_ELLIPSES) for ln in lines) / len(lines) > cfg.max_ellipsis_lines_frac:
+        return "gopher_ellipsis_lines"
+    if sum(1 for w in words if _ALPHA.search(w)) / n < cfg.min_alpha_words_frac:
+        return "gopher_alpha_words"
+    if language in cfg.stop_words_languages:
+        stop = set(cfg.stop_words)
+        if sum(w in stop for w in words) < cfg.min_stop_words:
+            return "gopher_stop_words"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# FineWeb (Penedo et al. 2024)
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class FineWebConfig:
+    enabled: bool = opt(True, "apply the FineWeb quality rules")
+    min_line_punct_frac: float = opt(0.12, "FineWeb: drop documents where a smaller fraction of lines ends in line_end_chars")
+    line_end_chars: str = opt(".'\"!?", "FineWeb: the characters that count as a line's terminal punctuation "
+                                        "(FineWeb's release set; newer datatrove uses a wider multilingual set)")
+    max_short_line_frac: float = opt(0.67, "FineWeb: drop documents where a larger fraction of lines is short")
+    short_line_chars: int = opt(30, "FineWeb: a line of at most this many characters is short")
+    max_char_dup_frac: float = opt(0.01, "FineWeb (datatrove default; the paper states 0.1): max fraction of "
+                                         "characters (newlines excluded) in lines that repeat an earlier line")
+    max_newline_word_ratio: float = opt(0.3, "FineWeb: max ratio of newlines to words (list-like pages)")
+
+    def __post_init__(self) -> None:
+        for name in ("min_line_punct_frac", "max_short_line_frac", "max_char_dup_frac"):
+            _fraction(name, getattr(self, name))
+        require(bool(self.line_end_chars), "fineweb: line_end_chars must not be empty")
+        require(self.short_line_chars >= 0 and self.max_newline_word_ratio >= 0, "fineweb thresholds must be >= 0")
+
+
+def fineweb_quality(text: str, cfg: FineWebConfig) -> str | None:
+    """None to keep, else fineweb_<rule>. Inequalities as current datatrove: a document at a
+    threshold is kept (the FineWeb release dropped at equality for the first three rules)."""
+    lines = [ln for ln in text.split("\n") if ln.strip()]
+    if not lines:
+        return "fineweb_line_punct_ratio"  # nothing to measure; datatrove says "empty"
+    ends = tuple(cfg.line_end_chars)
+    if sum(ln.endswith(ends) for ln in lines) / len(lines) < cfg.min_line_punct_frac:
+        return "fineweb_line_punct_ratio"
+    if sum(len(ln) <= cfg.short_line_chars for ln in lines) / len(lines) > cfg.max_short_line_frac:
+        return "fineweb_short_line_ratio"
+    if duplicates(lines)[1] / len(text.replace("\n", "")) > cfg.max_char_dup_frac:
+        return "fineweb_char_dup_ratio"
+    words = _WORD.findall(text)
+    if not words or text.count("\n") / len(words) > cfg.max_newline_word_ratio:
+        return "fineweb_newline_ratio"
+    return None

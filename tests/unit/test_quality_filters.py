@@ -1,0 +1,394 @@
+"""Quality filters on real pages: C4 (tfds and paper), Gopher repetition, Gopher quality, FineWeb.
+
+Pages are the Debian documentation pages in tests/data/tiny/tiny.warc.gz (GIMP, LibreOffice,
+installation guide, Debian handbook); repetitive and boilerplate cases repeat real lines.
+Boundary tests set a threshold to the value measured on the text (kept) and to the next float
+past it (dropped), so `>` versus `>=` is pinned down.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from lmforge.config import add_config_args, config_from_args
+from pipelines.corpus.clean import DROPPED, KEPT, process_document
+from pipelines.corpus.config import CorpusConfig
+from pipelines.corpus.filters import C4Config, clean_line, clean_page
+from pipelines.corpus.quality import (
+    FineWebConfig,
+    GopherQualityConfig,
+    GopherRepetitionConfig,
+    dup_ngram_chars,
+    fineweb_quality,
+    gopher_quality,
+    gopher_repetition,
+    top_ngram_chars,
+)
+from pipelines.corpus.readers import read_file
+from pipelines.corpus.text import DecodeError, decode_html, html_to_text, normalize_text
+from schemas.records import RawDocument
+
+TINY = Path(__file__).resolve().parents[1] / "data" / "tiny" / "tiny.warc.gz"
+KERNEL = "en-US/sect.kernel-role-and-tasks.html"  # Debian handbook: long, clean English prose
+CONTRIB = "en-US/sect.contributing.html"  # Debian handbook: one short paragraph
+RU_GUIDE = "installation-guide-amd64.docs.invalid/ru/ch03s04.html"  # installation guide, Russian
+RU_GIMP = "gimp-help-ru.docs.invalid/gimp-view-padding-color.html"  # GIMP help, Russian, no English words
+AGENDA = "text/shared/autopi/01040200.html"  # LibreOffice: "Specifies the ... of the meeting." x 5
+MARKS = "text/shared/01/formatting_mark.html"  # LibreOffice: near-identical sentences
+SMATH = "text/smath/01/03091507.html"  # LibreOffice Math: a table of one- and two-word commands
+CRYPT = "installation-guide-amd64.docs.invalid/en/ch07s02.html"  # installation guide: prose with "# mount ..." root-shell lines
+
+# GIMP help, "GIMP history" (samples/crawl/debian-docs-*): 51 words, 11 of them numbers.
+GIMP_HISTORY = ("GIMP version 1.0 was released on June 5, 1998. Finally, GIMP was considered stable enough to warrant "
+                "a worldwide announcement and professional use.\nGIMP version 1.2.0 was released on December 25, 2000. "
+                "Compared to the version 1.0, it included mostly fixes and improvements of the user interface.")
+# GIMP help: File-menu entries as the index page lists them.
+GIMP_FILE_MENU = ["2.2. New…", "2.5. Open as Layers…", "2.6. Open Location…", "2.9. Save as…", "2.10. Save a Copy…",
+                  "2.13. Export As…", "2.14. Create Template…"]
+# Real GIMP help lines that end in an ellipsis (a menu path).
+GIMP_MENU_LINES = ["You can find this filter in the image menu through FiltersRenderPatternBayer Matrix…",
+                   "You can find this filter in the image menu through FiltersBlurPixelize…",
+                   "You can find this filter through FiltersMapTile Seamless…",
+                   "You can find this filter through FiltersDistortsWhirl and Pinch…"]
+
+
+@pytest.fixture(scope="module")
+def pages() -> dict[str, str]:
+    """url -> normalised extracted text, for every decodable page of the tiny WARC."""
+    out = {}
+    for d in read_file(str(TINY)):
+        if isinstance(d, RawDocument) and d.html:
+            try:
+                out[d.url] = normalize_text(html_to_text(decode_html(d.html, d.charset)))
+            except DecodeError:
+                pass
+    return out
+
+
+def page(pages: dict[str, str], suffix: str, c4: bool = True) -> str:
+    (text,) = [t for u, t in pages.items() if u.endswith(suffix)]
+    return clean_page(text, C4Config())[0] if c4 else text
+
+
+def words_of(text: str) -> list[str]:
+    return re.findall(r"\w+", text)
+
+
+def above(x: float) -> float:
+    return math.nextafter(x, math.inf)
+
+
+def below(x: float) -> float:
+    return math.nextafter(x, -math.inf)
+
+
+# ---------------------------------------------------------------------------------------------
+# C4: the TFDS and paper variants
+# ---------------------------------------------------------------------------------------------
+
+def test_c4_variants_have_their_published_numbers_and_overrides():
+    assert (C4Config().variant, C4Config().min_words_per_line, C4Config().min_sentences) == ("tfds", 5, 3)
+    paper = C4Config(variant="paper")
+    assert (paper.min_words_per_line, paper.min_sentences) == (3, 5)
+    assert C4Config(variant="paper", min_sentences=4).min_sentences == 4
+    with pytest.raises(ValueError, match="variant"):
+        C4Config(variant="c4_en")
+
+
+def test_c4_paper_needs_five_sentences_where_tfds_needs_three(pages):
+    # The Debian handbook's "Contributing" paragraph, one sentence per line.
+    sentences = page(pages, CONTRIB).split("\n")[0].replace(". ", ".\n").split("\n")
+    four, five = "\n".join(sentences[:4]), "\n".join(sentences[:5])
+    tfds, paper = C4Config(min_chars=0), C4Config(variant="paper", min_chars=0)
+    assert clean_page(four, tfds) == (four, None)
+    assert clean_page(four, paper) == (None, "c4_too_few_sentences")
+    assert clean_page(five, paper) == (five, None)
+
+
+def test_c4_paper_keeps_three_and_four_word_lines_that_tfds_drops():
+    tfds, paper = C4Config(), C4Config(variant="paper")
+    for line in ("Increasing radius increases blur.", "Image is darker."):  # GIMP help, Median Blur: 4 and 3 words
+        assert clean_line(line, paper) == line and clean_line(line, tfds) is None
+    line = "We will not hide problems."  # 5 words: both keep it
+    assert clean_line(line, paper) == clean_line(line, tfds) == line
+    assert clean_line("Median Blur.", paper) is None  # 2 words: too short for both
+
+
+# ---------------------------------------------------------------------------------------------
+# Gopher repetition
+# ---------------------------------------------------------------------------------------------
+
+def rep_only(**kw) -> GopherRepetitionConfig:
+    """Every repetition rule at 1.0 (cannot fire) except the ones given."""
+    base = dict(max_dup_line_frac=1.0, max_dup_line_char_frac=1.0, max_dup_para_frac=1.0, max_dup_para_char_frac=1.0,
+                top_ngram_max_frac=[1.0, 1.0, 1.0], dup_ngram_max_frac=[1.0] * 6)
+    return GopherRepetitionConfig(**{**base, **kw})
+
+
+def test_ngram_counts_follow_datatrove():
+    words = "the cat sat the cat sat".split()
+    # Most frequent 2-gram "the cat" (tied with "cat sat"; the first seen wins): 7 chars x 2.
+    assert top_ngram_chars(words, 2) == 14
+    # Scan: "the cat" repeats at word 3 -> 6 chars (spaces excluded), jump 2 words: the
+    # overlapping repeat "cat sat" at word 4 is not counted again.
+    assert dup_ngram_chars(words, 2) == 6
+    assert dup_ngram_chars(words, 3) == len("thecatsat")
+    assert dup_ngram_chars(words, 4) == 0 and top_ngram_chars(words, 7) == 0
+
+
+def test_gopher_repetition_keeps_real_prose(pages):
+    for suffix in (KERNEL, CONTRIB, RU_GUIDE, CRYPT):
+        assert gopher_repetition(page(pages, suffix), GopherRepetitionConfig()) is None, suffix
+
+
+@pytest.mark.parametrize("suffix, reason", [(AGENDA, "gopher_rep_top_2gram"),
+                                            ("installation-guide-amd64.docs.invalid/en/ch01.html", "gopher_rep_top_3gram"),
+                                            (MARKS, "gopher_rep_dup_5gram"),
+                                            ("gimp-help-ru.docs.invalid/tone-mapping-tutorial.html", "gopher_rep_dup_10gram")])
+def test_gopher_repetition_drops_repetitive_real_pages(pages, suffix, reason):
+    assert gopher_repetition(page(pages, suffix), GopherRepetitionConfig()) == reason
+
+
+def test_gopher_duplicate_lines_and_paragraphs(pages):
+    lines = page(pages, KERNEL).split("\n")[:10]
+    # 3 of 10 lines repeat: 0.30 is allowed, 4 of 11 (0.36) is not.
+    three = "\n".join(lines[:7] + lines[:3])
+    assert gopher_repetition(three, rep_only(max_dup_line_frac=0.3)) is None
+    assert gopher_repetition("\n".join(lines[:7] + lines[:4]), rep_only(max_dup_line_frac=0.3)) == "gopher_rep_dup_line_frac"
+    # Characters in repeated lines, at the boundary.
+    frac = sum(map(len, lines[:3])) / len(three)
+    assert gopher_repetition(three, rep_only(max_dup_line_char_frac=frac)) is None
+    assert gopher_repetition(three, rep_only(max_dup_line_char_frac=below(frac))) == "gopher_rep_dup_line_char_frac"
+    # Paragraphs are split on blank lines (normalize_text removes those, see clean.py).
+    paras = "\n\n".join(lines[:7] + lines[:3])
+    assert gopher_repetition(paras, rep_only(max_dup_para_frac=0.3)) is None
+    assert gopher_repetition(paras, rep_only(max_dup_para_frac=below(0.3))) == "gopher_rep_dup_para_frac"
+    frac = sum(map(len, lines[:3])) / len(paras)
+    assert gopher_repetition(paras, rep_only(max_dup_para_char_frac=frac)) is None
+    assert gopher_repetition(paras, rep_only(max_dup_para_char_frac=below(frac))) == "gopher_rep_dup_para_char_frac"
+
+
+@pytest.mark.parametrize("kind, n", [("top", 2), ("top", 3), ("top", 4), *[("dup", n) for n in range(5, 11)]])
+def test_gopher_ngram_rules_at_their_thresholds(pages, kind, n):
+    # A real page whose first line appears again at the end (a repeated 20-word sentence).
+    lines = page(pages, KERNEL).split("\n")
+    text = "\n".join(lines[:6] + lines[:1])
+    words = words_of(text)
+    chars = top_ngram_chars(words, n) if kind == "top" else dup_ngram_chars(words, n)
+    frac = chars / len(text)
+    assert frac > 0
+    sizes, key = ((2, 3, 4), "top_ngram_max_frac") if kind == "top" else (tuple(range(5, 11)), "dup_ngram_max_frac")
+    at = [frac if s == n else 1.0 for s in sizes]
+    past = [below(frac) if s == n else 1.0 for s in sizes]
+    assert gopher_repetition(text, rep_only(**{key: at})) is None
+    assert gopher_repetition(text, rep_only(**{key: past})) == f"gopher_rep_{kind}_{n}gram"
+
+
+def test_gopher_repetition_is_linear_in_document_length(pages):
+    # ~100,000 words (the Gopher max) with every rule evaluated: quadratic code would take minutes.
+    text = "\n".join([page(pages, KERNEL)] * 85)
+    assert len(words_of(text)) > 90_000
+    t = time.perf_counter()
+    assert gopher_repetition(text, rep_only()) is None
+    assert time.perf_counter() - t < 5.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Gopher quality
+# ---------------------------------------------------------------------------------------------
+
+def test_gopher_quality_keeps_real_prose(pages):
+    q = GopherQualityConfig()
+    for suffix in (KERNEL, CONTRIB, CRYPT):
+        assert gopher_quality(page(pages, suffix), q, "en") is None, suffix
+    assert gopher_quality(page(pages, RU_GUIDE), q, "ru") is None
+
+
+def test_gopher_word_count_bounds(pages):
+    words = words_of(page(pages, KERNEL))
+    q = GopherQualityConfig()
+    assert gopher_quality(" ".join(words[:50]) + ".", q, "en") is None
+    assert gopher_quality(" ".join(words[:49]) + ".", q, "en") == "gopher_word_count"
+    assert gopher_quality(" ".join(words[:51]) + ".", GopherQualityConfig(max_words=50), "en") == "gopher_word_count"
+    assert gopher_quality(" ".join(words[:50]) + ".", GopherQualityConfig(max_words=50), "en") is None
+
+
+def test_gopher_mean_word_length_bounds(pages):
+    text = page(pages, KERNEL)
+    words = words_of(text)
+    mean = sum(map(len, words)) / len(words)
+    assert 3 < mean < 10
+    for lo, hi, reason in ((mean, 10, None), (above(mean), 10, "gopher_mean_word_length"),
+                           (3, mean, None), (3, below(mean), "gopher_mean_word_length")):
+        cfg = GopherQualityConfig(min_mean_word_length=lo, max_mean_word_length=hi)
+        assert gopher_quality(text, cfg, "en") == reason
+
+
+def test_gopher_symbol_ratios(pages):
+    # Root-shell lines from the installation guide, repeated until '#' is > 10% of the words.
+    prose = page(pages, CONTRIB)
+    shell = "\n".join([prose] + ["# /etc/init.d/cryptdisks start", "# mount /mount_point"] * 12)
+    assert gopher_quality(shell, GopherQualityConfig(), "en") == "gopher_hash_ratio"
+    ratio = shell.count("#") / len(words_of(shell))
+    assert gopher_quality(shell, GopherQualityConfig(max_symbol_word_ratio=ratio), "en") is None
+    assert gopher_quality(shell, GopherQualityConfig(max_symbol_word_ratio=below(ratio)), "en") == "gopher_hash_ratio"
+    menu = "\n".join([prose] + GIMP_FILE_MENU * 2)  # 14 ellipses in 132 words
+    ratio = menu.count("…") / len(words_of(menu))
+    assert ratio > 0.1
+    assert gopher_quality(menu, GopherQualityConfig(), "en") == "gopher_ellipsis_ratio"
+    # The menu's section numbers are words without letters; only the ellipsis rule is probed here.
+    at = GopherQualityConfig(max_symbol_word_ratio=ratio, max_ellipsis_lines_frac=1.0, min_alpha_words_frac=0.0)
+    assert gopher_quality(menu, at, "en") is None
+    past = GopherQualityConfig(max_symbol_word_ratio=below(ratio), max_ellipsis_lines_frac=1.0, min_alpha_words_frac=0.0)
+    assert gopher_quality(menu, past, "en") == "gopher_ellipsis_ratio"
+
+
+def test_gopher_bullet_and_ellipsis_lines(pages):
+    lines = page(pages, KERNEL).split("\n")[:10]
+    # As resiliparse renders <li> with list_bullets=True: 9 of 10 bulleted is allowed, 10 is not.
+    nine = "\n".join(["• " + ln for ln in lines[:9]] + lines[9:])
+    assert gopher_quality(nine, GopherQualityConfig(), "en") is None
+    assert gopher_quality("\n".join("• " + ln for ln in lines), GopherQualityConfig(), "en") == "gopher_bullet_lines"
+    assert gopher_quality("\n".join("- " + ln for ln in lines), GopherQualityConfig(), "en") == "gopher_bullet_lines"
+    # 3 of 10 lines ending in an ellipsis is allowed (0.30), 4 of 11 is not.
+    three = "\n".join(lines[:7] + GIMP_MENU_LINES[:3])
+    assert gopher_quality(three, GopherQualityConfig(), "en") is None
+    four = "\n".join(lines[:7] + GIMP_MENU_LINES)
+    assert gopher_quality(four, GopherQualityConfig(), "en") == "gopher_ellipsis_lines"
+
+
+def test_gopher_alpha_words_on_a_page_of_version_numbers():
+    words = words_of(GIMP_HISTORY)
+    frac = sum(any(c.isalpha() for c in w) for w in words) / len(words)
+    assert len(words) >= 50 and frac < 0.8  # "1.2.0" is three numeric words
+    assert gopher_quality(GIMP_HISTORY, GopherQualityConfig(), "en") == "gopher_alpha_words"
+    assert gopher_quality(GIMP_HISTORY, GopherQualityConfig(min_alpha_words_frac=frac), "en") is None
+    assert gopher_quality(GIMP_HISTORY, GopherQualityConfig(min_alpha_words_frac=above(frac)), "en") == "gopher_alpha_words"
+
+
+def test_gopher_stop_words_apply_to_english_only(pages):
+    ru = page(pages, RU_GIMP)
+    assert gopher_quality(ru, GopherQualityConfig(), "en") == "gopher_stop_words"  # no English stop words in it
+    assert gopher_quality(ru, GopherQualityConfig(), "ru") is None
+    en = page(pages, CONTRIB)
+    k = sum(w in {"the", "be", "to", "of", "and", "that", "have", "with"} for w in words_of(en))
+    assert gopher_quality(en, GopherQualityConfig(min_stop_words=k), "en") is None
+    assert gopher_quality(en, GopherQualityConfig(min_stop_words=k + 1), "en") == "gopher_stop_words"
+
+
+# ---------------------------------------------------------------------------------------------
+# FineWeb
+# ---------------------------------------------------------------------------------------------
+
+def fw_only(**kw) -> FineWebConfig:
+    base = dict(min_line_punct_frac=0.0, max_short_line_frac=1.0, max_char_dup_frac=1.0, max_newline_word_ratio=1e9)
+    return FineWebConfig(**{**base, **kw})
+
+
+def test_fineweb_keeps_real_prose(pages):
+    for suffix in (KERNEL, CONTRIB, RU_GUIDE, CRYPT):
+        assert fineweb_quality(page(pages, suffix), FineWebConfig()) is None, suffix
+
+
+def test_fineweb_line_punctuation(pages):
+    raw = [ln for t in pages.values() for ln in t.split("\n")]
+    headings = [ln for ln in dict.fromkeys(raw) if len(ln) > 30 and not ln.endswith(tuple(".'\"!?"))][:22]
+    sentences = [ln for ln in dict.fromkeys(raw) if len(ln) > 30 and ln.endswith(".")][:3]
+    text = "\n".join(headings + sentences)  # 3 of 25 lines end in punctuation: 0.12, the threshold
+    assert fineweb_quality(text, FineWebConfig()) is None
+    assert fineweb_quality(text, fw_only(min_line_punct_frac=above(0.12))) == "fineweb_line_punct_ratio"
+    assert fineweb_quality("\n".join(headings + sentences[:2]), FineWebConfig()) == "fineweb_line_punct_ratio"
+
+
+def test_fineweb_short_lines(pages):
+    lines = page(pages, KERNEL).split("\n")[:2]
+    short = ["Date", "Time", "Title", "Location"]  # LibreOffice Agenda Wizard headings
+    assert fineweb_quality("\n".join(lines + short[:4]), FineWebConfig()) is None  # 4/6 = 0.667 <= 0.67
+    assert fineweb_quality("\n".join(lines[:1] + short[:3]), FineWebConfig()) == "fineweb_short_line_ratio"  # 0.75
+
+
+def test_fineweb_duplicated_line_characters(pages):
+    lines = page(pages, KERNEL).split("\n")
+    text = "\n".join(lines + lines[:1])
+    frac = len(lines[0]) / len(text.replace("\n", ""))
+    assert frac > 0.01 and fineweb_quality(text, FineWebConfig()) == "fineweb_char_dup_ratio"
+    assert fineweb_quality(text, FineWebConfig(max_char_dup_frac=frac)) is None
+    assert fineweb_quality(text, FineWebConfig(max_char_dup_frac=below(frac))) == "fineweb_char_dup_ratio"
+
+
+def test_fineweb_newline_ratio(pages):
+    text = page(pages, SMATH, c4=False)
+    ratio = text.count("\n") / len(words_of(text))
+    assert ratio > 0.3 and fineweb_quality(text, fw_only(max_newline_word_ratio=0.3)) == "fineweb_newline_ratio"
+    assert fineweb_quality(text, fw_only(max_newline_word_ratio=ratio)) is None
+    assert fineweb_quality(text, fw_only(max_newline_word_ratio=below(ratio))) == "fineweb_newline_ratio"
+
+
+# ---------------------------------------------------------------------------------------------
+# process_document: order, switches, config
+# ---------------------------------------------------------------------------------------------
+
+def cfg(**kw) -> CorpusConfig:
+    return CorpusConfig(input=["x"], output="y", **kw)
+
+
+def doc(text: str) -> RawDocument:
+    return RawDocument("d", "https://a.invalid/d", "f", 0, text=text, content_type="text/plain")
+
+
+OFF = dict(c4=C4Config(enabled=False), gopher_repetition=GopherRepetitionConfig(enabled=False),
+           gopher_quality=GopherQualityConfig(enabled=False), fineweb=FineWebConfig(enabled=False))
+
+
+def test_filters_run_in_the_documented_order(pages):
+    # Handbook prose followed by repeated root-shell lines: C4 removes the shell lines (no
+    # terminal punctuation), so with C4 on the page is kept. With C4 off, the page fails
+    # Gopher repetition, Gopher quality and FineWeb; switching each off reveals the next.
+    text = "\n".join([page(pages, CONTRIB)] + ["# /etc/init.d/cryptdisks start", "# mount /mount_point"] * 12)
+    assert process_document(doc(text), cfg())[0] == KEPT
+    kw: dict = {"c4": C4Config(enabled=False)}
+    for name, off, reason in [("gopher_repetition", GopherRepetitionConfig(enabled=False), "gopher_rep_dup_line_frac"),
+                              ("gopher_quality", GopherQualityConfig(enabled=False), "gopher_hash_ratio"),
+                              ("fineweb", FineWebConfig(enabled=False), "fineweb_line_punct_ratio")]:
+        assert process_document(doc(text), cfg(**kw)) == (DROPPED, (doc(text), reason))
+        kw[name] = off
+    assert process_document(doc(text), cfg(**kw))[0] == KEPT
+    # C4's page rules come first: a curly bracket drops the page whatever the later rules say.
+    assert process_document(doc(text + "\nint main() { return 0; }"), cfg())[1][1] == "c4_curly_bracket"
+
+
+def test_with_every_filter_off_text_passes_normalised_only():
+    # The LibreOffice Agenda Wizard page's opening, with the spacing an extractor leaves.
+    raw = "  Agenda Wizard - General Information \n\nSpecifies the date, time, title, and location of the meeting.\n Date\n"
+    status, rec = process_document(doc(raw), cfg(**OFF))
+    assert status == KEPT and rec["text"] == normalize_text(raw) and rec["language"] == "en"
+    assert process_document(doc(raw), cfg())[0] == DROPPED
+
+
+def test_real_pages_through_process_document(pages):
+    for suffix, lang in ((KERNEL, "en"), (RU_GUIDE, "ru"), (RU_GIMP, "ru")):
+        status, rec = process_document(doc(page(pages, suffix, c4=False)), cfg())
+        assert (status, rec["language"]) == (KEPT, lang)  # Russian: the English stop-word rule is skipped
+
+
+def test_every_filter_is_a_flag_and_a_json_key(tmp_path):
+    p = argparse.ArgumentParser()
+    add_config_args(p, CorpusConfig)
+    f = tmp_path / "c.json"
+    f.write_text(json.dumps({"input": ["x"], "output": "y", "fineweb": {"enabled": False, "max_char_dup_frac": 0.1}}))
+    ns = p.parse_args(["--config", str(f), "--c4-variant", "paper", "--no-gopher-quality-enabled",
+                       "--gopher-repetition-top-ngram-max-frac", "0.3", "0.2", "0.1"])
+    c = config_from_args(CorpusConfig, ns)
+    assert (c.c4.variant, c.c4.min_words_per_line, c.c4.min_sentences) == ("paper", 3, 5)
+    assert not c.gopher_quality.enabled and c.gopher_repetition.enabled and c.gopher_repetition.top_ngram_max_frac == [0.3, 0.2, 0.1]
+    assert (c.fineweb.enabled, c.fineweb.max_char_dup_frac) == (False, 0.1)
+    with pytest.raises(ValueError, match="same length"):
+        GopherRepetitionConfig(top_ngram_max_frac=[0.2])
+    with pytest.raises(ValueError, match="fraction"):
+        FineWebConfig(max_char_dup_frac=1.5)
