@@ -33,8 +33,8 @@ from pipelines.corpus.dedup import (
 from pipelines.corpus.filters import clean_page
 from pipelines.corpus.graph import components_local
 from pipelines.corpus.quality import gopher_quality, gopher_repetition
-from pipelines.corpus.text import DecodeError, decode_html, html_to_text, identify_language, normalize_text
 from pipelines.corpus.readers import read_file
+from pipelines.corpus.text import DecodeError, decode_html, html_to_text, identify_language, normalize_text
 from pipelines.io import expand_inputs
 from schemas.records import RawDocument
 
