@@ -57,7 +57,7 @@ def launch_stage(stage: str, opts: dict[str, Any], out: Path) -> str:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     print(f"[{stage}] {' '.join(cmd[2:])}", flush=True)
-    with open(log_path, "w") as log:
+    with open(log_path, "w", buffering=1) as log:  # line-buffered: tail -f works while a stage runs
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
                                 env={**os.environ, "PYTHONUNBUFFERED": "1"})
         assert proc.stdout is not None
