@@ -125,7 +125,7 @@ def bench_minhash(texts: list[str]) -> dict[str, Any]:
             for sh in shingles(t, NGRAM):
                 m.update(sh)
 
-    rates = {"lmforge (datasketch MinHash.bulk, batches of 256)": _rate(ours, len(texts)),
+    rates = {"lmforge (xxh64 word-polynomial shingle hashes, datasketch MinHash.bulk in batches of 256)": _rate(ours, len(texts)),
              "datasketch naive (MinHash() + update() per shingle)": _rate(naive, len(texts), repeat=1)}
     try:
         from rensa import RMinHash
@@ -221,7 +221,7 @@ def render_cleaning(cl: dict[str, float], n: int) -> str:
 
 
 def render(mh: dict[str, float], dq: dict[str, Any], n_docs: int) -> str:
-    ours = mh["lmforge (datasketch MinHash.bulk, batches of 256)"]
+    ours = mh["lmforge (xxh64 word-polynomial shingle hashes, datasketch MinHash.bulk in batches of 256)"]
     lines = [f"MinHash signatures from text ({n_docs:,} real cleaned pages of samples/crawl, {NUM_PERM} permutations, "
              f"{NGRAM}-word shingles, single process, best of 3):", "",
              "| implementation | docs/s | lmforge / this |", "|---|---:|---:|"]

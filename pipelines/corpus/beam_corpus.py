@@ -29,7 +29,7 @@ from pipelines.corpus.dedup import (
     exact_jaccard,
     exact_key,
     shingle_hashes,
-    signatures,
+    signatures_from_hashes,
 )
 from pipelines.corpus.graph import both_directions, large_star, small_star, toward_larger
 from pipelines.corpus.readers import read_file
@@ -109,10 +109,11 @@ class Sign(beam.DoFn):
         self.num_perm, self.shingle_words = num_perm, shingle_words
 
     def process(self, batch: list[dict]) -> Iterable[Any]:
-        sigs = signatures([d["text"] for d in batch], self.num_perm, self.shingle_words)
-        for d, s in zip(batch, sigs):
+        hashes = [shingle_hashes(d["text"], self.shingle_words) for d in batch]
+        sigs = signatures_from_hashes(hashes, self.num_perm)
+        for d, s, h in zip(batch, sigs, hashes):
             yield d["id"], (d, s)
-            yield TaggedOutput("hashes", (d["id"], shingle_hashes(d["text"], self.shingle_words)))
+            yield TaggedOutput("hashes", (d["id"], h))
 
 
 def verify_bucket(item: tuple[bytes, Iterable[tuple[str, np.ndarray]]], threshold: float) -> Iterable[tuple[str, str]]:

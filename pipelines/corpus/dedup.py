@@ -26,6 +26,9 @@ import numpy as np
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
+MINHASH_SCHEME = "datasketch-affine32 over top-32-bit xxh64-word-polynomial n-gram hashes"
+"""Recorded in the corpus manifest: signatures from another scheme do not compare."""
+
 CANDIDATE_MARGIN = 0.1
 """Signature screening accepts estimated Jaccard >= threshold - margin; exact sets decide."""
 
@@ -46,10 +49,25 @@ def shingles(text: str, n: int = 5) -> list[bytes]:
 
 def signatures(texts: Sequence[str], num_perm: int, n: int, seed: int = 1) -> np.ndarray:
     """MinHash signatures, shape (len(texts), num_perm), via datasketch's batched `MinHash.bulk`."""
+    return signatures_from_hashes([shingle_hashes(t, n) for t in texts], num_perm, seed)
+
+
+def _identity(x):
+    return x
+
+
+def signatures_from_hashes(hashes: Sequence[np.ndarray], num_perm: int, seed: int = 1) -> np.ndarray:
+    """MinHash of precomputed shingle hashes: datasketch applies its permutations (scheme
+    affine32) to the top 32 bits of our 64-bit shingle hashes, so no shingle string is hashed
+    twice. Signatures therefore compare only with signatures made by this function (the corpus
+    manifest records the scheme)."""
     from datasketch import MinHash
 
-    hs = MinHash.bulk([shingles(t, n) for t in texts], num_perm=num_perm, seed=seed)
-    return np.stack([h.hashvalues for h in hs]) if hs else np.zeros((0, num_perm), np.uint64)
+    if not hashes:
+        return np.zeros((0, num_perm), np.uint32)
+    inputs = [(h >> np.uint64(32)).astype(np.uint32) if h.size else np.zeros(1, np.uint32) for h in hashes]
+    hs = MinHash.bulk(inputs, num_perm=num_perm, seed=seed, hashfunc=_identity)
+    return np.stack([m.hashvalues for m in hs])
 
 
 def lsh_params(threshold: float, num_perm: int, fn_weight: float = 0.95) -> tuple[int, int]:
@@ -87,14 +105,30 @@ def anchor_links(members: list[tuple[str, np.ndarray]], threshold: float) -> lis
             if mid != anchor_id and estimated_jaccard(anchor_sig, sig) >= threshold]
 
 
-def shingle_hashes(text: str, n: int = 5) -> np.ndarray:
-    """Sorted distinct 64-bit xxhash values of the word n-grams: the exact set, compactly.
+_POLY = np.uint64(0x100000001B3)  # FNV-1a's 64-bit prime, as the polynomial base
 
-    8 bytes per shingle; a 1,000-word page is ~8 KB, moved only for candidate pairs.
+
+def shingle_hashes(text: str, n: int = 5) -> np.ndarray:
+    """Sorted distinct 64-bit hashes of the word n-grams: the exact shingle set, compactly.
+
+    Each distinct word is hashed once (xxh64); an n-gram's hash is the polynomial
+    sum(h(w_i+k) * P^(n-1-k)) mod 2^64, computed for all n-grams at once with numpy. That is
+    ~8 bytes per shingle, and no n-gram string is ever built.
     """
     import xxhash
 
-    return np.unique(np.fromiter((xxhash.xxh64_intdigest(s) for s in shingles(text, n)), dtype=np.uint64))
+    words = _WORD.findall(unicodedata.normalize("NFKC", text).lower())
+    if len(words) < n:
+        return np.array([xxhash.xxh64_intdigest(" ".join(words).encode())], np.uint64)
+    vocab: dict[str, int] = {}
+    ids = np.fromiter((vocab.setdefault(w, len(vocab)) for w in words), np.int64, len(words))
+    word_hash = np.fromiter((xxhash.xxh64_intdigest(w.encode()) for w in vocab), np.uint64, len(vocab))[ids]
+    m = len(words) - n + 1
+    h = np.zeros(m, np.uint64)
+    with np.errstate(over="ignore"):  # wrap-around is the point: arithmetic mod 2^64
+        for k in range(n):
+            h = h * _POLY + word_hash[k : k + m]
+    return np.unique(h)
 
 
 def exact_jaccard(a: np.ndarray, b: np.ndarray) -> float:

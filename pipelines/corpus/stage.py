@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 
 from lmforge.config import config_to_dict
 from pipelines.corpus.config import CorpusConfig
-from pipelines.corpus.dedup import detection_probability, lsh_params
+from pipelines.corpus.dedup import MINHASH_SCHEME, detection_probability, lsh_params
 from pipelines.io import expand_inputs, parquet_rows
 from schemas.manifest import MANIFEST_NAME, InputRef, Manifest, describe_outputs, write_manifest
 
@@ -133,4 +133,4 @@ def _versions() -> dict[str, str]:
     import resiliparse
 
     return {"apache_beam": apache_beam.__version__, "datasketch": datasketch.__version__,
-            "resiliparse": getattr(resiliparse, "__version__", "?"), "minhash_scheme": "affine32"}
+            "resiliparse": getattr(resiliparse, "__version__", "?"), "minhash_scheme": MINHASH_SCHEME}
