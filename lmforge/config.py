@@ -104,6 +104,10 @@ def config_from_args(cls: type[T], ns: argparse.Namespace) -> T:
         except (OSError, json.JSONDecodeError) as e:
             raise ValueError(f"--config {path}: cannot read a JSON object ({e})") from e
     values.update({k: v for k, v in vars(ns).items() if v is not None and not k.startswith("_")})
+    missing = [f.name for f in dataclasses.fields(cls) if f.init and f.default is dataclasses.MISSING
+               and f.default_factory is dataclasses.MISSING and f.name not in values]
+    if missing:
+        raise ValueError("missing required option(s): " + ", ".join("--" + m.replace("_", "-") for m in missing))
     try:
         return cls(**_collect(cls, values))
     except TypeError as e:  # a required option is missing
@@ -122,3 +126,15 @@ def require(cond: bool, msg: str) -> None:
 
 def as_path(p: str | Path) -> Path:
     return p if isinstance(p, Path) else Path(p)
+
+
+def parse_config(cls: type[T], prog: str, doc: str | None, argv: list[str] | None = None) -> T:
+    """The usual entry point: `--help` from the module docstring, flags from the config, validated."""
+    p = argparse.ArgumentParser(prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_config_args(p, cls)
+    ns = p.parse_args(argv)
+    try:
+        return config_from_args(cls, ns)
+    except ValueError as e:
+        p.error(str(e))
+        raise  # unreachable: p.error exits

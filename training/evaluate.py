@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lmforge.config import add_config_args, config_from_args, config_to_dict, opt, require
+from lmforge.config import config_to_dict, opt, parse_config, require
 from schemas.manifest import (
     Manifest,
     atomic_write_bytes,
@@ -160,11 +160,7 @@ def run(cfg: EvaluateConfig) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    import argparse
-
-    p = argparse.ArgumentParser(prog="lmforge evaluate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_config_args(p, EvaluateConfig)
-    run(config_from_args(EvaluateConfig, p.parse_args(argv)))
+    run(parse_config(EvaluateConfig, "lmforge evaluate", __doc__, argv))
 
 
 if __name__ == "__main__":

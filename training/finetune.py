@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from lmforge.config import add_config_args, config_from_args, config_to_dict, opt, require
+from lmforge.config import config_to_dict, opt, parse_config, require
 from schemas.manifest import Manifest, atomic_write_json, describe_outputs, input_ref, write_manifest
 from training.sentiment import VADER_SETS, load_examples, majority_baseline, split_examples
 
@@ -131,11 +131,7 @@ def _mean(xs: list[float]) -> float | None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    import argparse
-
-    p = argparse.ArgumentParser(prog="lmforge finetune", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_config_args(p, FinetuneConfig)
-    run(config_from_args(FinetuneConfig, p.parse_args(argv)))
+    run(parse_config(FinetuneConfig, "lmforge finetune", __doc__, argv))
 
 
 if __name__ == "__main__":
