@@ -78,7 +78,8 @@ def _noise(line: str) -> bool:
     return (line.startswith(("INFO:", "WARNING:apache_beam", "WARNING:root:", "I1", "W1"))
             or "[INFO]" in line or "apitools not found" in line or "Setting accelerator to CPU" in line
             or "Loading weights" in line or "Writing model shards" in line
-            or "local_job_service: Worker: severity: WARN" in line)
+            or "local_job_service: Worker: severity: WARN" in line
+            or "semi_persistent_directory" in line or "Discarding unparseable args" in line)
 
 
 @task(name="corpus")
