@@ -36,6 +36,7 @@ lint: setup
 bench: setup
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[bench]'
 	$(BIN)/lmforge bench corpus
+	$(BIN)/lmforge bench extraction
 
 # The Prefect UI on http://127.0.0.1:4200 (then run flows with PREFECT_API_URL set, see README).
 ui: setup

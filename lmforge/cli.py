@@ -68,7 +68,7 @@ SUMMARIES = {
     "distill": "DistilBERT-style student from the pretrained teacher",
     "evaluate": "MLM loss, accuracy, parameters, throughput -> eval/report.{json,md}",
     "run": "the whole DAG as one Prefect flow (no server needed)",
-    "bench": "benchmarks against named peers -> docs/BENCHMARKS.md (bench corpus)",
+    "bench": "benchmarks against named peers -> docs/BENCHMARKS.md (bench corpus | extraction)",
 }
 
 
@@ -80,7 +80,7 @@ def _quiet_logs() -> None:
 
 
 def _bench(rest: list[str]) -> int:
-    benches = {"corpus": "lmforge.bench.corpus"}
+    benches = {"corpus": "lmforge.bench.corpus", "extraction": "lmforge.bench.extraction"}
     if not rest or rest[0] not in benches:
         print(f"usage: lmforge bench {{{','.join(benches)}}} [--help]")
         return 0 if rest and rest[0] in ("-h", "--help") else 2

@@ -1,8 +1,10 @@
 """Pure text steps: decode bytes, extract main text from HTML, normalise, identify language.
 
-HTML extraction uses resiliparse (`extract_plain_text(main_content=True)`); trafilatura was
-considered: it is the usual choice for quality but is ~20x slower per page on this machine,
-and issue 3 will settle the choice with a measurement on newspaper4k's gold pages.
+HTML extraction uses resiliparse (`extract_plain_text(main_content=True)`). Measured against
+trafilatura on the 23 newspaper4k gold pages (`lmforge bench extraction`): bag-of-words F1
+0.891 vs 0.926, at 640 vs 37 pages/s. Recall is the same (0.997 vs 0.995); resiliparse keeps
+more boilerplate, which the C4/Gopher/FineWeb line and page rules then remove, so we take the
+17x speed.
 Language id uses py3langid: its model ships inside the package (no download at run time).
 """
 from __future__ import annotations
