@@ -25,7 +25,13 @@ def test_kill_then_rerun(tmp_path):
     before = {o["path"]: o["sha256"] for o in read_manifest(out)["outputs"]}
 
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    time.sleep(4)  # the pipeline is starting its workers or running
+    # Kill once the new run has taken ownership of the directory (its first act is to remove
+    # the old manifest), then a little later, while Beam is running.
+    deadline = time.time() + 60
+    while (out / "manifest.json").exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    assert proc.poll() is None, "the run finished before it could be killed"
+    time.sleep(1.5)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     assert not (out / "manifest.json").exists(), "a killed run must not leave a manifest"
