@@ -105,11 +105,13 @@ class Sign(beam.DoFn):
     """A batch of documents -> (id, (document, signature)) using datasketch's batched MinHash.bulk,
     and (id, exact shingle hashes) under the tag "hashes" for confirming candidate pairs."""
 
-    def __init__(self, num_perm: int, shingle_words: int):
+    def __init__(self, num_perm: int, shingle_words: int, shingle_chars: int = 5, char_languages: tuple[str, ...] = ()):
         self.num_perm, self.shingle_words = num_perm, shingle_words
+        self.shingle_chars, self.char_languages = shingle_chars, frozenset(char_languages)
 
     def process(self, batch: list[dict]) -> Iterable[Any]:
-        hashes = [shingle_hashes(d["text"], self.shingle_words) for d in batch]
+        hashes = [shingle_hashes(d["text"], self.shingle_chars, "char") if d.get("language") in self.char_languages
+                  else shingle_hashes(d["text"], self.shingle_words) for d in batch]
         sigs = signatures_from_hashes(hashes, self.num_perm)
         for d, s, h in zip(batch, sigs, hashes):
             yield d["id"], (d, s)
@@ -253,7 +255,8 @@ class CorpusPipeline(beam.PTransform):
 
             bands, rows = lsh_params(cfg.jaccard_threshold, cfg.num_perm)
             signed = (kept | "Batch" >> beam.BatchElements(min_batch_size=32, max_batch_size=256)
-                      | "Sign" >> beam.ParDo(Sign(cfg.num_perm, cfg.shingle_words)).with_outputs("hashes", main="signed"))
+                      | "Sign" >> beam.ParDo(Sign(cfg.num_perm, cfg.shingle_words, cfg.shingle_chars,
+                                                               tuple(cfg.char_shingle_languages))).with_outputs("hashes", main="signed"))
             hashes, signed = signed.hashes, signed.signed
             sigs = signed | "SigOnly" >> beam.Map(lambda kv: (kv[0], kv[1][1]))
             candidates = (sigs

@@ -19,6 +19,8 @@ class CorpusConfig:
     jaccard_threshold: float = opt(0.8, "near-duplicate if estimated Jaccard of word shingles >= this")
     num_perm: int = opt(128, "MinHash permutations")
     shingle_words: int = opt(5, "words per shingle")
+    shingle_chars: int = opt(5, "characters per shingle for languages written without spaces")
+    char_shingle_languages: list[str] = opt(["zh", "ja", "th", "my", "km", "lo"], "languages shingled by characters, not words (keep them with --languages)")
     cc_rounds: int = opt(6, "large-star/small-star rounds for near-duplicate clusters; nodes not settled after them are counted in the manifest (cc_unconverged_nodes)")
     num_shards: int = opt(2, "Parquet files per language")
     # Quality filters, applied in this order by clean.process_document; each has `enabled`.

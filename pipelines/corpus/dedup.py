@@ -108,26 +108,36 @@ def anchor_links(members: list[tuple[str, np.ndarray]], threshold: float) -> lis
 _POLY = np.uint64(0x100000001B3)  # FNV-1a's 64-bit prime, as the polynomial base
 
 
-def shingle_hashes(text: str, n: int = 5) -> np.ndarray:
-    """Sorted distinct 64-bit hashes of the word n-grams: the exact shingle set, compactly.
+def _units(text: str, unit: str) -> list[str]:
+    norm = unicodedata.normalize("NFKC", text).lower()
+    if unit == "word":
+        return _WORD.findall(norm)
+    if unit == "char":  # scripts written without spaces: characters, spacing and punctuation dropped
+        return [c for c in norm if c.isalnum()]
+    raise ValueError(f"shingle unit must be 'word' or 'char', got {unit!r}")
 
-    Each distinct word is hashed once (xxh64); an n-gram's hash is the polynomial
-    sum(h(w_i+k) * P^(n-1-k)) mod 2^64, computed for all n-grams at once with numpy. That is
+
+def shingle_hashes(text: str, n: int = 5, unit: str = "word") -> np.ndarray:
+    """Sorted distinct 64-bit hashes of the n-grams of words (or characters, for languages
+    written without spaces): the exact shingle set, compactly.
+
+    Each distinct unit is hashed once (xxh64); an n-gram's hash is the polynomial
+    sum(h(u_i+k) * P^(n-1-k)) mod 2^64, computed for all n-grams at once with numpy. That is
     ~8 bytes per shingle, and no n-gram string is ever built.
     """
     import xxhash
 
-    words = _WORD.findall(unicodedata.normalize("NFKC", text).lower())
-    if len(words) < n:
-        return np.array([xxhash.xxh64_intdigest(" ".join(words).encode())], np.uint64)
+    units = _units(text, unit)
+    if len(units) < n:
+        return np.array([xxhash.xxh64_intdigest(" ".join(units).encode())], np.uint64)
     vocab: dict[str, int] = {}
-    ids = np.fromiter((vocab.setdefault(w, len(vocab)) for w in words), np.int64, len(words))
-    word_hash = np.fromiter((xxhash.xxh64_intdigest(w.encode()) for w in vocab), np.uint64, len(vocab))[ids]
-    m = len(words) - n + 1
+    ids = np.fromiter((vocab.setdefault(w, len(vocab)) for w in units), np.int64, len(units))
+    unit_hash = np.fromiter((xxhash.xxh64_intdigest(w.encode()) for w in vocab), np.uint64, len(vocab))[ids]
+    m = len(units) - n + 1
     h = np.zeros(m, np.uint64)
     with np.errstate(over="ignore"):  # wrap-around is the point: arithmetic mod 2^64
         for k in range(n):
-            h = h * _POLY + word_hash[k : k + m]
+            h = h * _POLY + unit_hash[k : k + m]
     return np.unique(h)
 
 

@@ -14,3 +14,32 @@ def test_exact_jaccard_matches_set_jaccard():
     assert exact_jaccard(shingle_hashes(TEXT), shingle_hashes(TEXT)) == 1.0
     h = shingle_hashes(TEXT)
     assert (h[1:] > h[:-1]).all() and h.dtype.name == "uint64"
+
+
+def test_character_shingles_for_languages_without_spaces():
+    import pytest
+
+    # Real Japanese (the opening of Natsume Soseki's "I Am a Cat", public domain).
+    ja = "吾輩は猫である。名前はまだ無い。どこで生れたかとんと見当がつかぬ。何でも薄暗いじめじめした所でニャーニャー泣いていた事だけは記憶している。"
+    edited = ja.replace("薄暗い", "明るい")
+    # \w+ sees 4 "words" (whole sentences), fewer than 5: one shingle, useless for similarity
+    assert shingle_hashes(ja).size == 1
+    char = shingle_hashes(ja, 5, "char")
+    assert char.size > 50
+    j = exact_jaccard(char, shingle_hashes(edited, 5, "char"))
+    assert 0.7 < j < 1.0
+    with pytest.raises(ValueError):
+        shingle_hashes(ja, 5, "syllable")
+
+
+def test_sign_shingles_by_language():
+    import numpy as np
+
+    from pipelines.corpus.beam_corpus import Sign
+
+    ja = "吾輩は猫である。名前はまだ無い。どこで生れたかとんと見当がつかぬ。"
+    fn = Sign(128, 5, 5, ("ja",))
+    out = list(fn.process([{"id": "a", "text": ja, "language": "ja"}, {"id": "b", "text": TEXT, "language": "en"}]))
+    hashes = {o.value[0]: o.value[1] for o in out if getattr(o, "tag", None) == "hashes"}
+    assert np.array_equal(hashes["a"], shingle_hashes(ja, 5, "char"))
+    assert np.array_equal(hashes["b"], shingle_hashes(TEXT, 5))
