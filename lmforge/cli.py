@@ -23,42 +23,33 @@ from typing import Any
 
 from lmforge.config import add_config_args, config_from_args
 
+# stage -> (module:config class, module:run function, module whose docstring is the --help text, Beam stage)
+_STAGE_TABLE = {
+    "corpus": ("pipelines.corpus.config:CorpusConfig", "pipelines.corpus.stage:run", "pipelines.corpus.beam_corpus", True),
+    "tokenizer": ("pipelines.tokenizer:TokenizerConfig", "pipelines.tokenizer:run", "pipelines.tokenizer", False),
+    "shards": ("pipelines.shards.stage:ShardsConfig", "pipelines.shards.stage:run", "pipelines.shards.beam_shards", True),
+    "pretrain": ("training.pretrain:PretrainConfig", "training.launch:launch_pretrain", "training.pretrain", False),
+    "finetune": ("training.finetune:FinetuneConfig", "training.finetune:run", "training.finetune", False),
+    "distill": ("training.distill:DistillConfig", "training.distill:run", "training.distill", False),
+    "evaluate": ("training.evaluate:EvaluateConfig", "training.evaluate:run", "training.evaluate", False),
+}
+
+
+def _load(ref: str) -> Any:
+    import importlib
+
+    module, _, attr = ref.partition(":")
+    mod = importlib.import_module(module)
+    return getattr(mod, attr) if attr else mod
+
 
 def _stage(name: str) -> tuple[type, Callable[..., Any], str, bool]:
-    """(config class, run function, description, passes unknown args to Beam) for a stage, imported lazily."""
-    if name == "corpus":
-        from pipelines.corpus import beam_corpus, stage
-        from pipelines.corpus.config import CorpusConfig
-
-        return CorpusConfig, stage.run, beam_corpus.__doc__ or "", True
-    if name == "tokenizer":
-        from pipelines import tokenizer
-
-        return tokenizer.TokenizerConfig, tokenizer.run, tokenizer.__doc__ or "", False
-    if name == "shards":
-        from pipelines.shards import beam_shards, stage
-
-        return stage.ShardsConfig, stage.run, beam_shards.__doc__ or "", True
-    if name == "pretrain":
-        from training import launch, pretrain
-
-        return pretrain.PretrainConfig, launch.launch_pretrain, pretrain.__doc__ or "", False
-    if name == "finetune":
-        from training import finetune
-
-        return finetune.FinetuneConfig, finetune.run, finetune.__doc__ or "", False
-    if name == "distill":
-        from training import distill
-
-        return distill.DistillConfig, distill.run, distill.__doc__ or "", False
-    if name == "evaluate":
-        from training import evaluate
-
-        return evaluate.EvaluateConfig, evaluate.run, evaluate.__doc__ or "", False
-    raise KeyError(name)
+    """(config class, run function, description, passes unknown args to Beam), imported lazily."""
+    cfg_ref, run_ref, doc_ref, beam = _STAGE_TABLE[name]
+    return _load(cfg_ref), _load(run_ref), _load(doc_ref).__doc__ or "", beam
 
 
-STAGES = ("corpus", "tokenizer", "shards", "pretrain", "finetune", "distill", "evaluate")
+STAGES = tuple(_STAGE_TABLE)
 SUMMARIES = {
     "corpus": "Beam: crawl (WARC/WET/JSONL/Parquet) -> clean, deduplicated Parquet",
     "tokenizer": "train a WordPiece tokenizer (HF tokenizers) on the clean corpus",
