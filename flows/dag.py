@@ -34,6 +34,8 @@ class DagParams(BaseModel):
     labeled: str = Field("samples/labeled/vader", description="VADER ground-truth folder for the fine-tune task")
     preset: Literal["demo", "tiny"] = Field("demo", description="stage sizes: demo (bundled sample, <15 min) or tiny (tests)")
     nproc: int = Field(2, ge=1, description="pretraining processes (torchrun --nproc_per_node)")
+    dedup_index: str = Field("", description="MinHash band index shared by recurring corpus refreshes: each run "
+                             "drops what earlier runs kept and adds its own. Empty: runs/<run_name>/minhash_index")
     overrides: dict[str, dict[str, Any]] = Field(default_factory=dict, description="per-stage option overrides, e.g. {'pretrain': {'steps': 50}}")
 
 
@@ -84,7 +86,8 @@ def _noise(line: str) -> bool:
 
 @task(name="corpus")
 def corpus_task(p: DagParams, run: Path, opts: dict) -> str:
-    return launch_stage("corpus", {"input": p.crawl, "output": run / "corpus", **opts}, run / "corpus")
+    index = p.dedup_index or run / "minhash_index"
+    return launch_stage("corpus", {"input": p.crawl, "output": run / "corpus", "index": index, **opts}, run / "corpus")
 
 
 @task(name="tokenizer")

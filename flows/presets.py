@@ -10,7 +10,7 @@ from typing import Any
 
 def demo() -> dict[str, dict[str, Any]]:
     return {
-        "corpus": {"num_shards": 2},
+        "corpus": {"num_shards": 2, "line_dedup": True},
         "tokenizer": {"vocab_size": 8000},
         # 128 tokens/row, 10 mask variants (BERT's dupe factor)
         "shards": {"seq_len": 128, "num_shards": 2, "valid_per_mille": 50},
@@ -27,7 +27,7 @@ def demo() -> dict[str, dict[str, Any]]:
 
 def tiny() -> dict[str, dict[str, Any]]:
     return {
-        "corpus": {"num_shards": 1},
+        "corpus": {"num_shards": 1, "line_dedup": True},
         "tokenizer": {"vocab_size": 1500},
         "shards": {"seq_len": 64, "num_shards": 2, "valid_per_mille": 150, "mask_num_variants": 3},
         "pretrain": {"model": "tiny", "steps": 30, "micro_batch_size": 8, "lr": 2e-3, "log_every": 10, "eval_batches": 2},

@@ -36,9 +36,11 @@ def shard_of(key: str, num_shards: int) -> int:
     return zlib.crc32(key.encode()) % num_shards
 
 
-def write_parquet_rows(path: str | Path, rows: list[dict[str, Any]], schema: pa.Schema, sort_key: str = "id") -> str:
-    """Rows sorted by `sort_key`, written to a temporary name and renamed: same rows -> same bytes."""
-    rows = sorted(rows, key=lambda r: r[sort_key])
+def write_parquet_rows(path: str | Path, rows: list[dict[str, Any]], schema: pa.Schema, sort_key: str | None = "id") -> str:
+    """Rows sorted by `sort_key` (None: as given), written to a temporary name and renamed:
+    same rows -> same bytes."""
+    if sort_key is not None:
+        rows = sorted(rows, key=lambda r: r[sort_key])
     table = pa.Table.from_pylist(rows, schema=schema)
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression="zstd")

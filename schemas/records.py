@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-CORPUS_SCHEMA_VERSION = "lmforge.corpus/v2"  # v2: duplicates gain cluster_id
+CORPUS_SCHEMA_VERSION = "lmforge.corpus/v3"  # v2: duplicates gain cluster_id; v3: kept_generation, exact similarity
 
 
 @dataclass(frozen=True)
@@ -66,15 +66,19 @@ DROPPED_SCHEMA = pa.schema(
 )
 
 # Duplicates removed: `corpus/duplicates/part-*.parquet`, one row per removed document.
-# Near-duplicate clusters are connected components of verified LSH pairs (Beam, large-star/small-star).
+# Near-duplicate clusters are connected components of verified LSH pairs (Beam, large-star/small-star);
+# the kept document is the cluster's representative (pipelines/corpus/dedup.py rank_key: indexed
+# first, then best quality, then smallest id), and the cluster is named after it.
 DUPLICATE_SCHEMA = pa.schema(
     [
-        pa.field("id", pa.string(), nullable=False),
-        # The cluster is named by its smallest id, which is also the document kept.
+        pa.field("id", pa.string(), nullable=False),  # as given in the input
         pa.field("cluster_id", pa.string(), nullable=False),
         pa.field("kept_id", pa.string(), nullable=False),
         pa.field("kind", pa.string(), nullable=False),  # "exact" or "near"
-        pa.field("similarity", pa.float32()),  # MinHash Jaccard estimate (1.0 for exact)
+        pa.field("similarity", pa.float32()),  # exact shingle Jaccard with the kept document (1.0 for exact)
+        # Null when the kept document is in this run's data/; else the band-index generation
+        # (an earlier snapshot) that holds it.
+        pa.field("kept_generation", pa.int32()),
     ],
     metadata={"lmforge.schema": CORPUS_SCHEMA_VERSION},
 )

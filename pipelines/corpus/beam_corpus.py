@@ -1,4 +1,5 @@
-"""The corpus stage on Apache Beam: read -> clean -> exact dedup -> MinHash dedup -> write.
+"""The corpus stage on Apache Beam: read -> clean -> exact dedup -> MinHash dedup (beam_dedup.py)
+-> C4 line dedup -> write, and extend the band index when one is given.
 
 Run alone:  lmforge corpus --input samples/crawl --output runs/demo/corpus [--runner ...]
 Any Beam pipeline option passes through (e.g. --direct_num_workers 2). The DirectRunner runs
@@ -15,23 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import apache_beam as beam
-import numpy as np
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 
+from pipelines.corpus.beam_dedup import ExtendIndex, NearDedup, ReadIndex
 from pipelines.corpus.clean import DROPPED, KEPT, QUARANTINED, process_document
 from pipelines.corpus.config import CorpusConfig
-from pipelines.corpus.dedup import (
-    CANDIDATE_MARGIN,
-    anchor_links,
-    band_keys,
-    estimated_jaccard,
-    exact_jaccard,
-    exact_key,
-    shingle_hashes,
-    signatures_from_hashes,
-)
-from pipelines.corpus.graph import both_directions, large_star, small_star, toward_larger
+from pipelines.corpus.dedup import exact_key, quality, rank_key
+from pipelines.corpus.filters import clean_page
+from pipelines.corpus.linededup import line_keys, losers, remove_lines
 from pipelines.corpus.readers import read_file
 from pipelines.io import shard_of, write_jsonl_rows, write_parquet_rows
 from schemas.records import CLEAN_DOC_SCHEMA, DROPPED_SCHEMA, DUPLICATE_SCHEMA, Quarantined
@@ -90,128 +83,75 @@ def first_of_id(item: tuple[str, Iterable[dict]]) -> Iterable[Any]:
                                           "detail": f"id already used by {docs[0]['source']}", "id": doc_id})
 
 
-def pick_exact(item: tuple[str, Iterable[dict]]) -> Iterable[Any]:
-    """Keep the smallest id among identical normalised texts."""
-    _, docs = item
-    docs = sorted(docs, key=lambda d: d["id"])
-    yield docs[0]
-    for d in docs[1:]:
-        Metrics.counter(NS, "duplicates_exact").inc()
-        yield TaggedOutput("dups", {"id": d["id"], "cluster_id": docs[0]["id"], "kept_id": docs[0]["id"],
-                                   "kind": "exact", "similarity": 1.0})
+def pick_exact(item: tuple[str, Iterable[tuple[str, dict]]]) -> Iterable[Any]:
+    """One normalised-text hash -> the document kept and the exact duplicates removed.
 
-
-class Sign(beam.DoFn):
-    """A batch of documents -> (id, (document, signature)) using datasketch's batched MinHash.bulk,
-    and (id, exact shingle hashes) under the tag "hashes" for confirming candidate pairs."""
-
-    def __init__(self, num_perm: int, shingle_words: int, shingle_chars: int = 5, char_languages: tuple[str, ...] = ()):
-        self.num_perm, self.shingle_words = num_perm, shingle_words
-        self.shingle_chars, self.char_languages = shingle_chars, frozenset(char_languages)
-
-    def process(self, batch: list[dict]) -> Iterable[Any]:
-        hashes = [shingle_hashes(d["text"], self.shingle_chars, "char") if d.get("language") in self.char_languages
-                  else shingle_hashes(d["text"], self.shingle_words) for d in batch]
-        sigs = signatures_from_hashes(hashes, self.num_perm)
-        for d, s, h in zip(batch, sigs, hashes):
-            yield d["id"], (d, s)
-            yield TaggedOutput("hashes", (d["id"], h))
-
-
-def verify_bucket(item: tuple[bytes, Iterable[tuple[str, np.ndarray]]], threshold: float) -> Iterable[tuple[str, str]]:
-    """One LSH bucket -> candidate edges (member, anchor) whose signatures agree on >= threshold."""
-    _, members = item
-    yield from anchor_links(list(members), threshold)
-
-
-def attach_hashes(item: tuple[str, dict[str, list]]) -> Iterable[tuple[str, tuple[str, np.ndarray]]]:
-    """(u, {edge: [anchors], h: [u's hashes]}) -> (anchor, (u, u's hashes)) per candidate edge."""
-    u, grouped = item
-    if grouped["h"]:
-        for anchor in grouped["edge"]:
-            yield anchor, (u, grouped["h"][0])
-
-
-def confirm_exact(item: tuple[str, dict[str, list]], threshold: float) -> Iterable[tuple[str, str]]:
-    """Keep candidate edges whose exact shingle Jaccard reaches the threshold."""
-    anchor, grouped = item
-    if not grouped["h"]:
-        return
-    h_anchor = grouped["h"][0]
-    for u, h_u in grouped["edge"]:
-        if exact_jaccard(h_u, h_anchor) >= threshold:
-            Metrics.counter(NS, "near_pairs_confirmed").inc()
-            yield u, anchor
-        else:
-            Metrics.counter(NS, "near_pairs_rejected_exact").inc()
-
-
-class ConnectedComponents(beam.PTransform):
-    """Edges (u, v) -> (node, root) for every non-root node; root = smallest id of the component.
-
-    `rounds` large-star + small-star rounds, each two GroupByKeys (see pipelines/corpus/graph.py).
-    Also returns, under the tag "unconverged", one element per node whose state is not yet a
-    star after the last round (it has more than one parent, or it is a parent and a child).
+    Members are ("new", doc) from this snapshot or ("old", entry) from the band index; a
+    published (indexed) document wins, else the best rank (dedup.rank_key: quality, then id).
     """
-
-    def __init__(self, rounds: int):
-        super().__init__()
-        self.rounds = rounds
-
-    def expand(self, edges):
-        for i in range(self.rounds):
-            edges = (edges
-                     | f"LargeStarKey{i}" >> beam.FlatMap(both_directions)
-                     | f"LargeStarGroup{i}" >> beam.GroupByKey()
-                     | f"LargeStar{i}" >> beam.FlatMapTuple(large_star)
-                     | f"SmallStarKey{i}" >> beam.Map(toward_larger)
-                     | f"SmallStarGroup{i}" >> beam.GroupByKey()
-                     | f"SmallStar{i}" >> beam.FlatMapTuple(small_star)
-                     | f"Distinct{i}" >> beam.Distinct())
-        roles = ((edges | "AsChild" >> beam.Map(lambda e: (e[0], ("child", e[1]))),
-                  edges | "AsParent" >> beam.Map(lambda e: (e[1], ("parent", e[0]))))
-                 | "Roles" >> beam.Flatten() | "GroupRoles" >> beam.GroupByKey())
-        return roles | "Label" >> beam.FlatMap(_label).with_outputs("unconverged", main="labels")
-
-
-def _label(item: tuple[str, Iterable[tuple[str, str]]]) -> Iterable[Any]:
-    node, roles = item
-    parents = sorted({other for role, other in roles if role == "child"})
-    is_parent = any(role == "parent" for role, _ in roles)
-    if parents and (len(parents) > 1 or is_parent):
-        yield TaggedOutput("unconverged", node)
-    if parents:
-        yield node, parents[0]
-
-
-def split_near(item: tuple[str, dict[str, list]]) -> Iterable[Any]:
-    """A document with a root is a near-duplicate (sent on with its signature); others are kept."""
-    doc_id, grouped = item
-    signed, roots = grouped["signed"], grouped["root"]
-    if not signed:
-        return
-    doc, sig = signed[0]
-    if roots:
-        yield TaggedOutput("pending", (roots[0], (doc_id, sig)))
+    _, members = item
+    new = sorted((d for tag, d in members if tag == "new"), key=lambda d: rank_key(d["id"], quality(d), indexed=False))
+    old = sorted((e for tag, e in members if tag == "old"), key=lambda e: e["rank"])
+    if old:
+        kept_id, gen, removed = old[0]["id"], old[0]["generation"], new
+    elif new:
+        kept_id, gen, removed = new[0]["id"], None, new[1:]
+        yield new[0]
     else:
-        yield doc
+        return
+    for d in removed:
+        Metrics.counter(NS, "duplicates_exact").inc()
+        yield TaggedOutput("dups", {"id": d["id"], "cluster_id": kept_id, "kept_id": kept_id, "kind": "exact",
+                                   "similarity": 1.0, "kept_generation": gen})
 
 
 def repoint_exact(item: tuple[str, dict[str, list]]) -> Iterable[dict[str, Any]]:
+    """An exact group's representative can itself be removed as a near-duplicate: point its
+    exact copies at the near cluster's representative, so every kept_id names a kept document."""
     _, grouped = item
     near = grouped["near"][0] if grouped["near"] else None
     for row in grouped["exact"]:
-        yield {**row, "cluster_id": near["cluster_id"], "kept_id": near["kept_id"]} if near else row
+        yield ({**row, "cluster_id": near["cluster_id"], "kept_id": near["kept_id"], "kept_generation": near["kept_generation"]}
+               if near and row["kept_generation"] is None else row)
 
 
-def near_rows(item: tuple[str, dict[str, list]]) -> Iterable[dict[str, Any]]:
-    """Duplicates of one root, with their estimated Jaccard similarity to it."""
-    root, grouped = item
-    root_sig = grouped["sig"][0] if grouped["sig"] else None
-    for doc_id, sig in grouped["member"]:
-        Metrics.counter(NS, "duplicates_near").inc()
-        sim = estimated_jaccard(root_sig, sig) if root_sig is not None else None
-        yield {"id": doc_id, "cluster_id": root, "kept_id": root, "kind": "near", "similarity": sim}
+def dedup_lines(item: tuple[str, dict[str, list]], c4: Any) -> Iterable[Any]:
+    """A document and the keys of lines another page owns -> the document without them, or a drop."""
+    _, grouped = item
+    if not grouped["doc"]:
+        return
+    doc = grouped["doc"][0]
+    if not grouped["lose"]:
+        yield doc
+        return
+    text = remove_lines(doc["text"], set(grouped["lose"]))
+    Metrics.counter(NS, "line_dedup_lines_removed").inc(len(grouped["lose"]))
+    reason = None
+    if not text.strip():
+        reason = "c4_no_lines_left"
+    elif c4.enabled:
+        text, reason = clean_page(text, c4)
+    if reason:
+        Metrics.counter(NS, f"dropped_line_dedup_{reason}").inc()
+        yield TaggedOutput("dropped", {"id": doc["id"], "url": doc["url"], "source": doc["source"],
+                                       "reason": f"line_dedup_{reason}"})
+    else:
+        yield {**doc, "text": text}
+
+
+class LineDedup(beam.PTransform):
+    """C4 line-level dedup (linededup.py): each repeated line stays on one page of the snapshot."""
+
+    def __init__(self, c4: Any):
+        super().__init__()
+        self.c4 = c4
+
+    def expand(self, docs):
+        lose = (docs | "EmitLines" >> beam.FlatMap(lambda d: [(k, d["id"]) for k in line_keys(d["text"])])
+                | "GroupLines" >> beam.GroupByKey() | "Losers" >> beam.FlatMapTuple(losers))
+        return ({"doc": docs | "LineDocById" >> beam.Map(lambda d: (d["id"], d)), "lose": lose}
+                | "JoinLosers" >> beam.CoGroupByKey()
+                | "RemoveLines" >> beam.FlatMap(dedup_lines, self.c4).with_outputs("dropped", main="kept"))
 
 
 def _write_group(item: tuple[Any, Iterable[dict]], out: str, kind: str, num_shards: int = 1) -> str:
@@ -228,14 +168,18 @@ def _write_group(item: tuple[Any, Iterable[dict]], out: str, kind: str, num_shar
 
 
 class CorpusPipeline(beam.PTransform):
-    """files -> files written; wires the steps only."""
+    """files -> files written; wires the steps only.
 
-    def __init__(self, cfg: CorpusConfig):
+    `index`: the band index plan (pipelines/corpus/index.py) or None. Its committed generations
+    are read; the documents kept by this run are written as the plan's new generation.
+    """
+
+    def __init__(self, cfg: CorpusConfig, index: Any = None):
         super().__init__()
-        self.cfg = cfg
+        self.cfg, self.index = cfg, index
 
     def expand(self, files):
-        cfg, out = self.cfg, self.cfg.output
+        cfg, out, plan = self.cfg, self.cfg.output, self.index
         read = files | "Spread" >> beam.Reshuffle() | "ReadFiles" >> beam.ParDo(ReadFiles()).with_outputs("quarantine", "tally", main="docs")
         cleaned = read.docs | "Clean" >> beam.ParDo(Clean(cfg)).with_outputs("dropped", "quarantine", main="kept")
         # Ids must be unique for the joins below; a repeated id keeps its first occurrence (by
@@ -243,63 +187,54 @@ class CorpusPipeline(beam.PTransform):
         unique = (cleaned.kept | "KeyId" >> beam.Map(lambda d: (d["id"], d)) | "GroupIds" >> beam.GroupByKey()
                   | "UniqueIds" >> beam.FlatMap(first_of_id).with_outputs("quarantine", main="kept"))
         kept = unique.kept
-        dup_lists = []
-        tallies = [read.tally]
+        dup_lists, tallies, dropped = [], [read.tally], [cleaned.dropped]
+        index = None
+        if plan is not None and plan.read:
+            gen_of = {g: plan.generation_number(g) for g in plan.read}
+            doc_files = [(f, gen_of[Path(f).parent.parent.name]) for f in plan.doc_files()]
+            index = files.pipeline | "ReadIndex" >> ReadIndex(plan.band_files(), doc_files)
         if cfg.exact_dedup:
-            exact = (kept | "KeyByHash" >> beam.Map(lambda d: (exact_key(d["text"]), d))
+            by_hash = [kept | "KeyByHash" >> beam.Map(lambda d: (exact_key(d["text"]), ("new", d)))]
+            if index is not None:
+                by_hash.append(index["exact"] | "TagOld" >> beam.Map(lambda kv: (kv[0], ("old", kv[1]))))
+            exact = ((tuple(by_hash) | "AllHashes" >> beam.Flatten() if len(by_hash) > 1 else by_hash[0])
                      | "GroupHash" >> beam.GroupByKey() | "PickExact" >> beam.FlatMap(pick_exact).with_outputs("dups", main="kept"))
             kept = exact.kept
             dup_lists.append(exact.dups)
+        index_rows = None
         if cfg.near_dedup:
             from pipelines.corpus.dedup import lsh_params
 
             bands, rows = lsh_params(cfg.jaccard_threshold, cfg.num_perm)
-            signed = (kept | "Batch" >> beam.BatchElements(min_batch_size=32, max_batch_size=256)
-                      | "Sign" >> beam.ParDo(Sign(cfg.num_perm, cfg.shingle_words, cfg.shingle_chars,
-                                                               tuple(cfg.char_shingle_languages))).with_outputs("hashes", main="signed"))
-            hashes, signed = signed.hashes, signed.signed
-            sigs = signed | "SigOnly" >> beam.Map(lambda kv: (kv[0], kv[1][1]))
-            candidates = (sigs
-                          | "Bands" >> beam.FlatMap(lambda kv: [(k, kv) for k in band_keys(kv[1], bands, rows)])
-                          | "GroupBands" >> beam.GroupByKey()
-                          | "Screen" >> beam.FlatMap(verify_bucket, cfg.jaccard_threshold - CANDIDATE_MARGIN)
-                          | "DistinctCandidates" >> beam.Distinct())
-            # Two joins bring both ends' exact shingle hashes to each candidate edge; only
-            # candidate pairs move hash sets, never all documents times all bands.
-            edges = (({"edge": candidates, "h": hashes} | "JoinFirstEnd" >> beam.CoGroupByKey()
-                      | "AttachFirst" >> beam.FlatMap(attach_hashes)),
-                     hashes)
-            edges = ({"edge": edges[0], "h": edges[1]} | "JoinSecondEnd" >> beam.CoGroupByKey()
-                     | "ConfirmExact" >> beam.FlatMap(confirm_exact, cfg.jaccard_threshold))
-            cc = edges | "Components" >> ConnectedComponents(cfg.cc_rounds)
-            tallies.append(cc.unconverged | "CountUnconverged" >> beam.combiners.Count.Globally()
-                           | "TallyUnconverged" >> beam.Map(lambda n: ("cc_unconverged_nodes", n)))
-            near = ({"signed": signed, "root": cc.labels}
-                    | "JoinRoots" >> beam.CoGroupByKey()
-                    | "SplitNear" >> beam.FlatMap(split_near).with_outputs("pending", main="kept"))
-            near_dups = ({"member": near.pending, "sig": sigs}
-                         | "JoinRootSigs" >> beam.CoGroupByKey()
-                         | "NearRows" >> beam.FlatMap(near_rows))
-            kept = near.kept
+            near = kept | "NearDedup" >> NearDedup(cfg, bands, rows, index)
+            kept, index_rows = near["kept"], near["index_rows"]
+            tallies.extend(near["tallies"])
             if cfg.exact_dedup:
-                # An exact group's representative can itself be a near-duplicate: point its
-                # exact copies at the near cluster's root, so every kept_id is a kept document.
                 exact_dups = dup_lists.pop()
                 exact_dups = ({"exact": exact_dups | "ExactByKept" >> beam.Map(lambda r: (r["kept_id"], r)),
-                               "near": near_dups | "NearById" >> beam.Map(lambda r: (r["id"], r))}
+                               "near": near["dups"] | "NearById" >> beam.Map(lambda r: (r["id"], r))}
                               | "JoinChains" >> beam.CoGroupByKey()
                               | "Repoint" >> beam.FlatMap(repoint_exact))
                 dup_lists.append(exact_dups)
-            dup_lists.append(near_dups)
+            dup_lists.append(near["dups"])
+        if cfg.line_dedup:
+            lines = kept | "LineDedup" >> LineDedup(cfg.c4)
+            kept = lines.kept
+            dropped.append(lines.dropped)
+        if plan is not None and plan.write is not None and index_rows is not None:
+            # Only documents that are finally kept enter the index (a join on id).
+            final = ({"kept": kept | "KeptIds" >> beam.Map(lambda d: (d["id"], 1)), "row": index_rows}
+                     | "JoinIndexRows" >> beam.CoGroupByKey()
+                     | "KeptIndexRows" >> beam.FlatMap(lambda kv: kv[1]["row"][:1] if kv[1]["kept"] else []))
+            _ = final | "ExtendIndex" >> ExtendIndex(str(plan.generation_dir(plan.write)), cfg.num_shards)
 
         n = cfg.num_shards
         _ = (kept | "KeyByShard" >> beam.Map(lambda d: ((d["language"], shard_of(d["id"], n)), d))
              | "GroupShards" >> beam.GroupByKey() | "WriteData" >> beam.Map(_write_group, out, "data", n))
-        outputs = {"dropped": cleaned.dropped,
+        outputs = {"dropped": tuple(dropped),
                    "quarantine": (read.quarantine, cleaned.quarantine, unique.quarantine),
                    "duplicates": tuple(dup_lists)}
         for name, pcolls in outputs.items():
-            pcolls = pcolls if isinstance(pcolls, tuple) else (pcolls,)
             if not pcolls:
                 continue
             merged = pcolls | f"Merge_{name}" >> beam.Flatten() if len(pcolls) > 1 else pcolls[0]

@@ -146,3 +146,21 @@ def exact_jaccard(a: np.ndarray, b: np.ndarray) -> float:
     inter = np.intersect1d(a, b, assume_unique=True).size
     union = a.size + b.size - inter
     return inter / union if union else 1.0
+
+
+# --- Which document of a duplicate group is kept ---------------------------------------------
+# Rule (documented in the corpus README and the manifest): a document already published by an
+# earlier run (in the band index) beats any new one; then best quality, then smallest id.
+# Quality is (language-id probability rounded to 0.01, word count): a page that language id is
+# sure of is cleaner text, and among near-copies the longer one carries the more complete
+# content (the shorter is usually the same page with a section cut). Rounding keeps tiny
+# score differences from overriding length.
+
+
+def quality(doc: dict) -> tuple[float, float]:
+    return (round(float(doc.get("language_score") or 0.0), 2), float(len(_WORD.findall(doc["text"]))))
+
+
+def rank_key(doc_id: str, q: Sequence[float], indexed: bool) -> tuple:
+    """Smaller is better: indexed first, then higher quality, then smaller id."""
+    return (0 if indexed else 1, *(-x for x in q), doc_id)

@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 from lmforge.config import config_to_dict
 from pipelines.corpus.config import CorpusConfig
 from pipelines.corpus.dedup import MINHASH_SCHEME, detection_probability, lsh_params
+from pipelines.corpus.index import commit, open_index, snapshot_fingerprint
 from pipelines.io import expand_inputs, parquet_rows
 from schemas.manifest import MANIFEST_NAME, InputRef, Manifest, describe_outputs, write_manifest
 
@@ -92,9 +93,14 @@ def run(cfg: CorpusConfig, beam_args: list[str] | None = None) -> Path:
     out = Path(cfg.output)
     prepare_dir(out)
     args = default_beam_args(beam_args or [])
+    bands, rows = lsh_params(cfg.jaccard_threshold, cfg.num_perm)
+    plan = open_index(cfg.index, index_params(cfg, bands, rows), snapshot_fingerprint(files, _kept_config(cfg))) if cfg.index else None
+    if plan is not None:
+        action = f"writes {plan.write}" if plan.write else "snapshot already indexed: index left unchanged"
+        print(f"corpus: band index {plan.root}: dedup against {len(plan.read)} generation(s); {action}", flush=True)
     print(f"corpus: {len(files)} input files -> {out} (beam args: {' '.join(args)})", flush=True)
     with beam.Pipeline(options=PipelineOptions(args)) as p:
-        _ = p | "Files" >> beam.Create(files) | "Corpus" >> CorpusPipeline(cfg)
+        _ = p | "Files" >> beam.Create(files) | "Corpus" >> CorpusPipeline(cfg, plan)
     result_metrics = {}
     try:
         res = p.result  # type: ignore[attr-defined]
@@ -104,7 +110,8 @@ def run(cfg: CorpusConfig, beam_args: list[str] | None = None) -> Path:
         pass
     counts = collect_counts(out)
     reconcile(counts)
-    bands, rows = lsh_params(cfg.jaccard_threshold, cfg.num_perm)
+    if plan is not None:  # after reconcile: an index never holds a run whose counts did not add up
+        commit(plan, {"documents": counts["kept"], "inputs": len(files)})
     written = [p for sub in SUBDIRS for p in (out / sub).rglob("*") if p.is_file()] + [out / "_tally.jsonl"]
     manifest = Manifest(
         stage="corpus",
@@ -116,7 +123,11 @@ def run(cfg: CorpusConfig, beam_args: list[str] | None = None) -> Path:
             "lsh": {"bands": bands, "rows": rows,
                     "detection_probability": {str(s): round(detection_probability(s, bands, rows), 4) for s in (0.5, 0.7, 0.8, 0.9)}},
             "near_dedup_clusters": {"rounds": cfg.cc_rounds,
-                                    "unconverged_nodes": _tally(out).get("cc_unconverged_nodes", 0)},
+                                    "unconverged_nodes": _tally(out).get("cc_unconverged_nodes", 0),
+                                    "chain_members_kept": _tally(out).get("near_chain_kept", 0),
+                                    "representative": "indexed first, then best quality (language score, words), then smallest id"},
+            "index": None if plan is None else {"path": str(plan.root), "read": plan.read, "wrote": plan.write,
+                                                "fingerprint": plan.fingerprint},
             "beam_metrics": dict(sorted(result_metrics.items())),
             "beam_args": args,
             "versions": _versions(),
@@ -125,6 +136,20 @@ def run(cfg: CorpusConfig, beam_args: list[str] | None = None) -> Path:
     )
     write_manifest(out, manifest)
     return out
+
+
+def _kept_config(cfg: CorpusConfig) -> dict:
+    """The config that decides what is kept: a snapshot's fingerprint ignores where it is written."""
+    return {k: v for k, v in config_to_dict(cfg).items() if k not in ("input", "output", "index")}
+
+
+def index_params(cfg: CorpusConfig, bands: int, rows: int) -> dict:
+    """What must match for band keys and shingle hashes to compare across runs."""
+    import datasketch
+
+    return {"minhash_scheme": MINHASH_SCHEME, "datasketch": datasketch.__version__, "num_perm": cfg.num_perm,
+            "bands": bands, "rows": rows, "shingle_words": cfg.shingle_words, "shingle_chars": cfg.shingle_chars,
+            "char_shingle_languages": sorted(cfg.char_shingle_languages)}
 
 
 def _versions() -> dict[str, str]:

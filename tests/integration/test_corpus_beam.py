@@ -19,7 +19,7 @@ def test_corpus_reconciles_quarantines_and_is_deterministic(tmp_path):
     from schemas.manifest import read_manifest
 
     inputs = [str(TINY / "tiny.warc.gz"), str(TINY / "broken.warc.gz"), str(TINY / "*.wet")]
-    outs = [run(CorpusConfig(input=inputs, output=str(tmp_path / f"c{i}"))) for i in range(2)]
+    outs = [run(CorpusConfig(input=inputs, output=str(tmp_path / f"c{i}"), line_dedup=True)) for i in range(2)]
     m1, m2 = read_manifest(outs[0]), read_manifest(outs[1])
     c = m1["counts"]
     assert c["in"] == c["kept"] + sum(c["dropped"].values()) + c["duplicates"] + c["quarantined"] > 100
@@ -36,8 +36,11 @@ def test_corpus_reconciles_quarantines_and_is_deterministic(tmp_path):
     for f in (outs[0] / "data").glob("*/*.parquet"):
         kept_ids.update(pq.read_table(f, columns=["id"]).column("id").to_pylist())
     assert dups and all(d["id"] not in kept_ids for d in dups)
-    # Every cluster is named by, and keeps, its smallest id, which is in the output.
-    assert all(d["kept_id"] == d["cluster_id"] and d["kept_id"] in kept_ids and d["kept_id"] < d["id"] for d in dups)
+    # Every cluster is named by, and keeps, its representative, which is in the output; near
+    # duplicates were verified against it (exact shingle Jaccard >= the threshold).
+    assert all(d["kept_id"] == d["cluster_id"] and d["kept_id"] in kept_ids and d["kept_generation"] is None for d in dups)
+    assert all(d["similarity"] >= 0.8 for d in dups)
+    assert sum(v for k, v in c["dropped"].items() if k.startswith("line_dedup_")) >= 1
     assert m1["extra"]["near_dedup_clusters"]["unconverged_nodes"] == 0
     assert {d["kind"] for d in dups} == {"exact", "near"}
     # Beam's own counters agree with the files.

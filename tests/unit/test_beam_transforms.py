@@ -6,35 +6,74 @@ import numpy as np
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipelines.corpus.beam_corpus import pick_exact, split_near, verify_bucket
+from pipelines.corpus.beam_corpus import pick_exact
+from pipelines.corpus.beam_dedup import INDEXED, choose_representative, screen_bucket, split_removed
+from pipelines.corpus.dedup import rank_key
 
 
-def test_pick_exact_keeps_smallest_id():
-    docs = [("h1", {"id": "b", "text": "x"}), ("h1", {"id": "a", "text": "x"}), ("h2", {"id": "c", "text": "y"})]
+def test_pick_exact_keeps_best_quality_then_smallest_id():
+    short = {"id": "a", "text": "one two", "language_score": 0.99}
+    longer = {"id": "b", "text": "one two three", "language_score": 0.99}
+    tie = {"id": "c", "text": "one two three", "language_score": 0.99}
+    docs = [("h1", ("new", tie)), ("h1", ("new", short)), ("h1", ("new", longer)), ("h2", ("new", {"id": "d", "text": "y"}))]
     with BeamTestPipeline() as p:
         res = (p | beam.Create(docs) | beam.GroupByKey() | beam.FlatMap(pick_exact).with_outputs("dups", main="kept"))
-        assert_that(res.kept | "Ids" >> beam.Map(lambda d: d["id"]), equal_to(["a", "c"]), label="kept")
-        assert_that(res.dups | "Pairs" >> beam.Map(lambda d: (d["id"], d["cluster_id"], d["kept_id"])),
-                    equal_to([("b", "a", "a")]), label="dups")
+        assert_that(res.kept | "Ids" >> beam.Map(lambda d: d["id"]), equal_to(["b", "d"]), label="kept")
+        assert_that(res.dups | "Pairs" >> beam.Map(lambda d: (d["id"], d["kept_id"], d["kept_generation"])),
+                    equal_to([("a", "b", None), ("c", "b", None)]), label="dups")
 
 
-def test_band_grouping_verifies_candidates_and_links_to_smallest_id():
+def test_pick_exact_prefers_a_document_already_in_the_index():
+    old = {"id": "z-old", "rank": rank_key(INDEXED + "z-old", [0.5, 2.0], indexed=True), "generation": 3}
+    item = ("h", [("new", {"id": "a", "text": "one two three four", "language_score": 1.0}), ("old", old)])
+    out = list(pick_exact(item))
+    assert [o.value["kept_id"] for o in out] == ["z-old"] and out[0].value["kept_generation"] == 3
+
+
+def test_screen_bucket_links_new_members_and_indexed_anchor():
     base = np.arange(128, dtype=np.uint32)
     near = base.copy()
     near[:10] += 1000  # 118/128 = 0.92 agreement
     far = base.copy()
-    far[:60] += 1000  # 0.53 agreement: shares a band by construction but fails verification
-    sigs = [("d1", base), ("d2", near), ("d3", far)]
+    far[:60] += 1000  # 0.53 agreement: shares a band by construction but fails screening
     with BeamTestPipeline() as p:
-        links = (p | beam.Create(sigs) | beam.Map(lambda kv: (b"band0", kv)) | beam.GroupByKey()
-                 | beam.FlatMap(verify_bucket, 0.8))
+        links = (p | beam.Create([("d1", base), ("d2", near), ("d3", far)]) | beam.Map(lambda kv: (b"band0", kv))
+                 | beam.GroupByKey() | beam.FlatMap(screen_bucket, 0.7))
         assert_that(links, equal_to([("d2", "d1")]))
+    old = [(INDEXED + "x", None), (INDEXED + "w", None)]
+    assert sorted(screen_bucket((b"k", [("d1", base), *old]), 0.7)) == [("d1", INDEXED + "w")]
+    assert list(screen_bucket((b"k", old), 0.7)) == []  # only published docs: nothing to do
+
+
+def test_representative_is_verified_against_every_removed_member():
+    """a~b and b~c confirmed, a and c far apart: with a kept, b is removed, c stays kept."""
+    h = {k: np.array(v, np.uint64) for k, v in {"a": range(0, 100), "b": range(5, 105), "c": range(15, 115)}.items()}
+    members = [(n, rank_key(n, [1.0, 100.0], indexed=False), h[n], None) for n in "abc"]
+    out = list(choose_representative(("a", members), 0.8))
+    removed = [o for o in out if not hasattr(o, "tag")]
+    chain = [o.value for o in out if hasattr(o, "tag")]
+    assert [(r[0], r[1]["kept_id"]) for r in removed] == [("b", "a")] and chain == ["c"]
+    assert removed[0][1]["similarity"] == round(95 / 105, 6)
+
+
+def test_indexed_members_are_never_removed_and_win():
+    h = np.arange(100, dtype=np.uint64)
+    old = (INDEXED + "p", rank_key(INDEXED + "p", [0.1, 1.0], indexed=True), h, 2)
+    new = ("n", rank_key("n", [1.0, 100.0], indexed=False), h, None)
+    out = list(choose_representative(("n", [new, old]), 0.8))
+    assert out == [("n", {"id": "n", "cluster_id": "p", "kept_id": "p", "kind": "near", "similarity": 1.0, "kept_generation": 2})]
+
+
+def test_split_removed_routes_by_decision():
+    items = [("d1", {"doc": [{"id": "d1"}], "removed": []}), ("d2", {"doc": [{"id": "d2"}], "removed": [{"id": "d2"}]})]
+    out = [o for it in items for o in split_removed(it)]
+    assert out[0] == {"id": "d1"} and out[1].tag == "dups"
 
 
 def test_connected_components_in_beam_match_union_find():
     import random
 
-    from pipelines.corpus.beam_corpus import ConnectedComponents
+    from pipelines.corpus.beam_dedup import ConnectedComponents
     from pipelines.corpus.graph import components_local
 
     rng = random.Random(7)
@@ -43,21 +82,12 @@ def test_connected_components_in_beam_match_union_find():
     edges = [(nodes[i], nodes[i + 1]) for i in range(12)] + [(nodes[20], n) for n in nodes[21:26]]
     edges += [tuple(rng.sample(nodes[30:], 2)) for _ in range(25)]
     want = components_local(edges)
+    want.update({r: r for r in set(want.values())})  # roots are labelled too
     with BeamTestPipeline() as p:
         cc = p | beam.Create(edges) | ConnectedComponents(rounds=6)
         assert_that(cc.labels, equal_to(sorted(want.items())), label="labels")
         assert_that(cc.unconverged, equal_to([]), label="converged")
     assert want[nodes[12]] == nodes[0]  # the end of the chain joins its start
-
-
-def test_split_near_removes_docs_with_a_root_only():
-    sig = np.zeros(4, np.uint32)
-    items = [("d1", {"signed": [({"id": "d1"}, sig)], "root": []}),
-             ("d2", {"signed": [({"id": "d2"}, sig)], "root": ["d1"]})]
-    with BeamTestPipeline() as p:
-        res = p | beam.Create(items) | beam.FlatMap(split_near).with_outputs("pending", main="kept")
-        assert_that(res.kept | "K" >> beam.Map(lambda d: d["id"]), equal_to(["d1"]), label="kept")
-        assert_that(res.pending | "P" >> beam.Map(lambda kv: (kv[0], kv[1][0])), equal_to([("d1", "d2")]), label="pending")
 
 
 def test_read_and_clean_dofns_route_every_record(tmp_path):

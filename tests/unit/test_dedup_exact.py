@@ -35,11 +35,11 @@ def test_character_shingles_for_languages_without_spaces():
 def test_sign_shingles_by_language():
     import numpy as np
 
-    from pipelines.corpus.beam_corpus import Sign
+    from pipelines.corpus.beam_dedup import Sign
 
     ja = "吾輩は猫である。名前はまだ無い。どこで生れたかとんと見当がつかぬ。"
     fn = Sign(128, 5, 5, ("ja",))
     out = list(fn.process([{"id": "a", "text": ja, "language": "ja"}, {"id": "b", "text": TEXT, "language": "en"}]))
-    hashes = {o.value[0]: o.value[1] for o in out if getattr(o, "tag", None) == "hashes"}
+    hashes = {o.value[0]: o.value[1][1] for o in out if getattr(o, "tag", None) == "info"}
     assert np.array_equal(hashes["a"], shingle_hashes(ja, 5, "char"))
     assert np.array_equal(hashes["b"], shingle_hashes(TEXT, 5))

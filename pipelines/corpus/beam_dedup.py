@@ -1,0 +1,300 @@
+"""Near-duplicate removal on Beam: MinHash -> LSH bands -> verified edges -> connected components
+-> one representative per cluster, against this snapshot and the persisted band index.
+
+Nodes are document ids; documents of the index (kept by earlier runs) are nodes named
+INDEXED + id, so an id reused by a new snapshot never merges with an old one by name.
+
+    Sign           batch of docs -> signatures (datasketch MinHash.bulk) + exact shingle hashes
+    Bands          (band key, member) for new docs; the index contributes its stored band keys
+    Screen         per bucket: new members linked to the bucket's smallest id (signature
+                   agreement >= threshold - margin), and to its smallest indexed doc if any
+    Confirm        exact shingle Jaccard >= threshold on both ends (two CoGroupByKeys)
+    Components     large-star/small-star rounds (graph.py), never all edges on one machine
+    Representatives per cluster: indexed docs first, then best quality, then smallest id
+                   (dedup.rank_key). Each other new member is removed only if its own exact
+                   Jaccard with the representative reaches the threshold; members joined to the
+                   cluster through a chain (a~b~c, a and c apart) stay kept and are counted as
+                   `near_chain_kept`. Indexed documents are never removed: they are published.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import apache_beam as beam
+import numpy as np
+import pyarrow.parquet as pq
+from apache_beam.metrics import Metrics
+from apache_beam.pvalue import TaggedOutput
+
+from pipelines.corpus.dedup import (
+    anchor_links,
+    band_keys,
+    exact_jaccard,
+    exact_key,
+    quality,
+    rank_key,
+    shingle_hashes,
+    signatures_from_hashes,
+)
+from pipelines.corpus.graph import both_directions, large_star, small_star, toward_larger
+from pipelines.io import shard_of, write_parquet_rows
+from schemas.minhash_index import INDEX_BAND_SCHEMA, INDEX_DOC_SCHEMA
+
+NS = "corpus"
+INDEXED = "\x1fidx\x1f"
+"""Prefix of index nodes; sorts before printable ids, so an indexed doc anchors its buckets."""
+
+
+def given_id(node: str) -> str:
+    return node[len(INDEXED):] if node.startswith(INDEXED) else node
+
+
+class Sign(beam.DoFn):
+    """A batch of documents -> (id, signature) on the main output, and under "info"
+    (id, (rank key, shingle hashes, None)) for verification, and under "index_row" what the
+    band index stores for the document if it is kept."""
+
+    def __init__(self, num_perm: int, shingle_words: int, shingle_chars: int = 5,
+                 char_languages: tuple[str, ...] = (), bands: int = 16, rows: int = 8):
+        self.num_perm, self.shingle_words = num_perm, shingle_words
+        self.shingle_chars, self.char_languages = shingle_chars, frozenset(char_languages)
+        self.bands, self.rows = bands, rows
+
+    def process(self, batch: list[dict]) -> Iterable[Any]:
+        hashes = [shingle_hashes(d["text"], self.shingle_chars, "char") if d.get("language") in self.char_languages
+                  else shingle_hashes(d["text"], self.shingle_words) for d in batch]
+        sigs = signatures_from_hashes(hashes, self.num_perm)
+        for d, s, h in zip(batch, sigs, hashes):
+            q = quality(d)
+            yield d["id"], s
+            yield TaggedOutput("info", (d["id"], (rank_key(d["id"], q, indexed=False), h, None)))
+            yield TaggedOutput("index_row", (d["id"], {"id": d["id"], "exact_key": exact_key(d["text"]),
+                                                       "quality": list(q), "hashes": h,
+                                                       "band_keys": band_keys(s, self.bands, self.rows)}))
+
+
+def screen_bucket(item: tuple[bytes, Iterable[tuple[str, np.ndarray | None]]], threshold: float) -> Iterable[tuple[str, str]]:
+    """One LSH bucket -> candidate edges. New members carry a signature, indexed ones None."""
+    _, members = item
+    new = [m for m in members if m[1] is not None]
+    if not new:
+        return  # only indexed documents: compared when they were new
+    old = sorted(m[0] for m in members if m[1] is None)
+    if old:  # sharing a whole band with a published doc is screen enough; the exact check decides
+        for mid, _ in new:
+            yield mid, old[0]
+    yield from anchor_links(new, threshold)
+
+
+def attach_hashes(item: tuple[str, dict[str, list]]) -> Iterable[tuple[str, tuple[str, np.ndarray]]]:
+    """(u, {edge: [v...], info: [(rank, h, gen)]}) -> (v, (u, u's hashes)) per candidate edge."""
+    u, grouped = item
+    if grouped["info"]:
+        for v in grouped["edge"]:
+            yield v, (u, grouped["info"][0][1])
+
+
+def confirm_exact(item: tuple[str, dict[str, list]], threshold: float) -> Iterable[tuple[str, str]]:
+    v, grouped = item
+    if not grouped["info"]:
+        return
+    h_v = grouped["info"][0][1]
+    for u, h_u in grouped["edge"]:
+        if exact_jaccard(h_u, h_v) >= threshold:
+            Metrics.counter(NS, "near_pairs_confirmed").inc()
+            yield u, v
+        else:
+            Metrics.counter(NS, "near_pairs_rejected_exact").inc()
+
+
+class ConnectedComponents(beam.PTransform):
+    """Edges (u, v) -> (node, root) for every node of every component, the root included
+    (root = smallest node id of the component).
+
+    `rounds` large-star + small-star rounds, each two GroupByKeys (see pipelines/corpus/graph.py).
+    Also returns, under "unconverged", one element per node whose state is not yet a star after
+    the last round (it has more than one parent, or it is a parent and a child).
+    """
+
+    def __init__(self, rounds: int):
+        super().__init__()
+        self.rounds = rounds
+
+    def expand(self, edges):
+        for i in range(self.rounds):
+            edges = (edges
+                     | f"LargeStarKey{i}" >> beam.FlatMap(both_directions)
+                     | f"LargeStarGroup{i}" >> beam.GroupByKey()
+                     | f"LargeStar{i}" >> beam.FlatMapTuple(large_star)
+                     | f"SmallStarKey{i}" >> beam.Map(toward_larger)
+                     | f"SmallStarGroup{i}" >> beam.GroupByKey()
+                     | f"SmallStar{i}" >> beam.FlatMapTuple(small_star)
+                     | f"Distinct{i}" >> beam.Distinct())
+        roles = ((edges | "AsChild" >> beam.Map(lambda e: (e[0], ("child", e[1]))),
+                  edges | "AsParent" >> beam.Map(lambda e: (e[1], ("parent", e[0]))))
+                 | "Roles" >> beam.Flatten() | "GroupRoles" >> beam.GroupByKey())
+        return roles | "Label" >> beam.FlatMap(label_node).with_outputs("unconverged", main="labels")
+
+
+def label_node(item: tuple[str, Iterable[tuple[str, str]]]) -> Iterable[Any]:
+    node, roles = item
+    roles = list(roles)
+    parents = sorted({other for role, other in roles if role == "child"})
+    is_parent = any(role == "parent" for role, _ in roles)
+    if parents and (len(parents) > 1 or is_parent):
+        yield TaggedOutput("unconverged", node)
+    yield node, (parents[0] if parents else node)
+
+
+def to_root(item: tuple[str, dict[str, list]]) -> Iterable[tuple[str, tuple]]:
+    node, grouped = item
+    if grouped["root"] and grouped["info"]:
+        rank, h, gen = grouped["info"][0]
+        yield grouped["root"][0], (node, rank, h, gen)
+
+
+def choose_representative(item: tuple[str, Iterable[tuple]], threshold: float) -> Iterable[Any]:
+    """One cluster -> (removed new doc id, duplicate row) for members verified against the
+    representative; indexed members are never removed.
+
+    The whole cluster's hash sets meet here; near-duplicate clusters are small (a page and its
+    copies). A giant cluster would be one hot key: at scale, cap its size or split by rank.
+    """
+    _, members = item
+    members = sorted(members, key=lambda m: m[1])
+    rep, _, h_rep, rep_gen = members[0]
+    rep_id = given_id(rep)
+    for node, _, h, _ in members[1:]:
+        if node.startswith(INDEXED):
+            continue
+        sim = exact_jaccard(h, h_rep)
+        if sim >= threshold:
+            Metrics.counter(NS, "duplicates_near").inc()
+            yield node, {"id": node, "cluster_id": rep_id, "kept_id": rep_id, "kind": "near",
+                         "similarity": round(sim, 6), "kept_generation": rep_gen}
+        else:
+            Metrics.counter(NS, "near_chain_kept").inc()
+            yield TaggedOutput("chain_kept", node)
+
+
+def split_removed(item: tuple[str, dict[str, list]]) -> Iterable[Any]:
+    doc_id, grouped = item
+    if not grouped["doc"]:
+        return
+    if grouped["removed"]:
+        yield TaggedOutput("dups", grouped["removed"][0])
+    else:
+        yield grouped["doc"][0]
+
+
+def read_index_bands(path: str) -> Iterable[tuple[bytes, tuple[str, None]]]:
+    t = pq.read_table(path)
+    for key, doc_id in zip(t.column("key").to_pylist(), t.column("id").to_pylist()):
+        yield key, (INDEXED + doc_id, None)
+
+
+def read_index_docs(item: tuple[str, int]) -> Iterable[Any]:
+    """An index docs file -> (node, (rank, hashes, generation)) and ("exact", (exact_key, entry))."""
+    path, gen = item
+    pf = pq.ParquetFile(path)
+    for batch in pf.iter_batches(batch_size=1024):
+        for r in batch.to_pylist():
+            node = INDEXED + r["id"]
+            rank = rank_key(node, r["quality"], indexed=True)
+            yield node, (rank, np.asarray(r["hashes"], np.uint64), gen)
+            yield TaggedOutput("exact", (r["exact_key"], {"id": r["id"], "rank": rank, "generation": gen}))
+
+
+class ReadIndex(beam.PTransform):
+    """The committed generations of the band index -> {"info": (node, (rank, hashes, gen)),
+    "exact": (exact_key, entry), "bands": (band key, (node, None))}."""
+
+    def __init__(self, band_files: list[str], doc_files: list[tuple[str, int]]):
+        super().__init__()
+        self.band_files, self.doc_files = band_files, doc_files
+
+    def expand(self, pbegin):
+        docs = (pbegin | "IndexDocFiles" >> beam.Create(self.doc_files) | "SpreadIndexDocs" >> beam.Reshuffle()
+                | "ReadIndexDocs" >> beam.FlatMap(read_index_docs).with_outputs("exact", main="info"))
+        bands = (pbegin | "IndexBandFiles" >> beam.Create(self.band_files) | "SpreadIndexBands" >> beam.Reshuffle()
+                 | "ReadIndexBands" >> beam.FlatMap(read_index_bands))
+        return {"info": docs.info, "exact": docs.exact, "bands": bands}
+
+
+class NearDedup(beam.PTransform):
+    """kept docs -> {"kept": docs, "dups": near-duplicate rows, "index_rows": (id, index row)
+    for every signed doc, "tallies": (name, n)}. `index` is ReadIndex's output, or None."""
+
+    def __init__(self, cfg, bands: int, rows: int, index: dict | None = None):
+        super().__init__()
+        self.cfg, self.bands, self.rows, self.index = cfg, bands, rows, index
+
+    def expand(self, kept):
+        from pipelines.corpus.dedup import CANDIDATE_MARGIN
+
+        cfg = self.cfg
+        signed = (kept | "Batch" >> beam.BatchElements(min_batch_size=32, max_batch_size=256)
+                  | "Sign" >> beam.ParDo(Sign(cfg.num_perm, cfg.shingle_words, cfg.shingle_chars,
+                                              tuple(cfg.char_shingle_languages), self.bands, self.rows))
+                  .with_outputs("info", "index_row", main="sigs"))
+        new_members = signed.sigs | "Bands" >> beam.FlatMap(
+            lambda kv, b, r: [(k, kv) for k in band_keys(kv[1], b, r)], self.bands, self.rows)
+        if self.index is not None:
+            info = (signed.info, self.index["info"]) | "AllInfo" >> beam.Flatten()
+            members = (new_members, self.index["bands"]) | "AllMembers" >> beam.Flatten()
+        else:
+            info, members = signed.info, new_members
+        candidates = (members | "GroupBands" >> beam.GroupByKey()
+                      | "Screen" >> beam.FlatMap(screen_bucket, cfg.jaccard_threshold - CANDIDATE_MARGIN)
+                      | "DistinctCandidates" >> beam.Distinct())
+        # Two joins bring both ends' exact shingle hashes to each candidate edge; only candidate
+        # pairs move hash sets, never all documents times all bands.
+        edges = ({"edge": candidates, "info": info} | "JoinFirstEnd" >> beam.CoGroupByKey()
+                 | "AttachFirst" >> beam.FlatMap(attach_hashes))
+        edges = ({"edge": edges, "info": info} | "JoinSecondEnd" >> beam.CoGroupByKey()
+                 | "ConfirmExact" >> beam.FlatMap(confirm_exact, cfg.jaccard_threshold))
+        cc = edges | "Components" >> ConnectedComponents(cfg.cc_rounds)
+        decided = ({"root": cc.labels, "info": info} | "JoinNodeInfo" >> beam.CoGroupByKey()
+                   | "KeyByRoot" >> beam.FlatMap(to_root) | "GroupClusters" >> beam.GroupByKey()
+                   | "Representatives" >> beam.FlatMap(choose_representative, cfg.jaccard_threshold)
+                   .with_outputs("chain_kept", main="removed"))
+        split = ({"doc": kept | "DocById" >> beam.Map(lambda d: (d["id"], d)), "removed": decided.removed}
+                 | "JoinRemoved" >> beam.CoGroupByKey() | "SplitRemoved" >> beam.FlatMap(split_removed)
+                 .with_outputs("dups", main="kept"))
+        tallies = (
+            cc.unconverged | "CountUnconverged" >> beam.combiners.Count.Globally()
+            | "TallyUnconverged" >> beam.Map(lambda n: ("cc_unconverged_nodes", n)),
+            decided.chain_kept | "CountChainKept" >> beam.combiners.Count.Globally()
+            | "TallyChainKept" >> beam.Map(lambda n: ("near_chain_kept", n)),
+        )
+        return {"kept": split.kept, "dups": split.dups, "index_rows": signed.index_row, "tallies": tallies}
+
+
+def _write_bands(item: tuple[int, Iterable[tuple[bytes, str]]], gen_dir: str) -> str:
+    band, pairs = item
+    rows = sorted({(k, i) for k, i in pairs})
+    return write_parquet_rows(Path(gen_dir, "bands", f"band={band:02d}", "part-00000.parquet"),
+                              [{"key": k, "id": i} for k, i in rows], INDEX_BAND_SCHEMA, sort_key=None)
+
+
+def _write_docs(item: tuple[int, Iterable[dict]], gen_dir: str, num_shards: int) -> str:
+    shard, rows = item
+    return write_parquet_rows(Path(gen_dir, "docs", f"part-{shard:05d}-of-{num_shards:05d}.parquet"),
+                              [{k: r[k] for k in ("id", "exact_key", "quality", "hashes")} for r in rows], INDEX_DOC_SCHEMA)
+
+
+class ExtendIndex(beam.PTransform):
+    """(id, index row) of every document kept by this run -> a new generation's Parquet files."""
+
+    def __init__(self, gen_dir: str, num_shards: int):
+        super().__init__()
+        self.gen_dir, self.num_shards = gen_dir, num_shards
+
+    def expand(self, rows):
+        _ = (rows | "BandRows" >> beam.FlatMap(lambda r: [(int.from_bytes(k[:2], "big"), (k, r["id"])) for k in r["band_keys"]])
+             | "GroupByBand" >> beam.GroupByKey() | "WriteBands" >> beam.Map(_write_bands, self.gen_dir))
+        _ = (rows | "DocShard" >> beam.Map(lambda r, n: (shard_of(r["id"], n), r), self.num_shards)
+             | "GroupDocShards" >> beam.GroupByKey() | "WriteIndexDocs" >> beam.Map(_write_docs, self.gen_dir, self.num_shards))
+        return rows
