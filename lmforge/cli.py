@@ -59,7 +59,7 @@ SUMMARIES = {
     "distill": "DistilBERT-style student from the pretrained teacher",
     "evaluate": "MLM loss, accuracy, parameters, throughput -> eval/report.{json,md}",
     "run": "the whole DAG as one Prefect flow (no server needed)",
-    "bench": "benchmarks against named peers -> docs/BENCHMARKS.md (bench corpus | extraction)",
+    "bench": "benchmarks against named peers -> docs/BENCHMARKS.md (bench corpus | extraction | langid | scale)",
 }
 
 
@@ -71,13 +71,24 @@ def _quiet_logs() -> None:
 
 
 def _bench(rest: list[str]) -> int:
-    benches = {"corpus": "lmforge.bench.corpus", "extraction": "lmforge.bench.extraction"}
+    benches = {"corpus": "lmforge.bench.corpus", "extraction": "lmforge.bench.extraction",
+               "langid": "lmforge.bench.langid", "scale": "lmforge.bench.scale"}
     if not rest or rest[0] not in benches:
         print(f"usage: lmforge bench {{{','.join(benches)}}} [--help]")
         return 0 if rest and rest[0] in ("-h", "--help") else 2
     import importlib
 
     return importlib.import_module(benches[rest[0]]).main(rest[1:])
+
+
+def _reject_misspelt_flags(sp: argparse.ArgumentParser, beam_args: list[str]) -> None:
+    """Unknown options go to Beam, which ignores what it does not know either: a stage flag
+    written with underscores (--line_dedup for --line-dedup) would be lost without a word."""
+    ours = {o for a in sp._actions for o in a.option_strings}
+    for a in beam_args:
+        flag = a.split("=", 1)[0]
+        if flag.startswith("--") and flag.replace("_", "-") in ours:
+            sp.error(f"{flag} is spelt {flag.replace('_', '-')} (stage options use dashes; underscores go to Beam)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,16 +117,23 @@ def main(argv: list[str] | None = None) -> int:
         sp.add_argument("--nproc", type=int, default=2, help="processes for torchrun --nproc_per_node (default: 2)")
     if beam:
         ns, beam_args = sp.parse_known_args(rest)
+        _reject_misspelt_flags(sp, beam_args)
     else:
         ns, beam_args = sp.parse_args(rest), []
     try:
         cfg = config_from_args(cls, ns)
     except ValueError as e:
         sp.error(str(e))
-    if command == "pretrain":
-        out = run_fn(cfg, nproc=ns.nproc)
-    else:
-        out = run_fn(cfg, beam_args) if beam else run_fn(cfg)
+    try:
+        if command == "pretrain":
+            out = run_fn(cfg, nproc=ns.nproc)
+        else:
+            out = run_fn(cfg, beam_args) if beam else run_fn(cfg)
+    except (FileNotFoundError, ValueError) as e:  # bad input named by the stage: no traceback needed
+        if os.environ.get("LMFORGE_TRACEBACK"):
+            raise
+        print(f"lmforge {command}: error: {type(e).__name__}: {e}  (LMFORGE_TRACEBACK=1 shows where)", file=sys.stderr)
+        return 2
     print(f"{command}: wrote {out}")
     return 0
 

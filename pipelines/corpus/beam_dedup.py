@@ -6,8 +6,8 @@ INDEXED + id, so an id reused by a new snapshot never merges with an old one by 
 
     Sign           batch of docs -> signatures (datasketch MinHash.bulk) + exact shingle hashes
     Bands          (band key, member) for new docs; the index contributes its stored band keys
-    Screen         per bucket: new members linked to the bucket's smallest id (signature
-                   agreement >= threshold - margin), and to its smallest indexed doc if any
+    Screen         per bucket: each new member linked to one anchor (the smallest indexed
+                   doc if any, else the smallest id); buckets carry ids, not signatures
     Confirm        exact shingle Jaccard >= threshold on both ends (two CoGroupByKeys)
     Components     large-star/small-star rounds (graph.py), never all edges on one machine
     Representatives per cluster: indexed docs first, then best quality, then smallest id
@@ -29,8 +29,8 @@ from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 
 from pipelines.corpus.dedup import (
-    anchor_links,
     band_keys,
+    bucket_candidates,
     exact_jaccard,
     exact_key,
     quality,
@@ -52,7 +52,7 @@ def given_id(node: str) -> str:
 
 
 class Sign(beam.DoFn):
-    """A batch of documents -> (id, signature) on the main output, and under "info"
+    """A batch of documents -> (id, band keys) on the main output, and under "info"
     (id, (rank key, shingle hashes, None)) for verification, and under "index_row" what the
     band index stores for the document if it is kept."""
 
@@ -68,24 +68,17 @@ class Sign(beam.DoFn):
         sigs = signatures_from_hashes(hashes, self.num_perm)
         for d, s, h in zip(batch, sigs, hashes):
             q = quality(d)
-            yield d["id"], s
+            keys = band_keys(s, self.bands, self.rows)
+            yield d["id"], keys
             yield TaggedOutput("info", (d["id"], (rank_key(d["id"], q, indexed=False), h, None)))
             yield TaggedOutput("index_row", (d["id"], {"id": d["id"], "exact_key": exact_key(d["text"]),
-                                                       "quality": list(q), "hashes": h,
-                                                       "band_keys": band_keys(s, self.bands, self.rows)}))
+                                                       "quality": list(q), "hashes": h, "band_keys": keys}))
 
 
-def screen_bucket(item: tuple[bytes, Iterable[tuple[str, np.ndarray | None]]], threshold: float) -> Iterable[tuple[str, str]]:
-    """One LSH bucket -> candidate edges. New members carry a signature, indexed ones None."""
-    _, members = item
-    new = [m for m in members if m[1] is not None]
-    if not new:
-        return  # only indexed documents: compared when they were new
-    old = sorted(m[0] for m in members if m[1] is None)
-    if old:  # sharing a whole band with a published doc is screen enough; the exact check decides
-        for mid, _ in new:
-            yield mid, old[0]
-    yield from anchor_links(new, threshold)
+def screen_bucket(item: tuple[bytes, Iterable[str]]) -> list[tuple[str, str]]:
+    """One LSH bucket of node ids -> candidate edges (dedup.bucket_candidates)."""
+    _, nodes = item
+    return bucket_candidates((n, n.startswith(INDEXED)) for n in nodes)
 
 
 def attach_hashes(item: tuple[str, dict[str, list]]) -> Iterable[tuple[str, tuple[str, np.ndarray]]]:
@@ -189,10 +182,10 @@ def split_removed(item: tuple[str, dict[str, list]]) -> Iterable[Any]:
         yield grouped["doc"][0]
 
 
-def read_index_bands(path: str) -> Iterable[tuple[bytes, tuple[str, None]]]:
+def read_index_bands(path: str) -> Iterable[tuple[bytes, str]]:
     t = pq.read_table(path)
     for key, doc_id in zip(t.column("key").to_pylist(), t.column("id").to_pylist()):
-        yield key, (INDEXED + doc_id, None)
+        yield key, INDEXED + doc_id
 
 
 def read_index_docs(item: tuple[str, int]) -> Iterable[Any]:
@@ -209,7 +202,7 @@ def read_index_docs(item: tuple[str, int]) -> Iterable[Any]:
 
 class ReadIndex(beam.PTransform):
     """The committed generations of the band index -> {"info": (node, (rank, hashes, gen)),
-    "exact": (exact_key, entry), "bands": (band key, (node, None))}."""
+    "exact": (exact_key, entry), "bands": (band key, node)}."""
 
     def __init__(self, band_files: list[str], doc_files: list[tuple[str, int]]):
         super().__init__()
@@ -232,22 +225,19 @@ class NearDedup(beam.PTransform):
         self.cfg, self.bands, self.rows, self.index = cfg, bands, rows, index
 
     def expand(self, kept):
-        from pipelines.corpus.dedup import CANDIDATE_MARGIN
-
         cfg = self.cfg
         signed = (kept | "Batch" >> beam.BatchElements(min_batch_size=32, max_batch_size=256)
                   | "Sign" >> beam.ParDo(Sign(cfg.num_perm, cfg.shingle_words, cfg.shingle_chars,
                                               tuple(cfg.char_shingle_languages), self.bands, self.rows))
-                  .with_outputs("info", "index_row", main="sigs"))
-        new_members = signed.sigs | "Bands" >> beam.FlatMap(
-            lambda kv, b, r: [(k, kv) for k in band_keys(kv[1], b, r)], self.bands, self.rows)
+                  .with_outputs("info", "index_row", main="keys"))
+        new_members = signed.keys | "Bands" >> beam.FlatMap(lambda kv: [(k, kv[0]) for k in kv[1]])
         if self.index is not None:
             info = (signed.info, self.index["info"]) | "AllInfo" >> beam.Flatten()
             members = (new_members, self.index["bands"]) | "AllMembers" >> beam.Flatten()
         else:
             info, members = signed.info, new_members
         candidates = (members | "GroupBands" >> beam.GroupByKey()
-                      | "Screen" >> beam.FlatMap(screen_bucket, cfg.jaccard_threshold - CANDIDATE_MARGIN)
+                      | "Screen" >> beam.FlatMap(screen_bucket)
                       | "DistinctCandidates" >> beam.Distinct())
         # Two joins bring both ends' exact shingle hashes to each candidate edge; only candidate
         # pairs move hash sets, never all documents times all bands.

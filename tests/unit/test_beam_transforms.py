@@ -30,19 +30,14 @@ def test_pick_exact_prefers_a_document_already_in_the_index():
     assert [o.value["kept_id"] for o in out] == ["z-old"] and out[0].value["kept_generation"] == 3
 
 
-def test_screen_bucket_links_new_members_and_indexed_anchor():
-    base = np.arange(128, dtype=np.uint32)
-    near = base.copy()
-    near[:10] += 1000  # 118/128 = 0.92 agreement
-    far = base.copy()
-    far[:60] += 1000  # 0.53 agreement: shares a band by construction but fails screening
+def test_screen_bucket_links_each_new_member_to_one_anchor():
     with BeamTestPipeline() as p:
-        links = (p | beam.Create([("d1", base), ("d2", near), ("d3", far)]) | beam.Map(lambda kv: (b"band0", kv))
-                 | beam.GroupByKey() | beam.FlatMap(screen_bucket, 0.7))
-        assert_that(links, equal_to([("d2", "d1")]))
-    old = [(INDEXED + "x", None), (INDEXED + "w", None)]
-    assert sorted(screen_bucket((b"k", [("d1", base), *old]), 0.7)) == [("d1", INDEXED + "w")]
-    assert list(screen_bucket((b"k", old), 0.7)) == []  # only published docs: nothing to do
+        links = (p | beam.Create(["d2", "d1", "d3"]) | beam.Map(lambda n: (b"band0", n))
+                 | beam.GroupByKey() | beam.FlatMap(screen_bucket))
+        assert_that(links, equal_to([("d2", "d1"), ("d3", "d1")]))
+    old = [INDEXED + "x", INDEXED + "w"]
+    assert sorted(screen_bucket((b"k", ["d1", "a0", *old]))) == [("a0", INDEXED + "w"), ("d1", INDEXED + "w")]
+    assert screen_bucket((b"k", old)) == []  # only published docs: compared when they were new
 
 
 def test_representative_is_verified_against_every_removed_member():

@@ -26,6 +26,17 @@ def test_missing_required_option_is_a_clear_error(capsys):
     assert "corpus" in capsys.readouterr().err
 
 
+def test_stage_flag_with_underscores_is_not_passed_to_beam(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["corpus", "--input", "x", "--output", "y", "--line_dedup"])
+    assert e.value.code == 2 and "--line-dedup" in capsys.readouterr().err
+
+
+def test_missing_input_is_one_line_not_a_traceback(tmp_path, capsys):
+    assert main(["corpus", "--input", str(tmp_path / "nothing-here"), "--output", str(tmp_path / "o")]) == 2
+    assert "matches no file" in capsys.readouterr().err
+
+
 def test_config_file_and_flags(tmp_path):
     import argparse
 
