@@ -65,7 +65,7 @@ def extracted_english(crawl: list[str], limit: int) -> list[str]:
         for rec in read_file(path):
             if isinstance(rec, RawDocument) and rec.html is not None and rec.content_type == "text/html":
                 try:
-                    text = normalize_text(html_to_text(decode_html(rec.html, rec.charset)))
+                    text = normalize_text(html_to_text(decode_html(rec.html, rec.charset).text))
                 except DecodeError:
                     continue
                 if text and identify_language(text)[0] == "en":

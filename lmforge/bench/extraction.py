@@ -49,7 +49,7 @@ def load_pages(crawl: Path, gold_dir: Path) -> list[tuple[str, str, str]]:
     for path in sorted(crawl.glob("news-*.warc.gz")):
         for rec in read_file(str(path)):
             if isinstance(rec, RawDocument) and rec.url in index and rec.html:
-                pages.append((rec.url, decode_html(rec.html, rec.charset), (gold_dir / index[rec.url]).read_text()))
+                pages.append((rec.url, decode_html(rec.html, rec.charset).text, (gold_dir / index[rec.url]).read_text()))
     if not pages:
         raise RuntimeError(f"no page of {crawl}/news-*.warc.gz has a gold text in {gold_dir}")
     return pages

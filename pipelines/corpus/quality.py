@@ -48,7 +48,8 @@ class GopherRepetitionConfig:
     enabled: bool = opt(True, "apply the Gopher repetition rules")
     max_dup_line_frac: float = opt(0.30, "Gopher Table A1: max fraction of lines that repeat an earlier line")
     max_dup_line_char_frac: float = opt(0.20, "Gopher Table A1: max fraction of characters in repeated lines")
-    max_dup_para_frac: float = opt(0.30, "Gopher Table A1: max fraction of paragraphs (split on blank lines) that repeat an earlier one")
+    max_dup_para_frac: float = opt(0.30, "Gopher Table A1: max fraction of paragraphs (blocks between blank lines, "
+                                         "i.e. <p> and heading blocks of the page) that repeat an earlier one")
     max_dup_para_char_frac: float = opt(0.20, "Gopher Table A1: max fraction of characters in repeated paragraphs")
     top_ngram_sizes: list[int] = opt([2, 3, 4], "Gopher Table A1: n for the top n-gram rules")
     top_ngram_max_frac: list[float] = opt([0.20, 0.18, 0.16], "Gopher Table A1: max fraction of characters in the most frequent n-gram, one per top_ngram_sizes")
@@ -154,8 +155,8 @@ class GopherQualityConfig:
     min_mean_word_length: float = opt(3.0, "Gopher A.1.1: drop documents whose mean word length (characters) is lower")
     max_mean_word_length: float = opt(10.0, "Gopher A.1.1: drop documents whose mean word length (characters) is higher")
     max_symbol_word_ratio: float = opt(0.1, "Gopher A.1.1: max ratio of '#' to words, and of ellipses ('...' or '…') to words")
-    max_bullet_lines_frac: float = opt(0.9, "Gopher A.1.1: max fraction of lines starting with a bullet ('•' or '-', as datatrove)")
-    max_ellipsis_lines_frac: float = opt(0.3, "Gopher A.1.1: max fraction of lines ending with an ellipsis")
+    max_bullet_lines_frac: float = opt(0.9, "Gopher A.1.1: max fraction of non-blank lines starting with a bullet ('•' or '-', as datatrove)")
+    max_ellipsis_lines_frac: float = opt(0.3, "Gopher A.1.1: max fraction of non-blank lines ending with an ellipsis")
     min_alpha_words_frac: float = opt(0.8, "Gopher A.1.1: min fraction of words containing a letter")
     min_stop_words: int = opt(2, "Gopher A.1.1: min occurrences of stop_words (0 turns the rule off)")
     stop_words: list[str] = opt(GOPHER_STOP_WORDS, "Gopher A.1.1: the English stop words (case-sensitive, as datatrove)")
@@ -184,7 +185,9 @@ def gopher_quality(text: str, cfg: GopherQualityConfig, language: str) -> str | 
         return "gopher_hash_ratio"
     if (text.count("...") + text.count("…")) / n > cfg.max_symbol_word_ratio:
         return "gopher_ellipsis_ratio"
-    lines = text.splitlines() or [""]
+    # Blank lines only separate paragraphs: counting them would dilute the line fractions
+    # (datatrove counts them, but its text, trafilatura's, has no blank lines).
+    lines = [ln for ln in text.splitlines() if ln.strip()] or [""]
     if sum(ln.lstrip().startswith(_BULLETS) for ln in lines) / len(lines) > cfg.max_bullet_lines_frac:
         return "gopher_bullet_lines"
     if sum(ln.rstrip().endswith(_ELLIPSES) for ln in lines) / len(lines) > cfg.max_ellipsis_lines_frac:
@@ -212,7 +215,8 @@ class FineWebConfig:
     short_line_chars: int = opt(30, "FineWeb: a line of at most this many characters is short")
     max_char_dup_frac: float = opt(0.01, "FineWeb (datatrove default; the paper states 0.1): max fraction of "
                                          "characters (newlines excluded) in lines that repeat an earlier line")
-    max_newline_word_ratio: float = opt(0.3, "FineWeb: max ratio of newlines to words (list-like pages)")
+    max_newline_word_ratio: float = opt(0.3, "FineWeb: max ratio of line breaks to words (list-like pages); "
+                                             "blank lines between paragraphs are not counted")
 
     def __post_init__(self) -> None:
         for name in ("min_line_punct_frac", "max_short_line_frac", "max_char_dup_frac"):
@@ -235,6 +239,8 @@ def fineweb_quality(text: str, cfg: FineWebConfig) -> str | None:
     if duplicates(lines)[1] / len(text.replace("\n", "")) > cfg.max_char_dup_frac:
         return "fineweb_char_dup_ratio"
     words = _WORD.findall(text)
-    if not words or text.count("\n") / len(words) > cfg.max_newline_word_ratio:
+    # Line breaks, not "\n" characters: FineWeb measured this on trafilatura's text, which
+    # separates paragraphs with one newline; ours keeps a blank line between them.
+    if not words or (len(lines) - 1) / len(words) > cfg.max_newline_word_ratio:
         return "fineweb_newline_ratio"
     return None

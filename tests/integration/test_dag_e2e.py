@@ -31,7 +31,7 @@ def test_dag_end_to_end(tmp_path, monkeypatch):
     c = read_manifest(run / "corpus")["counts"]
     assert c["in"] == c["kept"] + sum(c["dropped"].values()) + c["duplicates"] + c["quarantined"]
     assert c["quarantined_by_reason"].get("truncated_record", 0) + c["quarantined_by_reason"].get("truncated_gzip", 0) == 1
-    assert c["quarantined_by_reason"].get("undecodable", 0) >= 1
+    assert c["quarantined_by_reason"].get("undecodable", 0) == 0  # the charset-less KOI8-R page is detected
     assert c["duplicates_by_kind"].get("exact", 0) >= 1 and c["duplicates_by_kind"].get("near", 0) >= 1
     assert c["kept_by_language"].get("en", 0) > 0 and c["kept_by_language"].get("ru", 0) > 0
 

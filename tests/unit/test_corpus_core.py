@@ -1,9 +1,11 @@
 """Pure cores of the corpus stage: readers, decoding, C4 rules, language id, dedup helpers."""
 from __future__ import annotations
 
+import codecs
 import gzip
 import io
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,9 +22,12 @@ from pipelines.corpus.dedup import (
     signatures,
 )
 from pipelines.corpus.filters import C4Config, clean_line, clean_page
+from pipelines.corpus.quality import GopherQualityConfig
 from pipelines.corpus.readers import read_file
-from pipelines.corpus.text import DecodeError, decode_html, identify_language, normalize_text
+from pipelines.corpus.text import Decoded, DecodeError, decode_html, identify_language, normalize_text
 from schemas.records import Quarantined, RawDocument
+
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 
 # Real prose: the opening of the Debian Social Contract and of Tolstoy's "Anna Karenina" (Russian).
 EN = ("Debian will remain 100% free. We provide the guidelines that we use to determine if a work is free. "
@@ -80,12 +85,29 @@ def test_jsonl_reader_preserves_ids_and_quarantines_bad_lines(tmp_path):
     assert [(r.reason, r.offset) for r in recs[1:]] == [("invalid_json", 2), ("missing_text", 3)]
 
 
-def test_decode_uses_declared_charset_and_refuses_undeclared_non_utf8():
+def test_decode_prefers_declared_charsets_then_utf8_then_detection():
     koi8 = RU.encode("koi8-r")
-    assert decode_html(koi8, "koi8-r") == RU
-    assert decode_html(b'<meta charset="windows-1251">' + RU.encode("cp1251"), None).endswith(RU)
-    with pytest.raises(DecodeError):
-        decode_html(koi8, None)
+    assert decode_html(koi8, "koi8-r") == Decoded(RU, "koi8-r", "http")
+    meta = decode_html(b'<meta charset="windows-1251">' + RU.encode("cp1251"), None)
+    assert meta.text.endswith(RU) and (meta.charset, meta.method) == ("cp1251", "meta")
+    assert decode_html(RU.encode(), None) == Decoded(RU, "utf-8", "default")
+    assert decode_html(codecs.BOM_UTF8 + RU.encode(), "koi8-r") == Decoded(RU, "utf-8", "bom")  # the BOM wins, as in browsers
+    # Undeclared non-UTF-8: detected.
+    assert decode_html(koi8, None) == Decoded(RU, "koi8-r", "detected", "no charset declared and not valid UTF-8 at byte 0")
+    # A declaration that does not decode (or names no codec) is recorded and detection decides.
+    wrong = decode_html(RU.encode(), "x-unknown-charset")
+    assert (wrong.text, wrong.method, wrong.rejected) == (RU, "detected", "http charset 'x-unknown-charset' is unknown")
+    wrong = decode_html(koi8, "utf-8")
+    assert (wrong.text, wrong.charset, wrong.method) == (RU, "koi8-r", "detected") and "http charset 'utf-8' fails" in wrong.rejected
+    # iso-8859-1 is decoded as windows-1252 (WHATWG): 0x93/0x94 are curly quotes, not C1 controls.
+    assert decode_html(b"\x93free\x94", "ISO-8859-1").text == "\u201cfree\u201d"
+
+
+def test_decode_quarantines_bytes_no_web_encoding_explains():
+    # Real binary bytes: the start of a gzip member of a sample WARC file.
+    data = (SAMPLES / "crawl" / "broken-000.warc.gz").read_bytes()[:3000]
+    with pytest.raises(DecodeError, match="not valid UTF-8 .* finds no web encoding"):
+        decode_html(data, None)
 
 
 def test_c4_line_rules():
@@ -110,7 +132,9 @@ def test_c4_page_rules():
 
 
 def test_normalize_and_language_id():
-    assert normalize_text("  a\u00a0 b \r\n\r\n\n c ") == "a b\nc"
+    # Spaces fold, lines are trimmed, and any run of blank lines becomes one paragraph break.
+    assert normalize_text("  a\u00a0 b \r\n\r\n\n c \n d\n \n\t\n") == "a b\n\nc\nd"
+    assert normalize_text("\n\n x \n\n\n\ny\n") == "x\n\ny"
     assert identify_language(EN)[0] == "en"
     lang, p = identify_language(RU)
     assert lang == "ru" and p > 0.9
@@ -122,9 +146,13 @@ def test_process_document_paths():
     status, rec = process_document(ok, cfg)
     assert status == KEPT and rec["language"] == "en" and "free software community" in rec["text"]
     assert process_document(RawDocument("2", "u", "f", 0, html=b"\x89PNG", content_type="image/png"), cfg)[0] == DROPPED
-    bad = RawDocument("3", "u", "f", 0, html=html(RU).decode().encode("koi8-r"))
-    status, q = process_document(bad, cfg)
-    assert status == QUARANTINED and q.reason == "undecodable"
+    undeclared = RawDocument("3", "u", "f", 0, html=html(RU.replace(". ", ".</p><p>")).decode().encode("koi8-r"))
+    short_ok = CorpusConfig(input=["x"], output="y", c4=C4Config(min_chars=50), gopher_quality=GopherQualityConfig(min_words=30))
+    status, rec = process_document(undeclared, short_ok)  # 45 words: under Gopher's 50
+    assert status == KEPT and rec["language"] == "ru" and "Облонских" in rec["text"]
+    binary = RawDocument("5", "u", "f", 0, html=(SAMPLES / "crawl" / "broken-000.warc.gz").read_bytes()[:3000])
+    status, q = process_document(binary, cfg)
+    assert status == QUARANTINED and q.reason == "undecodable" and "no web encoding" in q.detail
     status, (_, reason) = process_document(RawDocument("4", "u", "f", 0, html=html(RU)), CorpusConfig(input=["x"], output="y", languages=["en"], c4=C4Config(min_chars=50)))
     assert (status, reason) == (DROPPED, "language_not_kept")
 

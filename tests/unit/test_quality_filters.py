@@ -19,7 +19,7 @@ import pytest
 from lmforge.config import add_config_args, config_from_args
 from pipelines.corpus.clean import DROPPED, KEPT, process_document
 from pipelines.corpus.config import CorpusConfig
-from pipelines.corpus.filters import C4Config, clean_line, clean_page
+from pipelines.corpus.filters import C4Config, clean_line, clean_lines, clean_page
 from pipelines.corpus.quality import (
     FineWebConfig,
     GopherQualityConfig,
@@ -35,6 +35,7 @@ from pipelines.corpus.text import DecodeError, decode_html, html_to_text, normal
 from schemas.records import RawDocument
 
 TINY = Path(__file__).resolve().parents[1] / "data" / "tiny" / "tiny.warc.gz"
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 KERNEL = "en-US/sect.kernel-role-and-tasks.html"  # Debian handbook: long, clean English prose
 CONTRIB = "en-US/sect.contributing.html"  # Debian handbook: one short paragraph
 RU_GUIDE = "installation-guide-amd64.docs.invalid/ru/ch03s04.html"  # installation guide, Russian
@@ -65,7 +66,7 @@ def pages() -> dict[str, str]:
     for d in read_file(str(TINY)):
         if isinstance(d, RawDocument) and d.html:
             try:
-                out[d.url] = normalize_text(html_to_text(decode_html(d.html, d.charset)))
+                out[d.url] = normalize_text(html_to_text(decode_html(d.html, d.charset).text))
             except DecodeError:
                 pass
     return out
@@ -74,6 +75,11 @@ def pages() -> dict[str, str]:
 def page(pages: dict[str, str], suffix: str, c4: bool = True) -> str:
     (text,) = [t for u, t in pages.items() if u.endswith(suffix)]
     return clean_page(text, C4Config())[0] if c4 else text
+
+
+def lines_of(text: str) -> list[str]:
+    """The non-blank lines (blank lines are paragraph breaks)."""
+    return [ln for ln in text.split("\n") if ln]
 
 
 def words_of(text: str) -> list[str]:
@@ -120,6 +126,17 @@ def test_c4_paper_keeps_three_and_four_word_lines_that_tfds_drops():
     assert clean_line("Median Blur.", paper) is None  # 2 words: too short for both
 
 
+def test_c4_keeps_paragraph_breaks_among_kept_lines(pages):
+    a, b, c = lines_of(page(pages, KERNEL))[:3]
+    # Blank lines at the ends go, runs of them become one, and a paragraph whose every line is
+    # dropped ("B.4.1. Driving the Hardware", no terminal punctuation) leaves a single break.
+    text = f"\n\n{a}\n\nB.4.1. Driving the Hardware\n\n\n{b}\n{c}\n\nmenu\n\n"
+    assert clean_lines(text, C4Config()) == [a, "", b, c]
+    assert clean_page(text, C4Config(min_chars=0)) == (f"{a}\n\n{b}\n{c}", None)
+    # Extracted pages keep their <p> and heading blocks as paragraphs through normalisation and C4.
+    assert page(pages, KERNEL).count("\n\n") >= 3 and "\n\n\n" not in page(pages, KERNEL)
+
+
 # ---------------------------------------------------------------------------------------------
 # Gopher repetition
 # ---------------------------------------------------------------------------------------------
@@ -156,7 +173,7 @@ def test_gopher_repetition_drops_repetitive_real_pages(pages, suffix, reason):
 
 
 def test_gopher_duplicate_lines_and_paragraphs(pages):
-    lines = page(pages, KERNEL).split("\n")[:10]
+    lines = lines_of(page(pages, KERNEL))[:10]
     # 3 of 10 lines repeat: 0.30 is allowed, 4 of 11 (0.36) is not.
     three = "\n".join(lines[:7] + lines[:3])
     assert gopher_repetition(three, rep_only(max_dup_line_frac=0.3)) is None
@@ -165,7 +182,7 @@ def test_gopher_duplicate_lines_and_paragraphs(pages):
     frac = sum(map(len, lines[:3])) / len(three)
     assert gopher_repetition(three, rep_only(max_dup_line_char_frac=frac)) is None
     assert gopher_repetition(three, rep_only(max_dup_line_char_frac=below(frac))) == "gopher_rep_dup_line_char_frac"
-    # Paragraphs are split on blank lines (normalize_text removes those, see clean.py).
+    # Paragraphs are split on blank lines.
     paras = "\n\n".join(lines[:7] + lines[:3])
     assert gopher_repetition(paras, rep_only(max_dup_para_frac=0.3)) is None
     assert gopher_repetition(paras, rep_only(max_dup_para_frac=below(0.3))) == "gopher_rep_dup_para_frac"
@@ -177,7 +194,7 @@ def test_gopher_duplicate_lines_and_paragraphs(pages):
 @pytest.mark.parametrize("kind, n", [("top", 2), ("top", 3), ("top", 4), *[("dup", n) for n in range(5, 11)]])
 def test_gopher_ngram_rules_at_their_thresholds(pages, kind, n):
     # A real page whose first line appears again at the end (a repeated 20-word sentence).
-    lines = page(pages, KERNEL).split("\n")
+    lines = lines_of(page(pages, KERNEL))
     text = "\n".join(lines[:6] + lines[:1])
     words = words_of(text)
     chars = top_ngram_chars(words, n) if kind == "top" else dup_ngram_chars(words, n)
@@ -250,7 +267,7 @@ def test_gopher_symbol_ratios(pages):
 
 
 def test_gopher_bullet_and_ellipsis_lines(pages):
-    lines = page(pages, KERNEL).split("\n")[:10]
+    lines = lines_of(page(pages, KERNEL))[:10]
     # As resiliparse renders <li> with list_bullets=True: 9 of 10 bulleted is allowed, 10 is not.
     nine = "\n".join(["• " + ln for ln in lines[:9]] + lines[9:])
     assert gopher_quality(nine, GopherQualityConfig(), "en") is None
@@ -307,14 +324,14 @@ def test_fineweb_line_punctuation(pages):
 
 
 def test_fineweb_short_lines(pages):
-    lines = page(pages, KERNEL).split("\n")[:2]
+    lines = lines_of(page(pages, KERNEL))[:2]
     short = ["Date", "Time", "Title", "Location"]  # LibreOffice Agenda Wizard headings
     assert fineweb_quality("\n".join(lines + short[:4]), FineWebConfig()) is None  # 4/6 = 0.667 <= 0.67
     assert fineweb_quality("\n".join(lines[:1] + short[:3]), FineWebConfig()) == "fineweb_short_line_ratio"  # 0.75
 
 
 def test_fineweb_duplicated_line_characters(pages):
-    lines = page(pages, KERNEL).split("\n")
+    lines = lines_of(page(pages, KERNEL))
     text = "\n".join(lines + lines[:1])
     frac = len(lines[0]) / len(text.replace("\n", ""))
     assert frac > 0.01 and fineweb_quality(text, FineWebConfig()) == "fineweb_char_dup_ratio"
@@ -324,7 +341,8 @@ def test_fineweb_duplicated_line_characters(pages):
 
 def test_fineweb_newline_ratio(pages):
     text = page(pages, SMATH, c4=False)
-    ratio = text.count("\n") / len(words_of(text))
+    ratio = (len(lines_of(text)) - 1) / len(words_of(text))  # line breaks; blank lines do not count
+    assert text.count("\n\n") > 10
     assert ratio > 0.3 and fineweb_quality(text, fw_only(max_newline_word_ratio=0.3)) == "fineweb_newline_ratio"
     assert fineweb_quality(text, fw_only(max_newline_word_ratio=ratio)) is None
     assert fineweb_quality(text, fw_only(max_newline_word_ratio=below(ratio))) == "fineweb_newline_ratio"
@@ -369,6 +387,28 @@ def test_with_every_filter_off_text_passes_normalised_only():
     status, rec = process_document(doc(raw), cfg(**OFF))
     assert status == KEPT and rec["text"] == normalize_text(raw) and rec["language"] == "en"
     assert process_document(doc(raw), cfg())[0] == DROPPED
+
+
+def test_a_real_page_with_repeated_paragraphs_is_dropped_by_the_paragraph_rule():
+    # LibreOffice help, "Inserting Objects From the Gallery": three procedures that each repeat
+    # the paragraphs "Open the Gallery by ... Tools - Gallery." and "Select an object by a single
+    # click.", so 4 of its 13 paragraphs (0.31 > 0.30) repeat an earlier one.
+    url = "https://libreoffice-help-en-us.docs.invalid/text/shared/guide/gallery_insert.html"
+    (d,) = [d for d in read_file(str(SAMPLES / "crawl" / "debian-docs-000.warc.gz"))
+            if isinstance(d, RawDocument) and d.url == url]
+    assert process_document(d, cfg()) == (DROPPED, (d, "gopher_rep_dup_para_frac"))
+    # The paragraph rule alone (every other repetition rule off) drops it too ...
+    only_para = rep_only(max_dup_para_frac=0.3)
+    assert process_document(d, cfg(gopher_repetition=only_para)) == (DROPPED, (d, "gopher_rep_dup_para_frac"))
+    # ... and cannot fire on the same text run together into one paragraph, as it was before
+    # normalize_text kept blank lines.
+    # (FineWeb's duplicated-line rule would drop it too, so it is off here.)
+    status, rec = process_document(d, cfg(gopher_repetition=GopherRepetitionConfig(enabled=False),
+                                          fineweb=FineWebConfig(enabled=False)))
+    assert status == KEPT
+    text = rec["text"]
+    assert text.count("\n\n") == 12
+    assert gopher_repetition(text.replace("\n\n", "\n"), only_para) is None
 
 
 def test_real_pages_through_process_document(pages):
