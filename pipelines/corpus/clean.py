@@ -53,11 +53,14 @@ def process_document(doc: RawDocument, cfg: CorpusConfig) -> tuple[str, Any]:
         page, reason = clean_page(page, cfg.c4)
         if page is None:
             return DROPPED, (doc, reason)
-    lang, score = identify_language(page)
-    if score < cfg.min_language_score:
-        return DROPPED, (doc, "low_language_score")
-    if lang not in cfg.languages:
-        return DROPPED, (doc, "language_not_kept")
+    if cfg.language_id:
+        lang, score = identify_language(page)
+        if score < cfg.min_language_score:
+            return DROPPED, (doc, "low_language_score")
+        if lang not in cfg.languages:
+            return DROPPED, (doc, "language_not_kept")
+    else:  # dedup-only runs on already-clean text: one partition, no language-dependent rules
+        lang, score = "und", 1.0
     if cfg.c4.enabled and cfg.c4.bad_words and has_bad_words(page, lang):
         return DROPPED, (doc, "c4_bad_words")
     reason = ((cfg.gopher_repetition.enabled and gopher_repetition(page, cfg.gopher_repetition))

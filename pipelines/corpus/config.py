@@ -12,6 +12,7 @@ from pipelines.corpus.quality import FineWebConfig, GopherQualityConfig, GopherR
 class CorpusConfig:
     input: list[str] = opt(help="input files, directories or globs (WARC/WET .gz, JSONL, Parquet)")
     output: str = opt(help="stage directory to write (data/, duplicates/, dropped/, quarantine/, manifest.json)")
+    language_id: bool = opt(True, "identify the language (py3langid) and keep only --languages; off: every document goes to data/und/ and the language-dependent rules (bad words, Gopher stop words) see 'und'")
     languages: list[str] = opt(["en", "ru"], "languages to keep (ISO 639-1); others are dropped as language_not_kept")
     min_language_score: float = opt(0.5, "drop documents whose language probability is lower")
     exact_dedup: bool = opt(True, "drop documents whose normalised text hash was seen (kept: indexed, else best quality, else smallest id)")

@@ -175,3 +175,16 @@ def test_minhash_finds_near_duplicates_and_separates_different_texts():
     keys_a, keys_c = band_keys(sig[0], bands, rows), band_keys(sig[2], bands, rows)
     assert len(keys_a) == bands and not set(keys_a) & set(keys_c)
     assert np.array_equal(signatures([a], 128, 5), signatures([a], 128, 5))
+
+
+def test_every_filter_family_can_be_switched_off_for_dedup_only_runs():
+    from pipelines.corpus.filters import C4Config as C4
+    from pipelines.corpus.quality import FineWebConfig, GopherQualityConfig, GopherRepetitionConfig
+
+    cfg = CorpusConfig(input=["-"], output="-", language_id=False, c4=C4(enabled=False),
+                       gopher_repetition=GopherRepetitionConfig(enabled=False),
+                       gopher_quality=GopherQualityConfig(enabled=False), fineweb=FineWebConfig(enabled=False))
+    short = RawDocument(id="t", url="", source="s", offset=0, text="Все смешалось в доме Облонских")  # fails C4 and Gopher
+    status, rec = process_document(short, cfg)
+    assert status == KEPT and rec["language"] == "und" and rec["text"] == short.text
+    assert process_document(short, CorpusConfig(input=["-"], output="-"))[0] == DROPPED
