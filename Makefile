@@ -37,6 +37,8 @@ bench: setup
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[bench]'
 	$(BIN)/lmforge bench corpus
 	$(BIN)/lmforge bench extraction
+	$(BIN)/lmforge bench langid
+	$(BIN)/lmforge bench scale
 
 # The Prefect UI on http://127.0.0.1:4200 (then run flows with PREFECT_API_URL set, see README).
 ui: setup

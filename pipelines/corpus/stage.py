@@ -36,9 +36,10 @@ def prepare_dir(out: Path) -> None:
     """Remove the manifest first (the directory stops looking complete), then stale outputs."""
     out.mkdir(parents=True, exist_ok=True)
     (out / MANIFEST_NAME).unlink(missing_ok=True)
-    for sub in SUBDIRS:
+    for sub in (*SUBDIRS, "report"):
         shutil.rmtree(out / sub, ignore_errors=True)
-    (out / "_tally.jsonl").unlink(missing_ok=True)
+    for f in ("_tally.jsonl", "report.json", "report.html"):
+        (out / f).unlink(missing_ok=True)
 
 
 def _tally(out: Path) -> dict[str, int]:
@@ -110,9 +111,12 @@ def run(cfg: CorpusConfig, beam_args: list[str] | None = None) -> Path:
         pass
     counts = collect_counts(out)
     reconcile(counts)
+    from pipelines.corpus.report import write_report
+
+    report_files = write_report(out, counts)
     if plan is not None:  # after reconcile: an index never holds a run whose counts did not add up
         commit(plan, {"documents": counts["kept"], "inputs": len(files)})
-    written = [p for sub in SUBDIRS for p in (out / sub).rglob("*") if p.is_file()] + [out / "_tally.jsonl"]
+    written = [p for sub in SUBDIRS for p in (out / sub).rglob("*") if p.is_file()] + [out / "_tally.jsonl", *report_files]
     manifest = Manifest(
         stage="corpus",
         config=config_to_dict(cfg),

@@ -1,0 +1,429 @@
+"""Scaling of the corpus stage: wall time and peak memory at 10k, 100k and 1M documents.
+
+    lmforge bench scale [--sizes 10000 100000 1000000] [--keep-outputs] [-- --direct_num_workers=2 ...]
+
+Inputs are generated from the real pages of samples/crawl (cleaned by the stage's pure core,
+~1.5k en/ru documents) and cached in samples/.cache/scale/n<size>-s<seed>/ as 16 JSONL.zst
+files, so Beam reads them in parallel. Each generated document is a real one, perturbed so that
+almost all are distinct (see perturb()); 10% are planted near-duplicates and 1% exact copies of
+an earlier generated document, so the dedup steps have work proportional to the size.
+
+Each size runs `lmforge corpus` (the stage's defaults: DirectRunner, 2 worker processes) as a
+subprocess; a thread samples the RSS of the whole process tree every 0.2 s. Summed RSS counts
+pages shared between processes (libraries) once per process, so it overstates a little.
+Results go to a section of docs/BENCHMARKS.md; linear growth is <= ~10x time and memory per 10x
+documents.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import random
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+GENERATOR_VERSION = 1  # bump when generate() changes, so cached inputs are rebuilt
+MB = 1 << 20
+
+
+@dataclass(frozen=True)
+class GenConfig:
+    """How synthetic inputs are made from real documents."""
+
+    n_docs: int
+    """Documents to generate."""
+    seed: int = 0
+    """Everything about document i follows from (seed, i): reruns give identical files."""
+    files: int = 16
+    """JSONL.zst files; document i goes to file i % files."""
+    replace_frac: tuple[float, float] = (0.25, 0.35)
+    """Fraction of words replaced by vocabulary words, uniform in this range per document.
+    Two documents from one base at 30% each share a 5-word shingle with p ~ 0.7^10 = 0.03,
+    so their Jaccard is ~0.02, far below the 0.8 near-duplicate threshold."""
+    drop_line: float = 0.1
+    """Probability of dropping each line (the stage's text has one paragraph per line)."""
+    swap_lines: float = 0.5
+    """Probability of swapping two lines."""
+    near_frac: float = 0.10
+    """Fraction of documents that are near-duplicates of an earlier original."""
+    near_replace: float = 0.015
+    """Words replaced in a near-duplicate. Each replaced word breaks up to 5 shingles:
+    kept shingles ~ 0.985^5 = 0.927, Jaccard ~ 0.927 / (2 - 0.927) = 0.86 >= 0.8. (3% would give
+    0.97^5 = 0.86 -> J ~ 0.75, mostly below the threshold.)"""
+    exact_frac: float = 0.01
+    """Fraction of documents that are exact copies of an earlier original."""
+
+    def __post_init__(self) -> None:
+        if self.n_docs < 1 or self.files < 1:
+            raise ValueError(f"n_docs and files must be >= 1, got {self.n_docs}, {self.files}")
+        if not 0 <= self.near_frac + self.exact_frac < 1:
+            raise ValueError("near_frac + exact_frac must be in [0, 1)")
+
+
+@dataclass(frozen=True)
+class Bases:
+    """Real documents split into lines of words, and per-language vocabularies."""
+
+    docs: list[tuple[list[list[str]], str, str]]
+    """(lines of words, url, language) per document."""
+    vocab: dict[str, list[str]]
+    """language -> alphabetic words with repeats (drawing from it follows word frequency, so
+    stop-word and word-length statistics, which Gopher's rules check, stay realistic)."""
+
+    @classmethod
+    def from_texts(cls, docs: list[tuple[str, str, str]]) -> Bases:
+        # Blank lines (paragraph breaks, if the stage keeps them) stay as empty lines.
+        split = [([line.split() for line in text.strip().split("\n")], url, lang) for text, url, lang in docs]
+        vocab: dict[str, list[str]] = {}
+        for lines, _, lang in split:
+            vocab.setdefault(lang, []).extend(w for line in lines for w in line if w.isalpha())
+        if not split or not all(vocab.values()):
+            raise ValueError("need at least one base document with alphabetic words per language")
+        return cls(split, vocab)
+
+    def digest(self) -> str:
+        h = hashlib.sha256()
+        for lines, url, lang in self.docs:
+            h.update(f"{url}\t{lang}\t{lines}\n".encode())
+        return h.hexdigest()
+
+
+def corpus_documents(stage_dir: Path) -> list[tuple[str, str, str]]:
+    """(text, url, language) of the kept documents of a finished corpus stage, distinct texts, in file order."""
+    import pyarrow.parquet as pq
+
+    seen, out = set(), []
+    for f in sorted(Path(stage_dir).glob("data/*/*.parquet")):
+        for row in pq.read_table(f, columns=["text", "url", "language"]).to_pylist():
+            if row["text"] not in seen:
+                seen.add(row["text"])
+                out.append((row["text"], row["url"] or "", row["language"]))
+    if not out:
+        raise FileNotFoundError(f"{stage_dir}/data/*/*.parquet holds no documents")
+    return out
+
+
+def real_documents(crawl: list[str]) -> list[tuple[str, str, str]]:
+    """(text, url, language) of every document the stage's pure core keeps, distinct texts, in read order."""
+    from pipelines.corpus.clean import KEPT, process_document
+    from pipelines.corpus.config import CorpusConfig
+    from pipelines.corpus.readers import read_file
+    from pipelines.io import expand_inputs
+    from schemas.records import RawDocument
+
+    cfg = CorpusConfig(input=crawl, output="-")
+    seen, out = set(), []
+    for path in expand_inputs(crawl):
+        for rec in read_file(path):
+            if isinstance(rec, RawDocument):
+                status, value = process_document(rec, cfg)
+                if status == KEPT and value["text"] not in seen:
+                    seen.add(value["text"])
+                    out.append((value["text"], value["url"], value["language"]))
+    return out
+
+
+# ---------------------------------------------------------------- the generator (pure)
+
+
+def perturb(lines: list[list[str]], vocab: list[str], rate: float, rng: random.Random,
+            drop_line: float = 0.0, swap_lines: float = 0.0) -> str:
+    """Drop and swap lines, then replace `rate` of the words with vocabulary words. A line's last
+    word is never replaced: it carries the end punctuation C4's line rule asks for."""
+    lines = [ln for ln in lines if rng.random() >= drop_line] or lines[:1]
+    if len(lines) > 1 and rng.random() < swap_lines:
+        a, b = rng.sample(range(len(lines)), 2)
+        lines[a], lines[b] = lines[b], lines[a]
+    out = [list(ln) for ln in lines]
+    slots = [(i, j) for i, ln in enumerate(out) for j in range(len(ln) - 1)]
+    k = max(1, round(rate * len(slots))) if rate > 0 and slots else 0  # >= 1, or a short near-copy is an exact one
+    for i, j in rng.sample(slots, k):
+        for _ in range(10):  # a different word (frequent words like "the" often draw themselves)
+            w = rng.choice(vocab)
+            if w != out[i][j]:
+                break
+        out[i][j] = w
+    return "\n".join(" ".join(ln) for ln in out)
+
+
+def _rng(cfg: GenConfig, i: int) -> random.Random:
+    return random.Random(f"{cfg.seed}/{i}")  # str seeds hash with sha512: stable across processes
+
+
+def role(cfg: GenConfig, i: int) -> str:
+    """"original", "near" or "exact"; the first draw of document i's generator."""
+    r = _rng(cfg, i).random()
+    if i == 0 or r >= cfg.near_frac + cfg.exact_frac:
+        return "original"
+    return "near" if r < cfg.near_frac else "exact"
+
+
+def original(bases: Bases, cfg: GenConfig, i: int) -> tuple[str, str, str]:
+    """(text, url, language) of document i as an original (whatever its role)."""
+    rng = _rng(cfg, i)
+    rng.random()  # the role draw
+    lines, url, lang = bases.docs[rng.randrange(len(bases.docs))]
+    text = perturb(lines, bases.vocab[lang], rng.uniform(*cfg.replace_frac), rng, cfg.drop_line, cfg.swap_lines)
+    return text, url, lang
+
+
+def generate_one(bases: Bases, cfg: GenConfig, i: int) -> dict[str, Any]:
+    """Document i as a JSONL record; copies point at an earlier original, regenerated on demand,
+    so nothing is held in memory between documents."""
+    kind = role(cfg, i)
+    rng = _rng(cfg, i)
+    if kind == "original":
+        text, url, lang = original(bases, cfg, i)
+        return {"id": f"scale-{i:08d}", "url": f"{url}?v={i}" if url else "", "text": text, "kind": kind}
+    rng.random()
+    j = rng.randrange(i)
+    while role(cfg, j) != "original":  # ends at 0, always an original
+        j -= 1
+    text, url, lang = original(bases, cfg, j)
+    if kind == "near":
+        text = perturb([ln.split() for ln in text.split("\n")], bases.vocab[lang], cfg.near_replace, rng)
+    # Zero-padded ids sort like i, so the stage keeps the original (smallest id) of each cluster.
+    return {"id": f"scale-{i:08d}", "url": f"{url}?v={i}" if url else "", "text": text, "kind": kind, "of": f"scale-{j:08d}"}
+
+
+def generate(bases: Bases, cfg: GenConfig) -> Iterator[dict[str, Any]]:
+    for i in range(cfg.n_docs):
+        yield generate_one(bases, cfg, i)
+
+
+def write_inputs(bases: Bases, cfg: GenConfig, out: Path, progress: bool = True) -> dict[str, Any]:
+    """Stream cfg.n_docs documents into out/part-NNN.jsonl.zst (written under a temporary name,
+    then renamed); out/.generated.json (hidden: the stage skips dot-files) describes them."""
+    import zstandard
+    from tqdm import tqdm
+
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    files = [zstandard.ZstdCompressor(level=3).stream_writer(open(tmp / f"part-{k:03d}.jsonl.zst", "wb"))
+             for k in range(cfg.files)]
+    kinds = {"original": 0, "near": 0, "exact": 0}
+    try:
+        for i, rec in enumerate(tqdm(generate(bases, cfg), total=cfg.n_docs, desc=f"generate {cfg.n_docs:,}",
+                                     unit="doc", disable=not progress, mininterval=1.0)):
+            kinds[rec["kind"]] += 1
+            files[i % cfg.files].write((json.dumps(rec, ensure_ascii=False) + "\n").encode())
+    finally:
+        for f in files:
+            f.close()
+    meta = {"generator_version": GENERATOR_VERSION, "config": asdict(cfg), "kinds": kinds,
+            "bases": len(bases.docs), "bases_sha256": bases.digest()}
+    text = json.dumps(meta, indent=1, sort_keys=True) + "\n"
+    (tmp / ".generated.json").write_text(text)
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+    return json.loads(text)  # as cached_meta() will read it (tuples become lists)
+
+
+def cached_meta(out: Path, cfg: GenConfig) -> dict[str, Any] | None:
+    """The description of cached inputs if they were made by this generator with this config."""
+    try:
+        meta = json.loads((out / ".generated.json").read_text())
+    except (OSError, ValueError):
+        return None
+    ok = meta.get("generator_version") == GENERATOR_VERSION and meta.get("config") == json.loads(json.dumps(asdict(cfg)))
+    return meta if ok else None
+
+
+# ---------------------------------------------------------------- memory of a process tree
+
+
+def tree_rss(root) -> tuple[int, dict[int, int]]:
+    """(sum of RSS, {pid: RSS}) over a psutil.Process and all its descendants; processes that
+    exit while being read are skipped."""
+    import psutil
+
+    per: dict[int, int] = {}
+    try:
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return 0, per
+    for p in procs:
+        try:
+            per[p.pid] = p.memory_info().rss
+        except psutil.Error:
+            pass
+    return sum(per.values()), per
+
+
+class PeakRSS(threading.Thread):
+    """Samples tree_rss(pid) every `interval` seconds until stop(); keeps the peaks."""
+
+    def __init__(self, pid: int, interval: float = 0.2):
+        import psutil
+
+        super().__init__(daemon=True)
+        self.root, self.interval, self._stop_event = psutil.Process(pid), interval, threading.Event()
+        self.peak_total = self.peak_single = 0
+        self.peak_by_pid: dict[int, int] = {}
+        self.t0, self.peak_total_at = time.perf_counter(), 0.0
+        self.samples = 0
+
+    def sample(self) -> None:
+        total, per = tree_rss(self.root)
+        self.samples += 1
+        if total > self.peak_total:
+            self.peak_total, self.peak_total_at = total, time.perf_counter() - self.t0
+        for pid, rss in per.items():
+            self.peak_by_pid[pid] = max(rss, self.peak_by_pid.get(pid, 0))
+        self.peak_single = max([self.peak_single, *per.values()])
+
+    def run(self) -> None:
+        while not self._stop_event.is_set():
+            self.sample()
+            self._stop_event.wait(self.interval)
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join()
+
+
+# ---------------------------------------------------------------- running the stage
+
+
+def run_stage(inputs: Path, out: Path, beam_args: list[str]) -> dict[str, Any]:
+    """One `lmforge corpus` subprocess: wall time, peak RSS (tree, largest process, root), counts."""
+    shutil.rmtree(out, ignore_errors=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    log = out.with_suffix(".log")
+    cmd = [sys.executable, "-m", "lmforge.cli", "corpus", "--input", str(inputs), "--output", str(out), *beam_args]
+    load_before = os.getloadavg()
+    t0 = time.perf_counter()
+    with open(log, "wb") as lf:
+        proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT)
+        sampler = PeakRSS(proc.pid)
+        sampler.start()
+        rc = proc.wait()
+        wall = time.perf_counter() - t0
+        sampler.stop()
+    if rc != 0:
+        tail = log.read_text(errors="replace")[-3000:]
+        raise RuntimeError(f"{' '.join(cmd)} exited with {rc}; log {log}:\n{tail}")
+    manifest = json.loads((out / "manifest.json").read_text())
+    c = manifest["counts"]
+    return {"wall_s": round(wall, 2), "stage_wall_s": manifest.get("wall_seconds"),
+            "docs_in": c["in"], "docs_per_s": round(c["in"] / wall, 1),
+            "peak_rss_tree_mb": round(sampler.peak_total / MB), "peak_rss_largest_mb": round(sampler.peak_single / MB),
+            "peak_rss_root_mb": round(sampler.peak_by_pid.get(proc.pid, 0) / MB),
+            "peak_tree_at_frac_of_wall": round(sampler.peak_total_at / wall, 2), "processes_seen": len(sampler.peak_by_pid),
+            "rss_samples": sampler.samples, "loadavg_1m_before": round(load_before[0], 2), "loadavg_1m_after": round(os.getloadavg()[0], 2),
+            "kept": c["kept"], "dropped": sum(c["dropped"].values()), "duplicates_by_kind": c.get("duplicates_by_kind", {}),
+            "quarantined": c["quarantined"], "output_mb": round(sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) / MB, 1)}
+
+
+def growth(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Between consecutive sizes: ratios of time and memory, and the exponent k in t ~ n^k
+    (k = log(t2/t1) / log(n2/n1); 1 is linear, 10x docs -> 10x time)."""
+    out = []
+    for a, b in zip(rows, rows[1:]):
+        n = b["docs_in"] / a["docs_in"]
+        g = {"from": a["docs_in"], "to": b["docs_in"], "docs_ratio": round(n, 2)}
+        for key in ("wall_s", "peak_rss_tree_mb", "peak_rss_largest_mb"):
+            r = b[key] / a[key]
+            g[f"{key}_ratio"] = round(r, 2)
+            g[f"{key}_exponent"] = round(math.log(r) / math.log(n), 2) if n > 1 and r > 0 else None
+        # Marginal cost per extra document: start-up (~20 s, ~1 GB of imports and workers) makes
+        # small runs look cheap, so k < 1 alone does not show linearity; a constant marginal does.
+        extra = b["docs_in"] - a["docs_in"]
+        if extra > 0:
+            g["marginal_ms_per_doc"] = round(1000 * (b["wall_s"] - a["wall_s"]) / extra, 3)
+            g["marginal_rss_tree_kb_per_doc"] = round(1024 * (b["peak_rss_tree_mb"] - a["peak_rss_tree_mb"]) / extra, 1)
+            g["marginal_rss_largest_kb_per_doc"] = round(1024 * (b["peak_rss_largest_mb"] - a["peak_rss_largest_mb"]) / extra, 1)
+        out.append(g)
+    return out
+
+
+def code_version() -> str:
+    """`git describe --always --dirty` of the checkout the stage's code comes from, if it is one."""
+    import pipelines
+
+    try:
+        return subprocess.run(["git", "describe", "--always", "--dirty"], cwd=Path(pipelines.__file__).parent,
+                              capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout)"
+
+
+def render(rows: list[dict[str, Any]], grow: list[dict[str, Any]], beam_args: list[str], note: str = "",
+           source: str = "samples/crawl cleaned by the stage's pure core") -> str:
+    lines = [f"`lmforge corpus` on generated inputs (real pages: {source}; words replaced and lines dropped "
+             "per document; 10% planted near-duplicates, 1% exact copies; 16 JSONL.zst files), run as a subprocess with "
+             f"the stage's defaults{' plus ' + ' '.join(beam_args) if beam_args else ''}. Peak RSS sampled every 0.2 s "
+             f"over the whole process tree (runner + Beam workers) and for the largest single process. Code: {code_version()}."
+             + (f" {note}" if note else ""), "",
+             "| documents in | wall s | docs/s | peak RSS tree MB | peak RSS largest process MB | kept | dropped | duplicates exact / near | quarantined | load 1m before |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        d = r["duplicates_by_kind"]
+        lines.append(f"| {r['docs_in']:,} | {r['wall_s']:,.1f} | {r['docs_per_s']:,.0f} | {r['peak_rss_tree_mb']:,} | "
+                     f"{r['peak_rss_largest_mb']:,} | {r['kept']:,} | {r['dropped']:,} | {d.get('exact', 0):,} / {d.get('near', 0):,} | "
+                     f"{r['quarantined']:,} | {r['loadavg_1m_before']} |")
+    if grow:
+        lines += ["", "Growth between sizes (exponent k in cost ~ n^k; k <= 1 is at most linear):", "",
+                  "| sizes | docs x | wall x (k) | peak RSS tree x (k) | largest process x (k) | marginal ms/doc | marginal KB/doc tree / largest |",
+                  "|---|---:|---:|---:|---:|---:|---:|"]
+        for g in grow:
+            lines.append(f"| {g['from']:,} -> {g['to']:,} | {g['docs_ratio']} | {g['wall_s_ratio']} ({g['wall_s_exponent']}) | "
+                         f"{g['peak_rss_tree_mb_ratio']} ({g['peak_rss_tree_mb_exponent']}) | "
+                         f"{g['peak_rss_largest_mb_ratio']} ({g['peak_rss_largest_mb_exponent']}) | "
+                         f"{g.get('marginal_ms_per_doc')} | {g.get('marginal_rss_tree_kb_per_doc')} / {g.get('marginal_rss_largest_kb_per_doc')} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    beam_args = argv[argv.index("--") + 1:] if "--" in argv else []
+    argv = argv[: argv.index("--")] if "--" in argv else argv
+    ap = argparse.ArgumentParser(prog="lmforge bench scale", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000], help="documents per run (default: 10000 100000 1000000)")
+    ap.add_argument("--crawl", nargs="+", default=["samples/crawl"], help="real pages to start from, cleaned by the stage's pure core (default: samples/crawl)")
+    ap.add_argument("--from-corpus", type=Path, help="start from the kept documents of this corpus stage directory instead of --crawl")
+    ap.add_argument("--cache", type=Path, default=Path("samples/.cache/scale"), help="generated inputs and stage outputs (default: samples/.cache/scale)")
+    ap.add_argument("--seed", type=int, default=0, help="generator seed (default: 0)")
+    ap.add_argument("--regenerate", action="store_true", help="rebuild cached inputs even if their description matches")
+    ap.add_argument("--keep-outputs", action="store_true", help="keep each run's stage directory under <cache>/runs/")
+    ap.add_argument("--out", default="docs/BENCHMARKS.md", help="report to update (default: docs/BENCHMARKS.md)")
+    ap.add_argument("--note", default="", help="a sentence added to the report (e.g. what else ran on the machine)")
+    a = ap.parse_args(argv)
+    bases = None
+    rows = []
+    for n in sorted(a.sizes):
+        cfg = GenConfig(n_docs=n, seed=a.seed)
+        inputs = (a.cache / f"n{n}-s{a.seed}").resolve()
+        meta = None if a.regenerate else cached_meta(inputs, cfg)
+        if meta is None:
+            if bases is None:
+                print(f"bench scale: base documents from {a.from_corpus or ' '.join(a.crawl)} ...", flush=True)
+                bases = Bases.from_texts(corpus_documents(a.from_corpus) if a.from_corpus else real_documents(a.crawl))
+            meta = write_inputs(bases, cfg, inputs)
+        print(f"bench scale: {n:,} documents ({meta['kinds']}) from {inputs}; running the stage ...", flush=True)
+        out = (a.cache / "runs" / f"n{n}").resolve()
+        row = {"size": n, **run_stage(inputs, out, beam_args), "input_mb": round(sum(f.stat().st_size for f in inputs.glob("*.zst")) / MB, 1)}
+        if not a.keep_outputs:
+            shutil.rmtree(out, ignore_errors=True)
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    grow = growth(rows)
+    source = (f"the kept documents of {a.from_corpus}" if a.from_corpus else f"{' '.join(a.crawl)} cleaned by the stage's pure core")
+    body = render(rows, grow, beam_args, a.note, source)
+    from lmforge.bench.report import write_section
+
+    write_section(Path(a.out), "corpus: scaling with input size", body,
+                  {"runs": rows, "growth": grow, "beam_args": beam_args, "code": code_version(), "note": a.note})
+    print(body)
+    return 0

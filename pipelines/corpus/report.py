@@ -1,0 +1,375 @@
+"""Data report for a finished corpus stage directory: report.json, report.html, report/*.png.
+
+    python -m pipelines.corpus.report runs/demo/corpus     # (re)write the report of a stage run
+
+What it shows: outcomes (in = kept + dropped + duplicates + quarantined), drops and quarantines
+per reason, kept documents per language, document lengths (characters and whitespace-separated
+words, log-spaced bins, per language), duplicate-cluster sizes (a cluster is the kept document
+plus every document removed in its favour, so size = removed + 1), exact vs near duplicates,
+and the top domains of kept and of dropped documents.
+
+Files are read by column and in record batches (pyarrow), so memory holds one batch of text,
+not the corpus. Both report.json and the PNGs are byte-identical across reruns on the same
+stage output: no timestamps, sorted keys, matplotlib's PNG "Software" tag removed (Agg writes
+no other time-varying chunk).
+"""
+from __future__ import annotations
+
+import argparse
+import html
+import io
+import json
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from schemas.manifest import atomic_write_bytes, read_manifest
+
+REPORT_SCHEMA = "lmforge.corpus_report/v1"
+BATCH_ROWS = 4096  # 4096 docs * ~5 kB of text = ~20 MB of Arrow memory per batch
+TOP_DOMAINS = 20
+LARGEST_CLUSTERS = 10
+NO_URL, NO_HOST = "(no url)", "(no host)"
+
+
+# ---------------------------------------------------------------- pure helpers
+
+
+def log_edges(lo_exp: int, hi_exp: int, per_decade: int = 5) -> list[int]:
+    """Integer bin edges from 10^lo_exp to 10^hi_exp, `per_decade` per factor of 10
+    (5 per decade: 100, 158, 251, 398, 631, 1000, ...; rounded, duplicates removed)."""
+    return sorted({round(x) for x in np.logspace(lo_exp, hi_exp, (hi_exp - lo_exp) * per_decade + 1)})
+
+
+# Fixed edges (not fitted to the data) so batches add up and reports of different runs compare.
+# The c4 rules keep >= 200 characters and gopher <= 100,000 words (~700,000 characters).
+CHAR_EDGES = log_edges(1, 7)  # 10 ... 10,000,000 characters, 31 edges
+WORD_EDGES = log_edges(0, 6)  # 1 ... 1,000,000 words
+SIMILARITY_EDGES = [round(0.5 + 0.05 * i, 2) for i in range(11)]  # 0.50, 0.55, ..., 1.00
+
+
+def histogram(values: np.ndarray, edges: list[float]) -> np.ndarray:
+    """Counts per bin; values outside the edges go to the first or last bin."""
+    return np.histogram(np.clip(values, edges[0], edges[-1]), bins=edges)[0].astype(np.int64)
+
+
+def domain_of(url: str | None) -> str:
+    """Host of a URL, lower-cased, port removed; NO_URL for a missing one, NO_HOST if none parses."""
+    if not url:
+        return NO_URL
+    try:
+        host = urlsplit(url).hostname
+    except ValueError:  # e.g. an unbalanced "[" in an IPv6 host
+        host = None
+    return host or NO_HOST
+
+
+def top(counter: Counter, k: int) -> list[tuple[str, int]]:
+    """The k most common keys, ties by key, so the order does not depend on reading order."""
+    return sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+
+
+def cluster_sizes(removed_per_kept: Counter) -> list[list[int]]:
+    """[[size, clusters], ...] by size; a cluster is its kept document plus the removed ones."""
+    return [[size, n] for size, n in sorted(Counter(c + 1 for c in removed_per_kept.values()).items())]
+
+
+def reconcile(found: dict[str, int], n_in: int | None) -> dict[str, Any]:
+    accounted = found["kept"] + found["dropped"] + found["duplicates"] + found["quarantined"]
+    return {**found, "in": n_in, "accounted": accounted, "reconciles": n_in is not None and n_in == accounted}
+
+
+# ---------------------------------------------------------------- reading the stage directory
+
+
+def _batches(files: list[Path], columns: list[str]) -> Iterator[pa.RecordBatch]:
+    for f in files:
+        # buffer_size: read column chunks in 1 MiB pieces; 0 (the default) reads a whole column
+        # chunk at once, and the stage writes one row group per file (~220 MB of zstd text per
+        # 340k-document shard at 1M documents).
+        yield from pq.ParquetFile(f, buffer_size=1 << 20).iter_batches(batch_size=BATCH_ROWS, columns=columns)
+
+
+def scan_kept(out_dir: Path) -> dict[str, Any]:
+    langs: dict[str, dict[str, Any]] = {}
+    domains: Counter = Counter()
+    for lang_dir in sorted(p for p in (out_dir / "data").glob("*") if p.is_dir()):
+        s = langs[lang_dir.name] = {"documents": 0, "characters": 0, "words": 0, "min_characters": None,
+                                    "max_characters": None, "char_hist": np.zeros(len(CHAR_EDGES) - 1, np.int64),
+                                    "word_hist": np.zeros(len(WORD_EDGES) - 1, np.int64)}
+        for b in _batches(sorted(lang_dir.glob("*.parquet")), ["url", "text"]):
+            chars = pc.utf8_length(b.column("text")).to_numpy(zero_copy_only=False)
+            words = pc.count_substring_regex(b.column("text"), r"\S+").to_numpy(zero_copy_only=False)
+            s["documents"] += len(chars)
+            s["characters"] += int(chars.sum())
+            s["words"] += int(words.sum())
+            if len(chars):
+                lo, hi = int(chars.min()), int(chars.max())
+                s["min_characters"] = lo if s["min_characters"] is None else min(lo, s["min_characters"])
+                s["max_characters"] = hi if s["max_characters"] is None else max(hi, s["max_characters"])
+            s["char_hist"] += histogram(chars, CHAR_EDGES)
+            s["word_hist"] += histogram(words, WORD_EDGES)
+            domains.update(map(domain_of, b.column("url").to_pylist()))
+    return {"languages": langs, "domains": domains}
+
+
+def scan_dropped(out_dir: Path) -> dict[str, Any]:
+    reasons: Counter = Counter()
+    domain_reasons: Counter = Counter()
+    for b in _batches(sorted((out_dir / "dropped").glob("*.parquet")), ["url", "reason"]):
+        rs = b.column("reason").to_pylist()
+        reasons.update(rs)
+        domain_reasons.update(zip(map(domain_of, b.column("url").to_pylist()), rs))
+    return {"reasons": reasons, "domain_reasons": domain_reasons}
+
+
+def scan_duplicates(out_dir: Path) -> dict[str, Any]:
+    kinds: Counter = Counter()
+    per_kept: Counter = Counter()
+    sim_hist = np.zeros(len(SIMILARITY_EDGES) - 1, np.int64)
+    for b in _batches(sorted((out_dir / "duplicates").glob("*.parquet")), ["kept_id", "kind", "similarity"]):
+        kind = b.column("kind")
+        kinds.update(kind.to_pylist())
+        per_kept.update(b.column("kept_id").to_pylist())
+        near = pc.drop_null(pc.filter(b.column("similarity"), pc.equal(kind, "near")))
+        sim_hist += histogram(near.to_numpy(zero_copy_only=False), SIMILARITY_EDGES)
+    return {"kinds": kinds, "per_kept": per_kept, "similarity_hist": sim_hist}
+
+
+def scan_quarantine(out_dir: Path) -> Counter:
+    reasons: Counter = Counter()
+    for f in sorted((out_dir / "quarantine").glob("*.jsonl")):
+        with open(f, encoding="utf-8") as lines:
+            reasons.update(json.loads(line)["reason"] for line in lines if line.strip())
+    return reasons
+
+
+def build_report(out_dir: Path, counts: dict[str, Any]) -> dict[str, Any]:
+    """Everything report.json holds; `counts` is the stage's (manifest) counts, cross-checked here."""
+    kept, dropped, dups, quarantine = scan_kept(out_dir), scan_dropped(out_dir), scan_duplicates(out_dir), scan_quarantine(out_dir)
+    langs = kept["languages"]
+    found = {"kept": sum(s["documents"] for s in langs.values()), "dropped": sum(dropped["reasons"].values()),
+             "duplicates": sum(dups["kinds"].values()), "quarantined": sum(quarantine.values())}
+    stage = {"kept": counts.get("kept"), "dropped": sum(counts.get("dropped", {}).values()),
+             "duplicates": counts.get("duplicates"), "quarantined": counts.get("quarantined")}
+    by_dropped_domain: dict[str, Counter] = {}
+    for (dom, reason), n in dropped["domain_reasons"].items():
+        by_dropped_domain.setdefault(dom, Counter())[reason] += n
+    dropped_domains = Counter({d: sum(c.values()) for d, c in by_dropped_domain.items()})
+    return {
+        "schema": REPORT_SCHEMA,
+        "outcomes": reconcile(found, counts.get("in")),
+        "stage_counts_disagree": sorted(k for k in found if stage[k] is not None and stage[k] != found[k]),
+        "dropped_by_reason": dict(dropped["reasons"]),
+        "quarantined_by_reason": dict(quarantine),
+        "kept_by_language": {
+            lang: {"documents": s["documents"], "characters": s["characters"], "words": s["words"],
+                   "min_characters": s["min_characters"], "max_characters": s["max_characters"],
+                   "mean_characters": round(s["characters"] / s["documents"], 1) if s["documents"] else None,
+                   "mean_words": round(s["words"] / s["documents"], 1) if s["documents"] else None}
+            for lang, s in langs.items()},
+        "length_histograms": {
+            "characters": {"edges": CHAR_EDGES, "counts": {lang: s["char_hist"].tolist() for lang, s in langs.items()}},
+            "words": {"edges": WORD_EDGES, "counts": {lang: s["word_hist"].tolist() for lang, s in langs.items()}},
+        },
+        "duplicates": {
+            "by_kind": dict(dups["kinds"]),
+            "clusters": len(dups["per_kept"]),
+            "cluster_sizes": cluster_sizes(dups["per_kept"]),
+            "largest_clusters": [{"kept_id": k, "size": n + 1} for k, n in top(dups["per_kept"], LARGEST_CLUSTERS)],
+            "near_similarity": {"edges": SIMILARITY_EDGES, "counts": dups["similarity_hist"].tolist()},
+        },
+        "domains": {
+            "kept_distinct": len(kept["domains"]),
+            "kept_top": [{"domain": d, "documents": n} for d, n in top(kept["domains"], TOP_DOMAINS)],
+            "dropped_distinct": len(dropped_domains),
+            "dropped_top": [{"domain": d, "documents": n, "top_reasons": [[r, k] for r, k in top(by_dropped_domain[d], 3)]}
+                            for d, n in top(dropped_domains, TOP_DOMAINS)],
+        },
+    }
+
+
+# ---------------------------------------------------------------- plots (matplotlib, Agg, no pyplot state)
+
+
+def _png(fig) -> bytes:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
+    return buf.getvalue()
+
+
+def _barh(items: list[tuple[str, int]], title: str, xlabel: str) -> bytes:
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7.5, 1.2 + 0.26 * len(items)))
+    ax = fig.add_subplot()
+    labels, values = [k for k, _ in items][::-1], [v for _, v in items][::-1]
+    bars = ax.barh(range(len(values)), values, color="#4c72b0")
+    ax.bar_label(bars, padding=2, fontsize=8)
+    ax.set_yticks(range(len(labels)), labels, fontsize=8)
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.margins(x=0.12)
+    return _png(fig)
+
+
+def _log_hist(edges: list[int], counts: dict[str, list[int]], title: str, xlabel: str) -> bytes:
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7.5, 3.6))
+    ax = fig.add_subplot()
+    for lang, c in counts.items():
+        ax.stairs(c, edges, label=lang, linewidth=1.5)
+    ax.set_xscale("log")
+    used = np.flatnonzero(np.sum(list(counts.values()), axis=0))
+    if len(used):  # show the occupied bins only
+        ax.set_xlim(edges[used[0]], edges[used[-1] + 1])
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("documents")
+    ax.legend()
+    return _png(fig)
+
+
+def plots(rep: dict[str, Any]) -> dict[str, bytes]:
+    """name -> PNG bytes; a plot with no data is left out."""
+    o, d = rep["outcomes"], rep["duplicates"]
+    out = {"outcomes": _barh([("kept", o["kept"]), ("dropped", o["dropped"]), ("duplicates", o["duplicates"]),
+                              ("quarantined", o["quarantined"])], "Where the input documents went", "documents")}
+    if rep["dropped_by_reason"]:
+        out["dropped"] = _barh(top(Counter(rep["dropped_by_reason"]), 40), "Dropped, per reason", "documents")
+    if rep["kept_by_language"]:
+        langs = rep["kept_by_language"]
+        out["languages"] = _barh(top(Counter({k: v["documents"] for k, v in langs.items()}), 40), "Kept, per language", "documents")
+        h = rep["length_histograms"]
+        out["length_characters"] = _log_hist(h["characters"]["edges"], h["characters"]["counts"], "Kept document length", "characters (log bins)")
+        out["length_words"] = _log_hist(h["words"]["edges"], h["words"]["counts"], "Kept document length", "words (log bins)")
+    if d["cluster_sizes"]:
+        big = sum(n for s, n in d["cluster_sizes"] if s >= 20)  # one bar for the tail keeps the plot short
+        bars = [(f"size {s}", n) for s, n in d["cluster_sizes"] if s < 20] + ([("size >= 20", big)] if big else [])
+        out["cluster_sizes"] = _barh(bars[::-1],
+                                     "Duplicate clusters by size (kept + removed)", "clusters")
+    if rep["domains"]["kept_top"]:
+        out["domains_kept"] = _barh([(x["domain"], x["documents"]) for x in rep["domains"]["kept_top"]],
+                                    f"Top {TOP_DOMAINS} domains of kept documents", "documents")
+    return out
+
+
+# ---------------------------------------------------------------- HTML
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> str:
+    def cell(v: Any) -> str:
+        return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else html.escape(str(v))
+
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in r) + "</tr>" for r in rows)
+    return f"<table><tr>{head}</tr>{body}</table>" if rows else "<p>none</p>"
+
+
+def _num(n: int | None) -> str:
+    return "unknown" if n is None else f"{n:,}"
+
+
+def render_html(rep: dict[str, Any], images: list[str], title: str) -> str:
+    o, d, dom = rep["outcomes"], rep["duplicates"], rep["domains"]
+
+    def img(name: str) -> str:
+        return f'<p><img src="report/{name}.png" alt="{name}"></p>' if name in images else ""
+
+    def pct(n: int) -> str:
+        return f"{100 * n / o['in']:.1f}%" if o["in"] else ""
+
+    status = ("reconciles" if o["reconciles"] else
+              f"DOES NOT reconcile (in={_num(o['in'])}, accounted={o['accounted']:,})")
+    disagree = (f"<p><b>Files and manifest counts disagree on: {', '.join(rep['stage_counts_disagree'])}</b></p>"
+                if rep["stage_counts_disagree"] else "")
+    langs = rep["kept_by_language"]
+    parts = [
+        f"<h1>Corpus data report: {html.escape(title)}</h1>",
+        "<h2>Outcomes</h2>",
+        f"<p>in = kept + dropped + duplicates + quarantined: {_num(o['in'])} = {o['kept']:,} + {o['dropped']:,} + "
+        f"{o['duplicates']:,} + {o['quarantined']:,} &rarr; <b>{status}</b>.</p>{disagree}",
+        _table(["outcome", "documents", "% of in"], [[k, o[k], pct(o[k])] for k in ("kept", "dropped", "duplicates", "quarantined")]),
+        img("outcomes"),
+        "<h2>Dropped, per reason</h2>",
+        _table(["reason", "documents", "% of in"], [[r, n, pct(n)] for r, n in top(Counter(rep["dropped_by_reason"]), 1000)]),
+        img("dropped"),
+        "<h2>Quarantined, per reason</h2>",
+        _table(["reason", "records"], [[r, n] for r, n in top(Counter(rep["quarantined_by_reason"]), 1000)]),
+        "<h2>Kept, per language</h2>",
+        _table(["language", "documents", "characters", "mean characters", "mean words", "min characters", "max characters"],
+               [[k, v["documents"], v["characters"], v["mean_characters"], v["mean_words"], v["min_characters"], v["max_characters"]]
+                for k, v in langs.items()]),
+        img("languages"), img("length_characters"), img("length_words"),
+        "<h2>Duplicates</h2>",
+        _table(["kind", "removed"], [[k, n] for k, n in sorted(d["by_kind"].items())]),
+        f"<p>{d['clusters']:,} clusters (kept document + removed copies).</p>",
+        _table(["cluster size", "clusters"], d["cluster_sizes"]),
+        img("cluster_sizes"),
+        "<h3>Largest clusters</h3>",
+        _table(["kept id", "size"], [[c["kept_id"], c["size"]] for c in d["largest_clusters"]]),
+        "<h3>Near-duplicate similarity to the kept document (MinHash estimate)</h3>",
+        _table(["similarity", "removed"], [[f"{a:.2f}-{b:.2f}", n] for a, b, n in
+                                          zip(d["near_similarity"]["edges"], d["near_similarity"]["edges"][1:], d["near_similarity"]["counts"]) if n]),
+        "<h2>Domains</h2>",
+        f"<p>Kept documents come from {dom['kept_distinct']:,} domains; dropped ones from {dom['dropped_distinct']:,}.</p>",
+        _table(["domain (kept)", "documents"], [[x["domain"], x["documents"]] for x in dom["kept_top"]]),
+        img("domains_kept"),
+        _table(["domain (dropped)", "documents", "top reasons"],
+               [[x["domain"], x["documents"], ", ".join(f"{r} {k}" for r, k in x["top_reasons"])] for x in dom["dropped_top"]]),
+    ]
+    style = ("body{font-family:sans-serif;max-width:60em;margin:2em auto}table{border-collapse:collapse;margin:.5em 0}"
+             "td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}td:first-child,th:first-child{text-align:left}")
+    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Corpus report: {html.escape(title)}</title>"
+            f"<style>{style}</style></head><body>\n" + "\n".join(p for p in parts if p) + "\n</body></html>\n")
+
+
+# ---------------------------------------------------------------- shell
+
+
+def write_report(out_dir: Path, counts: dict[str, Any]) -> list[Path]:
+    """Write report.json, report.html and report/*.png into a stage directory; returns the paths."""
+    out_dir = Path(out_dir)
+    rep = build_report(out_dir, counts)
+    pngs = plots(rep)
+    written = []
+    for stale in sorted((out_dir / "report").glob("*.png")):
+        if stale.stem not in pngs:
+            stale.unlink()
+    for name, data in sorted(pngs.items()):
+        path = out_dir / "report" / f"{name}.png"
+        atomic_write_bytes(path, data)
+        written.append(path)
+    atomic_write_bytes(out_dir / "report.json", (json.dumps(rep, indent=1, sort_keys=True) + "\n").encode())
+    atomic_write_bytes(out_dir / "report.html", render_html(rep, sorted(pngs), out_dir.name).encode())
+    return [out_dir / "report.json", out_dir / "report.html", *written]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m pipelines.corpus.report", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("stage_dir", type=Path, help="a finished corpus stage directory (with manifest.json)")
+    a = ap.parse_args(argv)
+    try:
+        counts = read_manifest(a.stage_dir)["counts"]
+    except (FileNotFoundError, ValueError) as e:
+        ap.error(str(e))
+    for p in write_report(a.stage_dir, counts):
+        print(p)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

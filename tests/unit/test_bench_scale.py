@@ -1,0 +1,94 @@
+"""Pure parts of `lmforge bench scale`: the input generator and the process-tree RSS sampler (no Beam run)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import psutil
+
+from lmforge.bench.scale import Bases, GenConfig, PeakRSS, cached_meta, generate, growth, tree_rss, write_inputs
+from pipelines.corpus.dedup import shingles
+from pipelines.corpus.readers import read_file
+from schemas.records import RawDocument
+
+EN = ("Debian will remain 100% free. We provide the guidelines that we use to determine if a work is free.\n"
+      "We will support our users who develop and run non-free works on Debian.\n"
+      "We will give back to the free software community and we will not hide problems from anyone.\n"
+      "We will keep our entire bug report database open for public view at all times, as promised.")
+RU = ("Все счастливые семьи похожи друг на друга, каждая несчастливая семья несчастлива по-своему.\n"
+      "Всё смешалось в доме Облонских. Жена узнала, что муж был в связи с бывшею в их доме француженкою-гувернанткой.")
+BASES = Bases.from_texts([(EN, "https://www.debian.org/social_contract", "en"), (RU, "", "ru")])
+
+
+def _jaccard(a: str, b: str) -> float:
+    sa, sb = set(shingles(a, 5)), set(shingles(b, 5))
+    return len(sa & sb) / len(sa | sb)
+
+
+def test_generator_is_deterministic_distinct_and_plants_duplicates():
+    cfg = GenConfig(n_docs=400, seed=3)
+    docs = list(generate(BASES, cfg))
+    assert docs == list(generate(BASES, cfg))
+    assert len({d["id"] for d in docs}) == 400 and docs[0]["kind"] == "original"
+    kinds = Counter(d["kind"] for d in docs)
+    assert 20 <= kinds["near"] <= 65 and kinds["exact"] <= 12  # 10% and 1% of 400, binomial spread
+    by_id = {d["id"]: d for d in docs}
+    for d in docs:
+        if d["kind"] != "original":
+            src = by_id[d["of"]]
+            assert src["kind"] == "original" and src["id"] < d["id"]  # the stage keeps the smallest id
+            if d["kind"] == "exact":
+                assert d["text"] == src["text"]
+            else:
+                assert d["text"] != src["text"]
+                if len(src["text"].split()) >= 40:  # one word in a 12-word line breaks 5 of 8 shingles
+                    assert _jaccard(d["text"], src["text"]) >= 0.7
+    originals = [d["text"] for d in docs if d["kind"] == "original" and "Debian" in d["text"]]
+    assert len(set(originals)) == len(originals)
+    assert _jaccard(originals[0], originals[1]) < 0.3  # same base, independent perturbations
+    assert all(d["text"].split("\n")[0].endswith((".", ",")) for d in docs)  # line ends are kept
+    assert GenConfig(n_docs=400, seed=4) != cfg and list(generate(BASES, GenConfig(n_docs=5, seed=4))) != docs[:5]
+
+
+def test_write_inputs_streams_files_the_stage_reads(tmp_path):
+    cfg = GenConfig(n_docs=50, files=4)
+    out = tmp_path / "n50"
+    meta = write_inputs(BASES, cfg, out, progress=False)
+    assert sum(meta["kinds"].values()) == 50 and cached_meta(out, cfg) == meta
+    assert cached_meta(out, GenConfig(n_docs=50, files=4, seed=1)) is None
+    files = sorted(out.glob("*.jsonl.zst"))
+    assert len(files) == 4
+    recs = [r for f in files for r in read_file(str(f))]
+    assert all(isinstance(r, RawDocument) for r in recs) and len({r.id for r in recs}) == 50
+    assert [r.text for r in recs if r.id == "scale-00000000"] == [next(generate(BASES, cfg))["text"]]
+
+
+def test_tree_rss_sees_children():
+    me = psutil.Process()
+    child = subprocess.Popen([sys.executable, "-c", "import time; x = bytearray(64 << 20); time.sleep(30)"])
+    try:
+        sampler = PeakRSS(me.pid, interval=0.05)
+        sampler.start()
+        for _ in range(200):  # until the child has touched its 64 MB
+            total, per = tree_rss(me)
+            if per.get(child.pid, 0) > 60 << 20:
+                break
+            time.sleep(0.05)
+        time.sleep(0.2)
+        sampler.stop()
+        assert child.pid in per and me.pid in per and total == sum(per.values())
+        assert sampler.samples >= 2 and sampler.peak_single >= 60 << 20
+        assert sampler.peak_total >= sampler.peak_by_pid[child.pid] + me.memory_info().rss // 2
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_growth_exponents():
+    rows = [{"docs_in": 10_000, "wall_s": 20.0, "peak_rss_tree_mb": 500, "peak_rss_largest_mb": 300},
+            {"docs_in": 100_000, "wall_s": 200.0, "peak_rss_tree_mb": 5000, "peak_rss_largest_mb": 30_000}]
+    (g,) = growth(rows)
+    assert g["wall_s_exponent"] == 1.0 and g["peak_rss_tree_mb_exponent"] == 1.0 and g["peak_rss_largest_mb_exponent"] == 2.0
+    assert g["marginal_ms_per_doc"] == 2.0 and g["marginal_rss_tree_kb_per_doc"] == 51.2  # 4500 MB * 1024 / 90,000 docs
