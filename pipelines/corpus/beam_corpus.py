@@ -19,7 +19,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 
-from pipelines.corpus.beam_dedup import ExtendIndex, NearDedup, ReadIndex
+from pipelines.corpus.beam_dedup import ExtendIndex, NearDedup, ReadIndex, sign_records
 from pipelines.corpus.clean import DROPPED, KEPT, QUARANTINED, process_document
 from pipelines.corpus.config import CorpusConfig
 from pipelines.corpus.dedup import exact_key, quality, rank_key
@@ -55,43 +55,71 @@ class ReadFiles(beam.DoFn):
             yield TaggedOutput("tally", (f"skipped_record_type:{rtype}", c))
 
 
-class Clean(beam.DoFn):
-    def __init__(self, cfg: CorpusConfig):
-        self.cfg = cfg
+class CleanAndSign(beam.DoFn):
+    """A batch of RawDocuments -> kept documents split into what the later steps need:
 
-    def process(self, doc: Any) -> Iterable[Any]:
-        status, value = process_document(doc, self.cfg)
-        if status == KEPT:
-            yield value
-        elif status == DROPPED:
-            d, reason = value
-            Metrics.counter(NS, f"dropped_{reason}").inc()
-            yield TaggedOutput("dropped", {"id": d.id, "url": d.url, "source": d.source, "reason": reason})
-        else:
-            assert status == QUARANTINED
-            Metrics.counter(NS, f"quarantined_{value.reason}").inc()
-            yield TaggedOutput("quarantine", _quarantine_row(value))
+      main      slim record: id, source, offset, exact_key, rank, quality, language, band keys
+                (~0.5 KB; the only thing the id, exact and near dedup steps move)
+      "docs"    (id, full record with text): joined back once, at the end
+      "info"    (id, (rank, shingle hashes, None, (source, offset))): for near-dup confirmation
+      "lines"   (id, ((source, offset), line keys)): for C4 line dedup
+      "dropped", "quarantine": as process_document decides
+
+    Text stays out of the dedup shuffles: on the DirectRunner every shuffle is held in memory,
+    and at scale each one is bytes over the network.
+    """
+
+    def __init__(self, cfg: CorpusConfig, bands: int, rows: int):
+        self.cfg, self.bands, self.rows = cfg, bands, rows
+
+    def process(self, batch: list[Any]) -> Iterable[Any]:
+        kept = []
+        for doc in batch:
+            status, value = process_document(doc, self.cfg)
+            if status == KEPT:
+                kept.append({**value, "offset": doc.offset})
+            elif status == DROPPED:
+                d, reason = value
+                Metrics.counter(NS, f"dropped_{reason}").inc()
+                yield TaggedOutput("dropped", {"id": d.id, "url": d.url, "source": d.source, "reason": reason})
+            else:
+                assert status == QUARANTINED
+                Metrics.counter(NS, f"quarantined_{value.reason}").inc()
+                yield TaggedOutput("quarantine", _quarantine_row(value))
+        signed = sign_records(kept, self.cfg, self.bands, self.rows) if self.cfg.near_dedup and kept else [(None, None)] * len(kept)
+        for r, (h, keys) in zip(kept, signed):
+            q = quality(r)
+            rank = rank_key(r["id"], q, indexed=False)
+            where = (r["source"], r["offset"])
+            yield {"id": r["id"], "source": r["source"], "offset": r["offset"], "exact_key": exact_key(r["text"]),
+                   "rank": rank, "quality": list(q), "band_keys": keys}
+            yield TaggedOutput("docs", (r["id"], r))
+            if h is not None:
+                yield TaggedOutput("info", (r["id"], (rank, h, None, where)))
+            if self.cfg.line_dedup:
+                yield TaggedOutput("lines", (r["id"], (where, sorted(line_keys(r["text"])))))
 
 
 def first_of_id(item: tuple[str, Iterable[dict]]) -> Iterable[Any]:
-    doc_id, docs = item
-    docs = sorted(docs, key=lambda d: (d["source"], d.get("offset", 0), d["text"]))  # deterministic
-    yield docs[0]
-    for d in docs[1:]:
+    """Records sharing an id: the smallest (source, offset) is kept, the others are quarantined."""
+    doc_id, recs = item
+    recs = sorted(recs, key=lambda r: (r["source"], r["offset"]))
+    yield recs[0]
+    for r in recs[1:]:
         Metrics.counter(NS, "quarantined_duplicate_id").inc()
-        yield TaggedOutput("quarantine", {"source": d["source"], "offset": d.get("offset", 0), "reason": "duplicate_id",
-                                          "detail": f"id already used by {docs[0]['source']}", "id": doc_id})
+        yield TaggedOutput("quarantine", {"source": r["source"], "offset": r["offset"], "reason": "duplicate_id",
+                                          "detail": f"id already used by {recs[0]['source']} at {recs[0]['offset']}", "id": doc_id})
 
 
 def pick_exact(item: tuple[str, Iterable[tuple[str, dict]]]) -> Iterable[Any]:
-    """One normalised-text hash -> the document kept and the exact duplicates removed.
+    """One normalised-text hash -> the record kept and the exact duplicates removed.
 
-    Members are ("new", doc) from this snapshot or ("old", entry) from the band index; a
-    published (indexed) document wins, else the best rank (dedup.rank_key: quality, then id).
+    Members are ("new", slim record) from this snapshot or ("old", entry) from the band index;
+    a published (indexed) document wins, else the best rank (dedup.rank_key: quality, then id).
     """
     _, members = item
-    new = sorted((d for tag, d in members if tag == "new"), key=lambda d: rank_key(d["id"], quality(d), indexed=False))
-    old = sorted((e for tag, e in members if tag == "old"), key=lambda e: e["rank"])
+    new = sorted((r for tag, r in members if tag == "new"), key=lambda r: tuple(r["rank"]))
+    old = sorted((e for tag, e in members if tag == "old"), key=lambda e: tuple(e["rank"]))
     if old:
         kept_id, gen, removed = old[0]["id"], old[0]["generation"], new
     elif new:
@@ -99,9 +127,9 @@ def pick_exact(item: tuple[str, Iterable[tuple[str, dict]]]) -> Iterable[Any]:
         yield new[0]
     else:
         return
-    for d in removed:
+    for r in removed:
         Metrics.counter(NS, "duplicates_exact").inc()
-        yield TaggedOutput("dups", {"id": d["id"], "cluster_id": kept_id, "kept_id": kept_id, "kind": "exact",
+        yield TaggedOutput("dups", {"id": r["id"], "cluster_id": kept_id, "kept_id": kept_id, "kind": "exact",
                                    "similarity": 1.0, "kept_generation": gen})
 
 
@@ -115,17 +143,33 @@ def repoint_exact(item: tuple[str, dict[str, list]]) -> Iterable[dict[str, Any]]
                if near and row["kept_generation"] is None else row)
 
 
-def dedup_lines(item: tuple[str, dict[str, list]], c4: Any) -> Iterable[Any]:
-    """A document and the keys of lines another page owns -> the document without them, or a drop."""
-    _, grouped = item
-    if not grouped["doc"]:
+def line_losers(item: tuple[str, dict[str, list]]) -> Iterable[tuple[bytes, str]]:
+    """(line key, id) for every line of a finally kept record (C4 line dedup sees survivors only)."""
+    doc_id, grouped = item
+    if not grouped["keep"]:
         return
-    doc = grouped["doc"][0]
-    if not grouped["lose"]:
+    where = grouped["keep"][0]
+    for w, keys in grouped["lines"]:
+        if w == where:
+            for k in keys:
+                yield k, doc_id
+
+
+def assemble(item: tuple[str, dict[str, list]], c4: Any) -> Iterable[Any]:
+    """The one join that brings text back: a kept record's document, minus the lines another
+    page owns (C4 line dedup), or a drop if too little is left."""
+    _, grouped = item
+    if not grouped["keep"]:
+        return  # removed as a duplicate, or a repeated id: already accounted for
+    where = grouped["keep"][0]
+    doc = next(d for d in grouped["doc"] if (d["source"], d["offset"]) == where)
+    doc = {k: v for k, v in doc.items() if k != "offset"}
+    lose = set(grouped.get("lose", ()))
+    if not lose:
         yield doc
         return
-    text = remove_lines(doc["text"], set(grouped["lose"]))
-    Metrics.counter(NS, "line_dedup_lines_removed").inc(len(grouped["lose"]))
+    text = remove_lines(doc["text"], lose)
+    Metrics.counter(NS, "line_dedup_lines_removed").inc(len(lose))
     reason = None
     if not text.strip():
         reason = "c4_no_lines_left"
@@ -139,19 +183,14 @@ def dedup_lines(item: tuple[str, dict[str, list]], c4: Any) -> Iterable[Any]:
         yield {**doc, "text": text}
 
 
-class LineDedup(beam.PTransform):
-    """C4 line-level dedup (linededup.py): each repeated line stays on one page of the snapshot."""
-
-    def __init__(self, c4: Any):
-        super().__init__()
-        self.c4 = c4
-
-    def expand(self, docs):
-        lose = (docs | "EmitLines" >> beam.FlatMap(lambda d: [(k, d["id"]) for k in line_keys(d["text"])])
-                | "GroupLines" >> beam.GroupByKey() | "Losers" >> beam.FlatMapTuple(losers))
-        return ({"doc": docs | "LineDocById" >> beam.Map(lambda d: (d["id"], d)), "lose": lose}
-                | "JoinLosers" >> beam.CoGroupByKey()
-                | "RemoveLines" >> beam.FlatMap(dedup_lines, self.c4).with_outputs("dropped", main="kept"))
+def index_row(item: tuple[str, dict[str, list]]) -> Iterable[dict]:
+    """A finally kept record and its shingle hashes -> its row in the band index."""
+    _, grouped = item
+    if not grouped["keep"]:
+        return
+    r = grouped["keep"][0]
+    h = next(h for _, h, _, w in grouped["info"] if w == (r["source"], r["offset"]))
+    yield {"id": r["id"], "exact_key": r["exact_key"], "quality": r["quality"], "hashes": h, "band_keys": r["band_keys"]}
 
 
 def _write_group(item: tuple[Any, Iterable[dict]], out: str, kind: str, num_shards: int = 1) -> str:
@@ -180,11 +219,16 @@ class CorpusPipeline(beam.PTransform):
 
     def expand(self, files):
         cfg, out, plan = self.cfg, self.cfg.output, self.index
+        from pipelines.corpus.dedup import lsh_params
+
+        bands, rows = lsh_params(cfg.jaccard_threshold, cfg.num_perm)
         read = files | "Spread" >> beam.Reshuffle() | "ReadFiles" >> beam.ParDo(ReadFiles()).with_outputs("quarantine", "tally", main="docs")
-        cleaned = read.docs | "Clean" >> beam.ParDo(Clean(cfg)).with_outputs("dropped", "quarantine", main="kept")
+        cleaned = (read.docs | "BatchDocs" >> beam.BatchElements(min_batch_size=16, max_batch_size=256)
+                   | "CleanAndSign" >> beam.ParDo(CleanAndSign(cfg, bands, rows))
+                   .with_outputs("dropped", "quarantine", "docs", "info", "lines", main="slim"))
         # Ids must be unique for the joins below; a repeated id keeps its first occurrence (by
         # source file, then offset) and quarantines the others.
-        unique = (cleaned.kept | "KeyId" >> beam.Map(lambda d: (d["id"], d)) | "GroupIds" >> beam.GroupByKey()
+        unique = (cleaned.slim | "KeyId" >> beam.Map(lambda r: (r["id"], r)) | "GroupIds" >> beam.GroupByKey()
                   | "UniqueIds" >> beam.FlatMap(first_of_id).with_outputs("quarantine", main="kept"))
         kept = unique.kept
         dup_lists, tallies, dropped = [], [read.tally], [cleaned.dropped]
@@ -194,22 +238,20 @@ class CorpusPipeline(beam.PTransform):
             doc_files = [(f, gen_of[Path(f).parent.parent.name]) for f in plan.doc_files()]
             index = files.pipeline | "ReadIndex" >> ReadIndex(plan.band_files(), doc_files)
         if cfg.exact_dedup:
-            by_hash = [kept | "KeyByHash" >> beam.Map(lambda d: (exact_key(d["text"]), ("new", d)))]
+            by_hash = [kept | "KeyByHash" >> beam.Map(lambda r: (r["exact_key"], ("new", r)))]
             if index is not None:
                 by_hash.append(index["exact"] | "TagOld" >> beam.Map(lambda kv: (kv[0], ("old", kv[1]))))
             exact = ((tuple(by_hash) | "AllHashes" >> beam.Flatten() if len(by_hash) > 1 else by_hash[0])
                      | "GroupHash" >> beam.GroupByKey() | "PickExact" >> beam.FlatMap(pick_exact).with_outputs("dups", main="kept"))
             kept = exact.kept
             dup_lists.append(exact.dups)
-        index_rows = None
         if cfg.near_dedup:
-            from pipelines.corpus.dedup import lsh_params
-
-            bands, rows = lsh_params(cfg.jaccard_threshold, cfg.num_perm)
-            near = kept | "NearDedup" >> NearDedup(cfg, bands, rows, index)
-            kept, index_rows = near["kept"], near["index_rows"]
+            near = kept | "NearDedup" >> NearDedup(cfg, cleaned.info, index)
+            kept = near["kept"]
             tallies.extend(near["tallies"])
             if cfg.exact_dedup:
+                # An exact group's representative can itself be a near-duplicate: point its
+                # exact copies at the near cluster's representative, so every kept_id is kept.
                 exact_dups = dup_lists.pop()
                 exact_dups = ({"exact": exact_dups | "ExactByKept" >> beam.Map(lambda r: (r["kept_id"], r)),
                                "near": near["dups"] | "NearById" >> beam.Map(lambda r: (r["id"], r))}
@@ -217,19 +259,27 @@ class CorpusPipeline(beam.PTransform):
                               | "Repoint" >> beam.FlatMap(repoint_exact))
                 dup_lists.append(exact_dups)
             dup_lists.append(near["dups"])
+        keep = kept | "KeepById" >> beam.Map(lambda r: (r["id"], (r["source"], r["offset"])))
+        parts = {"doc": cleaned.docs, "keep": keep}
         if cfg.line_dedup:
-            lines = kept | "LineDedup" >> LineDedup(cfg.c4)
-            kept = lines.kept
-            dropped.append(lines.dropped)
-        if plan is not None and plan.write is not None and index_rows is not None:
-            # Only documents that are finally kept enter the index (a join on id).
-            final = ({"kept": kept | "KeptIds" >> beam.Map(lambda d: (d["id"], 1)), "row": index_rows}
-                     | "JoinIndexRows" >> beam.CoGroupByKey()
-                     | "KeptIndexRows" >> beam.FlatMap(lambda kv: kv[1]["row"][:1] if kv[1]["kept"] else []))
-            _ = final | "ExtendIndex" >> ExtendIndex(str(plan.generation_dir(plan.write)), cfg.num_shards)
+            # C4 line dedup: each line repeated across the kept pages stays on one of them.
+            parts["lose"] = ({"keep": keep, "lines": cleaned.lines} | "JoinLines" >> beam.CoGroupByKey()
+                             | "EmitLines" >> beam.FlatMap(line_losers) | "GroupLines" >> beam.GroupByKey()
+                             | "Losers" >> beam.FlatMapTuple(losers))
+        final = (parts | "JoinText" >> beam.CoGroupByKey()
+                 | "Assemble" >> beam.FlatMap(assemble, cfg.c4).with_outputs("dropped", main="kept"))
+        dropped.append(final.dropped)
+        if plan is not None and plan.write is not None and cfg.near_dedup:
+            # Only documents that are finally kept enter the index.
+            final_ids = final.kept | "FinalIds" >> beam.Map(lambda d: (d["id"], 1))
+            rows_in = ({"keep": kept | "KeptSlimById" >> beam.Map(lambda r: (r["id"], r)), "info": cleaned.info,
+                        "final": final_ids}
+                       | "JoinIndexRows" >> beam.CoGroupByKey()
+                       | "KeptIndexRows" >> beam.FlatMap(lambda kv: index_row(kv) if kv[1]["final"] else []))
+            _ = rows_in | "ExtendIndex" >> ExtendIndex(str(plan.generation_dir(plan.write)), cfg.num_shards)
 
         n = cfg.num_shards
-        _ = (kept | "KeyByShard" >> beam.Map(lambda d: ((d["language"], shard_of(d["id"], n)), d))
+        _ = (final.kept | "KeyByShard" >> beam.Map(lambda d: ((d["language"], shard_of(d["id"], n)), d))
              | "GroupShards" >> beam.GroupByKey() | "WriteData" >> beam.Map(_write_group, out, "data", n))
         outputs = {"dropped": tuple(dropped),
                    "quarantine": (read.quarantine, cleaned.quarantine, unique.quarantine),

@@ -4,7 +4,8 @@
 Nodes are document ids; documents of the index (kept by earlier runs) are nodes named
 INDEXED + id, so an id reused by a new snapshot never merges with an old one by name.
 
-    Sign           batch of docs -> signatures (datasketch MinHash.bulk) + exact shingle hashes
+    sign_records   (in the cleaning step) signatures (datasketch MinHash.bulk) -> band keys,
+                   and exact shingle hashes; text never enters the dedup steps
     Bands          (band key, member) for new docs; the index contributes its stored band keys
     Screen         per bucket: each new member linked to one anchor (the smallest indexed
                    doc if any, else the smallest id); buckets carry ids, not signatures
@@ -32,8 +33,6 @@ from pipelines.corpus.dedup import (
     band_keys,
     bucket_candidates,
     exact_jaccard,
-    exact_key,
-    quality,
     rank_key,
     shingle_hashes,
     signatures_from_hashes,
@@ -51,28 +50,21 @@ def given_id(node: str) -> str:
     return node[len(INDEXED):] if node.startswith(INDEXED) else node
 
 
-class Sign(beam.DoFn):
-    """A batch of documents -> (id, band keys) on the main output, and under "info"
-    (id, (rank key, shingle hashes, None)) for verification, and under "index_row" what the
-    band index stores for the document if it is kept."""
+def sign_records(records: list[dict], cfg, bands: int, rows: int) -> list[tuple[np.ndarray, list[bytes]]]:
+    """(exact shingle hashes, LSH band keys) per record, one datasketch MinHash.bulk call per batch.
+    Languages written without spaces are shingled by characters."""
+    chars = frozenset(cfg.char_shingle_languages)
+    hashes = [shingle_hashes(r["text"], cfg.shingle_chars, "char") if r.get("language") in chars
+              else shingle_hashes(r["text"], cfg.shingle_words) for r in records]
+    sigs = signatures_from_hashes(hashes, cfg.num_perm)
+    return [(h, band_keys(s, bands, rows)) for h, s in zip(hashes, sigs)]
 
-    def __init__(self, num_perm: int, shingle_words: int, shingle_chars: int = 5,
-                 char_languages: tuple[str, ...] = (), bands: int = 16, rows: int = 8):
-        self.num_perm, self.shingle_words = num_perm, shingle_words
-        self.shingle_chars, self.char_languages = shingle_chars, frozenset(char_languages)
-        self.bands, self.rows = bands, rows
 
-    def process(self, batch: list[dict]) -> Iterable[Any]:
-        hashes = [shingle_hashes(d["text"], self.shingle_chars, "char") if d.get("language") in self.char_languages
-                  else shingle_hashes(d["text"], self.shingle_words) for d in batch]
-        sigs = signatures_from_hashes(hashes, self.num_perm)
-        for d, s, h in zip(batch, sigs, hashes):
-            q = quality(d)
-            keys = band_keys(s, self.bands, self.rows)
-            yield d["id"], keys
-            yield TaggedOutput("info", (d["id"], (rank_key(d["id"], q, indexed=False), h, None)))
-            yield TaggedOutput("index_row", (d["id"], {"id": d["id"], "exact_key": exact_key(d["text"]),
-                                                       "quality": list(q), "hashes": h, "band_keys": keys}))
+def pick_info(entries: list[tuple]) -> tuple:
+    """Two records can share an id (the later ones are quarantined by first_of_id, which keeps
+    the smallest (source, offset)); pick the same one here: (rank, hashes, generation)."""
+    rank, h, gen, _ = min(entries, key=lambda e: e[3])
+    return rank, h, gen
 
 
 def screen_bucket(item: tuple[bytes, Iterable[str]]) -> list[tuple[str, str]]:
@@ -85,15 +77,16 @@ def attach_hashes(item: tuple[str, dict[str, list]]) -> Iterable[tuple[str, tupl
     """(u, {edge: [v...], info: [(rank, h, gen)]}) -> (v, (u, u's hashes)) per candidate edge."""
     u, grouped = item
     if grouped["info"]:
+        h = pick_info(grouped["info"])[1]
         for v in grouped["edge"]:
-            yield v, (u, grouped["info"][0][1])
+            yield v, (u, h)
 
 
 def confirm_exact(item: tuple[str, dict[str, list]], threshold: float) -> Iterable[tuple[str, str]]:
     v, grouped = item
     if not grouped["info"]:
         return
-    h_v = grouped["info"][0][1]
+    h_v = pick_info(grouped["info"])[1]
     for u, h_u in grouped["edge"]:
         if exact_jaccard(h_u, h_v) >= threshold:
             Metrics.counter(NS, "near_pairs_confirmed").inc()
@@ -144,7 +137,7 @@ def label_node(item: tuple[str, Iterable[tuple[str, str]]]) -> Iterable[Any]:
 def to_root(item: tuple[str, dict[str, list]]) -> Iterable[tuple[str, tuple]]:
     node, grouped = item
     if grouped["root"] and grouped["info"]:
-        rank, h, gen = grouped["info"][0]
+        rank, h, gen = pick_info(grouped["info"])
         yield grouped["root"][0], (node, rank, h, gen)
 
 
@@ -173,7 +166,8 @@ def choose_representative(item: tuple[str, Iterable[tuple]], threshold: float) -
 
 
 def split_removed(item: tuple[str, dict[str, list]]) -> Iterable[Any]:
-    doc_id, grouped = item
+    """A kept record and the decision about it -> the record (still kept) or its duplicate row."""
+    _, grouped = item
     if not grouped["doc"]:
         return
     if grouped["removed"]:
@@ -189,19 +183,19 @@ def read_index_bands(path: str) -> Iterable[tuple[bytes, str]]:
 
 
 def read_index_docs(item: tuple[str, int]) -> Iterable[Any]:
-    """An index docs file -> (node, (rank, hashes, generation)) and ("exact", (exact_key, entry))."""
+    """An index docs file -> (node, (rank, hashes, generation, tiebreak)) and ("exact", (exact_key, entry))."""
     path, gen = item
     pf = pq.ParquetFile(path)
     for batch in pf.iter_batches(batch_size=1024):
         for r in batch.to_pylist():
             node = INDEXED + r["id"]
             rank = rank_key(node, r["quality"], indexed=True)
-            yield node, (rank, np.asarray(r["hashes"], np.uint64), gen)
+            yield node, (rank, np.asarray(r["hashes"], np.uint64), gen, ("", 0))
             yield TaggedOutput("exact", (r["exact_key"], {"id": r["id"], "rank": rank, "generation": gen}))
 
 
 class ReadIndex(beam.PTransform):
-    """The committed generations of the band index -> {"info": (node, (rank, hashes, gen)),
+    """The committed generations of the band index -> {"info": (node, (rank, hashes, gen, tiebreak)),
     "exact": (exact_key, entry), "bands": (band key, node)}."""
 
     def __init__(self, band_files: list[str], doc_files: list[tuple[str, int]]):
@@ -216,31 +210,39 @@ class ReadIndex(beam.PTransform):
         return {"info": docs.info, "exact": docs.exact, "bands": bands}
 
 
-class NearDedup(beam.PTransform):
-    """kept docs -> {"kept": docs, "dups": near-duplicate rows, "index_rows": (id, index row)
-    for every signed doc, "tallies": (name, n)}. `index` is ReadIndex's output, or None."""
+def _in_nodes(kv: tuple[str, Any], nodes: dict[str, int]) -> bool:
+    return kv[0] in nodes
 
-    def __init__(self, cfg, bands: int, rows: int, index: dict | None = None):
+
+class NearDedup(beam.PTransform):
+    """Kept slim records (id, band_keys, ...) -> {"kept": slim records still kept, "dups":
+    near-duplicate rows, "tallies": (name, n)}.
+
+    `info` is (id, (rank, hashes, generation, tiebreak)) for every new record; `index` is
+    ReadIndex's output or None. Only nodes that appear in a candidate edge (a side input of
+    their ids, ~10-20% of documents) bring their hashes into the joins: the other documents'
+    hash sets never leave the step that computed them.
+    """
+
+    def __init__(self, cfg, info, index: dict | None = None):
         super().__init__()
-        self.cfg, self.bands, self.rows, self.index = cfg, bands, rows, index
+        self.cfg, self.info, self.index = cfg, info, index
 
     def expand(self, kept):
         cfg = self.cfg
-        signed = (kept | "Batch" >> beam.BatchElements(min_batch_size=32, max_batch_size=256)
-                  | "Sign" >> beam.ParDo(Sign(cfg.num_perm, cfg.shingle_words, cfg.shingle_chars,
-                                              tuple(cfg.char_shingle_languages), self.bands, self.rows))
-                  .with_outputs("info", "index_row", main="keys"))
-        new_members = signed.keys | "Bands" >> beam.FlatMap(lambda kv: [(k, kv[0]) for k in kv[1]])
+        new_members = kept | "Bands" >> beam.FlatMap(lambda r: [(k, r["id"]) for k in r["band_keys"]])
         if self.index is not None:
-            info = (signed.info, self.index["info"]) | "AllInfo" >> beam.Flatten()
+            info = (self.info, self.index["info"]) | "AllInfo" >> beam.Flatten()
             members = (new_members, self.index["bands"]) | "AllMembers" >> beam.Flatten()
         else:
-            info, members = signed.info, new_members
+            info, members = self.info, new_members
         candidates = (members | "GroupBands" >> beam.GroupByKey()
                       | "Screen" >> beam.FlatMap(screen_bucket)
                       | "DistinctCandidates" >> beam.Distinct())
-        # Two joins bring both ends' exact shingle hashes to each candidate edge; only candidate
-        # pairs move hash sets, never all documents times all bands.
+        nodes = (candidates | "CandidateNodes" >> beam.FlatMap(lambda e: [(e[0], 1), (e[1], 1)])
+                 | "DistinctNodes" >> beam.Distinct())
+        info = info | "CandidateInfo" >> beam.Filter(_in_nodes, beam.pvalue.AsDict(nodes))
+        # Two joins bring both ends' exact shingle hashes to each candidate edge.
         edges = ({"edge": candidates, "info": info} | "JoinFirstEnd" >> beam.CoGroupByKey()
                  | "AttachFirst" >> beam.FlatMap(attach_hashes))
         edges = ({"edge": edges, "info": info} | "JoinSecondEnd" >> beam.CoGroupByKey()
@@ -250,7 +252,7 @@ class NearDedup(beam.PTransform):
                    | "KeyByRoot" >> beam.FlatMap(to_root) | "GroupClusters" >> beam.GroupByKey()
                    | "Representatives" >> beam.FlatMap(choose_representative, cfg.jaccard_threshold)
                    .with_outputs("chain_kept", main="removed"))
-        split = ({"doc": kept | "DocById" >> beam.Map(lambda d: (d["id"], d)), "removed": decided.removed}
+        split = ({"doc": kept | "SlimById" >> beam.Map(lambda r: (r["id"], r)), "removed": decided.removed}
                  | "JoinRemoved" >> beam.CoGroupByKey() | "SplitRemoved" >> beam.FlatMap(split_removed)
                  .with_outputs("dups", main="kept"))
         tallies = (
@@ -259,7 +261,7 @@ class NearDedup(beam.PTransform):
             decided.chain_kept | "CountChainKept" >> beam.combiners.Count.Globally()
             | "TallyChainKept" >> beam.Map(lambda n: ("near_chain_kept", n)),
         )
-        return {"kept": split.kept, "dups": split.dups, "index_rows": signed.index_row, "tallies": tallies}
+        return {"kept": split.kept, "dups": split.dups, "tallies": tallies}
 
 
 def _write_bands(item: tuple[int, Iterable[tuple[bytes, str]]], gen_dir: str) -> str:

@@ -353,7 +353,8 @@ def write_report(out_dir: Path, counts: dict[str, Any]) -> list[Path]:
         atomic_write_bytes(path, data)
         written.append(path)
     atomic_write_bytes(out_dir / "report.json", (json.dumps(rep, indent=1, sort_keys=True) + "\n").encode())
-    atomic_write_bytes(out_dir / "report.html", render_html(rep, sorted(pngs), out_dir.name).encode())
+    # a fixed title, no path in the page: same data, same bytes wherever it is written
+    atomic_write_bytes(out_dir / "report.html", render_html(rep, sorted(pngs), "corpus stage").encode())
     return [out_dir / "report.json", out_dir / "report.html", *written]
 
 

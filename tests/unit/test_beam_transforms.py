@@ -11,11 +11,15 @@ from pipelines.corpus.beam_dedup import INDEXED, choose_representative, screen_b
 from pipelines.corpus.dedup import rank_key
 
 
+def _slim(doc_id: str, text: str, score: float = 0.99) -> dict:
+    from pipelines.corpus.dedup import quality
+
+    return {"id": doc_id, "rank": rank_key(doc_id, quality({"text": text, "language_score": score}), indexed=False)}
+
+
 def test_pick_exact_keeps_best_quality_then_smallest_id():
-    short = {"id": "a", "text": "one two", "language_score": 0.99}
-    longer = {"id": "b", "text": "one two three", "language_score": 0.99}
-    tie = {"id": "c", "text": "one two three", "language_score": 0.99}
-    docs = [("h1", ("new", tie)), ("h1", ("new", short)), ("h1", ("new", longer)), ("h2", ("new", {"id": "d", "text": "y"}))]
+    short, longer, tie = _slim("a", "one two"), _slim("b", "one two three"), _slim("c", "one two three")
+    docs = [("h1", ("new", tie)), ("h1", ("new", short)), ("h1", ("new", longer)), ("h2", ("new", _slim("d", "y")))]
     with BeamTestPipeline() as p:
         res = (p | beam.Create(docs) | beam.GroupByKey() | beam.FlatMap(pick_exact).with_outputs("dups", main="kept"))
         assert_that(res.kept | "Ids" >> beam.Map(lambda d: d["id"]), equal_to(["b", "d"]), label="kept")
@@ -25,7 +29,7 @@ def test_pick_exact_keeps_best_quality_then_smallest_id():
 
 def test_pick_exact_prefers_a_document_already_in_the_index():
     old = {"id": "z-old", "rank": rank_key(INDEXED + "z-old", [0.5, 2.0], indexed=True), "generation": 3}
-    item = ("h", [("new", {"id": "a", "text": "one two three four", "language_score": 1.0}), ("old", old)])
+    item = ("h", [("new", _slim("a", "one two three four", 1.0)), ("old", old)])
     out = list(pick_exact(item))
     assert [o.value["kept_id"] for o in out] == ["z-old"] and out[0].value["kept_generation"] == 3
 
@@ -86,12 +90,12 @@ def test_connected_components_in_beam_match_union_find():
 
 
 def test_read_and_clean_dofns_route_every_record(tmp_path):
-    """ReadFiles + Clean on a real page, a truncated record and a bad JSON line."""
+    """ReadFiles + CleanAndSign on a real page, a truncated record and a bad JSON line."""
     import gzip
 
     from test_corpus_core import EN, html, warc_bytes  # same folder: pytest puts it on sys.path
 
-    from pipelines.corpus.beam_corpus import Clean, ReadFiles
+    from pipelines.corpus.beam_corpus import CleanAndSign, ReadFiles
     from pipelines.corpus.config import CorpusConfig
     from pipelines.corpus.filters import C4Config
 
@@ -103,8 +107,10 @@ def test_read_and_clean_dofns_route_every_record(tmp_path):
     with BeamTestPipeline() as p:
         read = (p | beam.Create(sorted(str(f) for f in tmp_path.iterdir()))
                 | beam.ParDo(ReadFiles()).with_outputs("quarantine", "tally", main="docs"))
-        cleaned = read.docs | beam.ParDo(Clean(cfg)).with_outputs("dropped", "quarantine", main="kept")
-        assert_that(cleaned.kept | "K" >> beam.Map(lambda d: (d["url"], d["language"])), equal_to([("https://a.invalid/1", "en")]), label="kept")
+        cleaned = (read.docs | beam.BatchElements(min_batch_size=4) | beam.ParDo(CleanAndSign(cfg, 16, 8))
+                   .with_outputs("dropped", "quarantine", "docs", "info", "lines", main="slim"))
+        assert_that(cleaned.docs | "K" >> beam.Map(lambda kv: (kv[1]["url"], kv[1]["language"])), equal_to([("https://a.invalid/1", "en")]), label="kept")
+        assert_that(cleaned.slim | "S" >> beam.Map(lambda r: (len(r["band_keys"]), "text" in r)), equal_to([(16, False)]), label="slim")
         assert_that(cleaned.dropped | "D" >> beam.Map(lambda d: (d["id"], d["reason"])), equal_to([("j1", "c4_no_lines_left")]), label="dropped")
         assert_that(read.quarantine | "Q" >> beam.Map(lambda q: q["reason"].split("_")[0]), equal_to(["truncated", "invalid"]), label="quarantine")
         assert_that(read.tally | "T" >> beam.CombinePerKey(sum), equal_to([("in", 4)]), label="tally")

@@ -35,11 +35,11 @@ def test_character_shingles_for_languages_without_spaces():
 def test_sign_shingles_by_language():
     import numpy as np
 
-    from pipelines.corpus.beam_dedup import Sign
+    from pipelines.corpus.beam_dedup import sign_records
+    from pipelines.corpus.config import CorpusConfig
 
     ja = "吾輩は猫である。名前はまだ無い。どこで生れたかとんと見当がつかぬ。"
-    fn = Sign(128, 5, 5, ("ja",))
-    out = list(fn.process([{"id": "a", "text": ja, "language": "ja"}, {"id": "b", "text": TEXT, "language": "en"}]))
-    hashes = {o.value[0]: o.value[1][1] for o in out if getattr(o, "tag", None) == "info"}
-    assert np.array_equal(hashes["a"], shingle_hashes(ja, 5, "char"))
-    assert np.array_equal(hashes["b"], shingle_hashes(TEXT, 5))
+    cfg = CorpusConfig(input=["-"], output="-", char_shingle_languages=["ja"])
+    (h_ja, keys_ja), (h_en, keys_en) = sign_records([{"text": ja, "language": "ja"}, {"text": TEXT, "language": "en"}], cfg, 16, 8)
+    assert np.array_equal(h_ja, shingle_hashes(ja, 5, "char")) and np.array_equal(h_en, shingle_hashes(TEXT, 5))
+    assert len(keys_ja) == len(keys_en) == 16 and keys_ja != keys_en
