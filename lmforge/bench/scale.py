@@ -264,11 +264,12 @@ def tree_rss(root) -> tuple[int, dict[int, int]]:
 class PeakRSS(threading.Thread):
     """Samples tree_rss(pid) every `interval` seconds until stop(); keeps the peaks."""
 
-    def __init__(self, pid: int, interval: float = 0.2):
+    def __init__(self, pid: int, interval: float = 0.2, limit: int = 0):
         import psutil
 
         super().__init__(daemon=True)
         self.root, self.interval, self._stop_event = psutil.Process(pid), interval, threading.Event()
+        self.limit, self.killed_at = limit, 0  # limit > 0: kill the tree when its RSS passes it
         self.peak_total = self.peak_single = 0
         self.peak_by_pid: dict[int, int] = {}
         self.t0, self.peak_total_at = time.perf_counter(), 0.0
@@ -282,6 +283,14 @@ class PeakRSS(threading.Thread):
         for pid, rss in per.items():
             self.peak_by_pid[pid] = max(rss, self.peak_by_pid.get(pid, 0))
         self.peak_single = max([self.peak_single, *per.values()])
+        if self.limit and total > self.limit and not self.killed_at:
+            # Stop before the kernel's OOM killer picks a victim (possibly not ours).
+            self.killed_at = total
+            for pid in sorted(per, reverse=True):
+                try:
+                    os.kill(pid, 9)
+                except OSError:
+                    pass
 
     def run(self) -> None:
         while not self._stop_event.is_set():
@@ -296,8 +305,9 @@ class PeakRSS(threading.Thread):
 # ---------------------------------------------------------------- running the stage
 
 
-def run_stage(inputs: Path, out: Path, beam_args: list[str]) -> dict[str, Any]:
-    """One `lmforge corpus` subprocess: wall time, peak RSS (tree, largest process, root), counts."""
+def run_stage(inputs: Path, out: Path, beam_args: list[str], max_rss: int = 0) -> dict[str, Any]:
+    """One `lmforge corpus` subprocess: wall time, peak RSS (tree, largest process, root), counts.
+    With max_rss > 0 the tree is killed when its RSS passes it; the row then says so."""
     shutil.rmtree(out, ignore_errors=True)
     out.parent.mkdir(parents=True, exist_ok=True)
     log = out.with_suffix(".log")
@@ -306,11 +316,15 @@ def run_stage(inputs: Path, out: Path, beam_args: list[str]) -> dict[str, Any]:
     t0 = time.perf_counter()
     with open(log, "wb") as lf:
         proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT)
-        sampler = PeakRSS(proc.pid)
+        sampler = PeakRSS(proc.pid, limit=max_rss)
         sampler.start()
         rc = proc.wait()
         wall = time.perf_counter() - t0
         sampler.stop()
+    if sampler.killed_at:
+        return {"failed": f"stopped after {wall:,.0f} s: the process tree passed {max_rss / 2**30:.1f} GB RSS",
+                "wall_s": round(wall, 2), "peak_rss_tree_mb": round(sampler.peak_total / MB),
+                "peak_rss_largest_mb": round(sampler.peak_single / MB), "loadavg_1m_before": round(load_before[0], 2)}
     if rc != 0:
         tail = log.read_text(errors="replace")[-3000:]
         raise RuntimeError(f"{' '.join(cmd)} exited with {rc}; log {log}:\n{tail}")
@@ -330,6 +344,7 @@ def growth(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Between consecutive sizes: ratios of time and memory, and the exponent k in t ~ n^k
     (k = log(t2/t1) / log(n2/n1); 1 is linear, 10x docs -> 10x time)."""
     out = []
+    rows = [r for r in rows if "failed" not in r]
     for a, b in zip(rows, rows[1:]):
         n = b["docs_in"] / a["docs_in"]
         g = {"from": a["docs_in"], "to": b["docs_in"], "docs_ratio": round(n, 2)}
@@ -346,6 +361,12 @@ def growth(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             g["marginal_rss_largest_kb_per_doc"] = round(1024 * (b["peak_rss_largest_mb"] - a["peak_rss_largest_mb"]) / extra, 1)
         out.append(g)
     return out
+
+
+def _total_memory() -> int:
+    import psutil
+
+    return psutil.virtual_memory().total
 
 
 def code_version() -> str:
@@ -369,6 +390,10 @@ def render(rows: list[dict[str, Any]], grow: list[dict[str, Any]], beam_args: li
              "| documents in | wall s | docs/s | peak RSS tree MB | peak RSS largest process MB | kept | dropped | duplicates exact / near | quarantined | load 1m before |",
              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
+        if "failed" in r:
+            lines.append(f"| {r['size']:,} | {r['failed']} | | {r['peak_rss_tree_mb']:,} (killed) | {r['peak_rss_largest_mb']:,} | | | | | "
+                         f"{r['loadavg_1m_before']} |")
+            continue
         d = r["duplicates_by_kind"]
         lines.append(f"| {r['docs_in']:,} | {r['wall_s']:,.1f} | {r['docs_per_s']:,.0f} | {r['peak_rss_tree_mb']:,} | "
                      f"{r['peak_rss_largest_mb']:,} | {r['kept']:,} | {r['dropped']:,} | {d.get('exact', 0):,} / {d.get('near', 0):,} | "
@@ -399,6 +424,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep-outputs", action="store_true", help="keep each run's stage directory under <cache>/runs/")
     ap.add_argument("--out", default="docs/BENCHMARKS.md", help="report to update (default: docs/BENCHMARKS.md)")
     ap.add_argument("--note", default="", help="a sentence added to the report (e.g. what else ran on the machine)")
+    ap.add_argument("--max-rss-gb", type=float, default=round(0.85 * _total_memory() / 2**30, 1),
+                    help="kill a run whose process tree passes this RSS, and report it (default: 85%% of this machine's memory)")
     a = ap.parse_args(argv)
     bases = None
     rows = []
@@ -413,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
             meta = write_inputs(bases, cfg, inputs)
         print(f"bench scale: {n:,} documents ({meta['kinds']}) from {inputs}; running the stage ...", flush=True)
         out = (a.cache / "runs" / f"n{n}").resolve()
-        row = {"size": n, **run_stage(inputs, out, beam_args), "input_mb": round(sum(f.stat().st_size for f in inputs.glob("*.zst")) / MB, 1)}
+        row = {"size": n, **run_stage(inputs, out, beam_args, int(a.max_rss_gb * 2**30)), "input_mb": round(sum(f.stat().st_size for f in inputs.glob("*.zst")) / MB, 1)}
         if not a.keep_outputs:
             shutil.rmtree(out, ignore_errors=True)
         print(json.dumps(row), flush=True)

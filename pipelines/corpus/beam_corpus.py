@@ -22,7 +22,7 @@ from apache_beam.pvalue import TaggedOutput
 from pipelines.corpus.beam_dedup import ExtendIndex, NearDedup, ReadIndex, sign_records
 from pipelines.corpus.clean import DROPPED, KEPT, QUARANTINED, process_document
 from pipelines.corpus.config import CorpusConfig
-from pipelines.corpus.dedup import exact_key, quality, rank_key
+from pipelines.corpus.dedup import exact_key, quality, quality_of_rank, rank_key, split_band_keys
 from pipelines.corpus.filters import clean_page
 from pipelines.corpus.linededup import line_keys, losers, remove_lines
 from pipelines.corpus.readers import read_file
@@ -92,12 +92,31 @@ class CleanAndSign(beam.DoFn):
             rank = rank_key(r["id"], q, indexed=False)
             where = (r["source"], r["offset"])
             yield {"id": r["id"], "source": r["source"], "offset": r["offset"], "exact_key": exact_key(r["text"]),
-                   "rank": rank, "quality": list(q), "band_keys": keys}
-            yield TaggedOutput("docs", (r["id"], r))
+                   "rank": rank, "band_keys": b"".join(keys) if keys is not None else None}
+            yield TaggedOutput("docs", (r["id"], pack_text(r)))
             if h is not None:
                 yield TaggedOutput("info", (r["id"], (rank, h, None, where)))
             if self.cfg.line_dedup:
                 yield TaggedOutput("lines", (r["id"], (where, sorted(line_keys(r["text"])))))
+
+
+def pack_text(rec: dict) -> dict:
+    """The text zstd-compressed while it waits for the final join (~2.5x smaller: the
+    DirectRunner holds every waiting PCollection in memory, a distributed runner sends it over
+    the network)."""
+    import zstandard
+
+    out = {k: v for k, v in rec.items() if k != "text"}
+    out["ztext"] = zstandard.ZstdCompressor(level=1).compress(rec["text"].encode())
+    return out
+
+
+def unpack_text(rec: dict) -> dict:
+    import zstandard
+
+    out = {k: v for k, v in rec.items() if k != "ztext"}
+    out["text"] = zstandard.ZstdDecompressor().decompress(rec["ztext"]).decode()
+    return out
 
 
 def first_of_id(item: tuple[str, Iterable[dict]]) -> Iterable[Any]:
@@ -168,6 +187,7 @@ def assemble(item: tuple[str, dict[str, list]], c4: Any) -> Iterable[Any]:
     if not lose:
         yield doc
         return
+    doc = unpack_text(doc)
     text = remove_lines(doc["text"], lose)
     Metrics.counter(NS, "line_dedup_lines_removed").inc(len(lose))
     reason = None
@@ -180,7 +200,7 @@ def assemble(item: tuple[str, dict[str, list]], c4: Any) -> Iterable[Any]:
         yield TaggedOutput("dropped", {"id": doc["id"], "url": doc["url"], "source": doc["source"],
                                        "reason": f"line_dedup_{reason}"})
     else:
-        yield {**doc, "text": text}
+        yield pack_text({**doc, "text": text})
 
 
 def index_row(item: tuple[str, dict[str, list]]) -> Iterable[dict]:
@@ -190,7 +210,8 @@ def index_row(item: tuple[str, dict[str, list]]) -> Iterable[dict]:
         return
     r = grouped["keep"][0]
     h = next(h for _, h, _, w in grouped["info"] if w == (r["source"], r["offset"]))
-    yield {"id": r["id"], "exact_key": r["exact_key"], "quality": r["quality"], "hashes": h, "band_keys": r["band_keys"]}
+    yield {"id": r["id"], "exact_key": r["exact_key"], "quality": quality_of_rank(r["rank"]), "hashes": h,
+           "band_keys": split_band_keys(r["band_keys"])}
 
 
 def _write_group(item: tuple[Any, Iterable[dict]], out: str, kind: str, num_shards: int = 1) -> str:
@@ -198,6 +219,7 @@ def _write_group(item: tuple[Any, Iterable[dict]], out: str, kind: str, num_shar
     rows = list(rows)
     if kind == "data":
         lang, shard = key
+        rows = [unpack_text(r) for r in rows]
         return write_parquet_rows(Path(out, "data", lang, f"part-{shard:05d}-of-{num_shards:05d}.parquet"), rows, CLEAN_DOC_SCHEMA)
     if kind == "duplicates":
         return write_parquet_rows(Path(out, "duplicates", "part-00000.parquet"), rows, DUPLICATE_SCHEMA)

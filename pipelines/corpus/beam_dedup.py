@@ -36,6 +36,7 @@ from pipelines.corpus.dedup import (
     rank_key,
     shingle_hashes,
     signatures_from_hashes,
+    split_band_keys,
 )
 from pipelines.corpus.graph import both_directions, large_star, small_star, toward_larger
 from pipelines.io import shard_of, write_parquet_rows
@@ -230,7 +231,7 @@ class NearDedup(beam.PTransform):
 
     def expand(self, kept):
         cfg = self.cfg
-        new_members = kept | "Bands" >> beam.FlatMap(lambda r: [(k, r["id"]) for k in r["band_keys"]])
+        new_members = kept | "Bands" >> beam.FlatMap(lambda r: [(k, r["id"]) for k in split_band_keys(r["band_keys"])])
         if self.index is not None:
             info = (self.info, self.index["info"]) | "AllInfo" >> beam.Flatten()
             members = (new_members, self.index["bands"]) | "AllMembers" >> beam.Flatten()

@@ -82,8 +82,16 @@ def detection_probability(s: float, bands: int, rows: int) -> float:
     return 1.0 - (1.0 - s**rows) ** bands
 
 
+BAND_KEY_BYTES = 14
+
+
+def split_band_keys(blob: bytes) -> list[bytes]:
+    """band_keys joined into one bytes object (one Python object instead of 16 in flight)."""
+    return [blob[i : i + BAND_KEY_BYTES] for i in range(0, len(blob), BAND_KEY_BYTES)]
+
+
 def band_keys(sig: np.ndarray, bands: int, rows: int) -> list[bytes]:
-    """One key per band: the band index plus a hash of its rows' values."""
+    """One key per band (BAND_KEY_BYTES): the band index plus a 12-byte hash of its rows' values."""
     return [
         struct.pack(">H", i) + hashlib.blake2b(sig[i * rows : (i + 1) * rows].tobytes(), digest_size=12).digest()
         for i in range(bands)
@@ -166,3 +174,7 @@ def quality(doc: dict) -> tuple[float, float]:
 def rank_key(doc_id: str, q: Sequence[float], indexed: bool) -> tuple:
     """Smaller is better: indexed first, then higher quality, then smaller id."""
     return (0 if indexed else 1, *(-x for x in q), doc_id)
+
+
+def quality_of_rank(rank: Sequence) -> list[float]:
+    return [-x for x in rank[1:-1]]

@@ -110,7 +110,7 @@ def test_read_and_clean_dofns_route_every_record(tmp_path):
         cleaned = (read.docs | beam.BatchElements(min_batch_size=4) | beam.ParDo(CleanAndSign(cfg, 16, 8))
                    .with_outputs("dropped", "quarantine", "docs", "info", "lines", main="slim"))
         assert_that(cleaned.docs | "K" >> beam.Map(lambda kv: (kv[1]["url"], kv[1]["language"])), equal_to([("https://a.invalid/1", "en")]), label="kept")
-        assert_that(cleaned.slim | "S" >> beam.Map(lambda r: (len(r["band_keys"]), "text" in r)), equal_to([(16, False)]), label="slim")
+        assert_that(cleaned.slim | "S" >> beam.Map(lambda r: (len(r["band_keys"]), "text" in r)), equal_to([(16 * 14, False)]), label="slim")
         assert_that(cleaned.dropped | "D" >> beam.Map(lambda d: (d["id"], d["reason"])), equal_to([("j1", "c4_no_lines_left")]), label="dropped")
         assert_that(read.quarantine | "Q" >> beam.Map(lambda q: q["reason"].split("_")[0]), equal_to(["truncated", "invalid"]), label="quarantine")
         assert_that(read.tally | "T" >> beam.CombinePerKey(sum), equal_to([("in", 4)]), label="tally")
