@@ -69,6 +69,19 @@ def test_warc_reader_yields_documents_and_quarantines_truncated_member(tmp_path,
     assert recs[1].offset > 0 and len(recs) == 2
 
 
+def test_malformed_warc_record_is_quarantined_and_earlier_records_kept(tmp_path):
+    import gzip as gz
+
+    first = warc_bytes([("https://a.invalid/1", html(EN), "text/html; charset=utf-8")])
+    second = gz.decompress(warc_bytes([("https://a.invalid/2", html(EN), "text/html")]))
+    broken = second.replace(b"WARC/1.", b"XXXX/9.", 1)  # the version line of the second record's header
+    path = tmp_path / "m.warc.gz"
+    path.write_bytes(first + gz.compress(broken))
+    recs = list(read_file(str(path)))
+    assert isinstance(recs[0], RawDocument) and recs[0].url == "https://a.invalid/1"
+    assert isinstance(recs[1], Quarantined) and recs[1].reason == "malformed_warc" and recs[1].offset == len(first)
+
+
 def test_zero_byte_and_unknown_files_are_quarantined(tmp_path):
     (tmp_path / "empty.warc.gz").write_bytes(b"")
     (tmp_path / "notes.txt").write_text("hello")
