@@ -43,6 +43,27 @@ from pipelines.io import shard_of, write_parquet_rows
 from schemas.minhash_index import INDEX_BAND_SCHEMA, INDEX_DOC_SCHEMA
 
 NS = "corpus"
+
+# (counter before a shuffle, counter after it): equal in a correct run. Document counts
+# reconcile on their own (every document lands in exactly one output), but a record lost inside
+# the dedup path would only make fewer duplicates found; these pairs make that loss loud
+# (stage.check_shuffles).
+SHUFFLE_CHECKS = (("dedup_band_entries_out", "dedup_band_entries_in"),
+                  ("dedup_candidates_out", "dedup_candidates_in"),
+                  ("dedup_half_edges_out", "dedup_half_edges_in"),
+                  ("dedup_rooted_out", "dedup_rooted_in"))
+
+
+def _count(name: str, n: int = 1) -> None:
+    Metrics.counter(NS, name).inc(n)
+
+
+def counted(name: str):
+    """A Map that counts the elements passing through it under `name`."""
+    def fn(x):
+        _count(name)
+        return x
+    return fn
 INDEXED = "\x1fidx\x1f"
 """Prefix of index nodes; sorts before printable ids, so an indexed doc anchors its buckets."""
 
@@ -71,21 +92,29 @@ def pick_info(entries: list[tuple]) -> tuple:
 def screen_bucket(item: tuple[bytes, Iterable[str]]) -> list[tuple[str, str]]:
     """One LSH bucket of node ids -> candidate edges (dedup.bucket_candidates)."""
     _, nodes = item
+    nodes = list(nodes)
+    _count("dedup_band_entries_in", len(nodes))
     return bucket_candidates((n, n.startswith(INDEXED)) for n in nodes)
 
 
 def attach_hashes(item: tuple[str, dict[str, list]]) -> Iterable[tuple[str, tuple[str, np.ndarray]]]:
     """(u, {edge: [v...], info: [(rank, h, gen)]}) -> (v, (u, u's hashes)) per candidate edge."""
     u, grouped = item
+    _count("dedup_candidates_in", len(grouped["edge"]))
     if grouped["info"]:
         h = pick_info(grouped["info"])[1]
         for v in grouped["edge"]:
             yield v, (u, h)
+    elif grouped["edge"]:  # every candidate node has hashes: a miss means a shuffle lost records
+        yield TaggedOutput("missing", u)
 
 
 def confirm_exact(item: tuple[str, dict[str, list]], threshold: float) -> Iterable[tuple[str, str]]:
     v, grouped = item
+    _count("dedup_half_edges_in", len(grouped["edge"]))
     if not grouped["info"]:
+        if grouped["edge"]:
+            yield TaggedOutput("missing", v)
         return
     h_v = pick_info(grouped["info"])[1]
     for u, h_u in grouped["edge"]:
@@ -140,6 +169,8 @@ def to_root(item: tuple[str, dict[str, list]]) -> Iterable[tuple[str, tuple]]:
     if grouped["root"] and grouped["info"]:
         rank, h, gen = pick_info(grouped["info"])
         yield grouped["root"][0], (node, rank, h, gen)
+    elif grouped["root"]:
+        yield TaggedOutput("missing", node)
 
 
 def choose_representative(item: tuple[str, Iterable[tuple]], threshold: float) -> Iterable[Any]:
@@ -151,6 +182,7 @@ def choose_representative(item: tuple[str, Iterable[tuple]], threshold: float) -
     """
     _, members = item
     members = sorted(members, key=lambda m: m[1])
+    _count("dedup_rooted_in", len(members))
     rep, _, h_rep, rep_gen = members[0]
     rep_id = given_id(rep)
     for node, _, h, _ in members[1:]:
@@ -231,26 +263,30 @@ class NearDedup(beam.PTransform):
 
     def expand(self, kept):
         cfg = self.cfg
-        new_members = kept | "Bands" >> beam.FlatMap(lambda r: [(k, r["id"]) for k in split_band_keys(r["band_keys"])])
+        new_members = (kept | "Bands" >> beam.FlatMap(lambda r: [(k, r["id"]) for k in split_band_keys(r["band_keys"])])
+                       | "CountBands" >> beam.Map(counted("dedup_band_entries_out")))
         if self.index is not None:
             info = (self.info, self.index["info"]) | "AllInfo" >> beam.Flatten()
-            members = (new_members, self.index["bands"]) | "AllMembers" >> beam.Flatten()
+            old = self.index["bands"] | "CountOldBands" >> beam.Map(counted("dedup_band_entries_out"))
+            members = (new_members, old) | "AllMembers" >> beam.Flatten()
         else:
             info, members = self.info, new_members
         candidates = (members | "GroupBands" >> beam.GroupByKey()
                       | "Screen" >> beam.FlatMap(screen_bucket)
-                      | "DistinctCandidates" >> beam.Distinct())
+                      | "DistinctCandidates" >> beam.Distinct() | "CountCandidates" >> beam.Map(counted("dedup_candidates_out")))
         nodes = (candidates | "CandidateNodes" >> beam.FlatMap(lambda e: [(e[0], 1), (e[1], 1)])
                  | "DistinctNodes" >> beam.Distinct())
         info = info | "CandidateInfo" >> beam.Filter(_in_nodes, beam.pvalue.AsDict(nodes))
         # Two joins bring both ends' exact shingle hashes to each candidate edge.
-        edges = ({"edge": candidates, "info": info} | "JoinFirstEnd" >> beam.CoGroupByKey()
-                 | "AttachFirst" >> beam.FlatMap(attach_hashes))
-        edges = ({"edge": edges, "info": info} | "JoinSecondEnd" >> beam.CoGroupByKey()
-                 | "ConfirmExact" >> beam.FlatMap(confirm_exact, cfg.jaccard_threshold))
-        cc = edges | "Components" >> ConnectedComponents(cfg.cc_rounds)
-        decided = ({"root": cc.labels, "info": info} | "JoinNodeInfo" >> beam.CoGroupByKey()
-                   | "KeyByRoot" >> beam.FlatMap(to_root) | "GroupClusters" >> beam.GroupByKey()
+        first = ({"edge": candidates, "info": info} | "JoinFirstEnd" >> beam.CoGroupByKey()
+                 | "AttachFirst" >> beam.FlatMap(attach_hashes).with_outputs("missing", main="edges"))
+        half = first.edges | "CountHalfEdges" >> beam.Map(counted("dedup_half_edges_out"))
+        second = ({"edge": half, "info": info} | "JoinSecondEnd" >> beam.CoGroupByKey()
+                  | "ConfirmExact" >> beam.FlatMap(confirm_exact, cfg.jaccard_threshold).with_outputs("missing", main="edges"))
+        cc = second.edges | "Components" >> ConnectedComponents(cfg.cc_rounds)
+        rooted = ({"root": cc.labels, "info": info} | "JoinNodeInfo" >> beam.CoGroupByKey()
+                  | "KeyByRoot" >> beam.FlatMap(to_root).with_outputs("missing", main="rooted"))
+        decided = (rooted.rooted | "CountRooted" >> beam.Map(counted("dedup_rooted_out")) | "GroupClusters" >> beam.GroupByKey()
                    | "Representatives" >> beam.FlatMap(choose_representative, cfg.jaccard_threshold)
                    .with_outputs("chain_kept", main="removed"))
         split = ({"doc": kept | "SlimById" >> beam.Map(lambda r: (r["id"], r)), "removed": decided.removed}
@@ -261,6 +297,10 @@ class NearDedup(beam.PTransform):
             | "TallyUnconverged" >> beam.Map(lambda n: ("cc_unconverged_nodes", n)),
             decided.chain_kept | "CountChainKept" >> beam.combiners.Count.Globally()
             | "TallyChainKept" >> beam.Map(lambda n: ("near_chain_kept", n)),
+            # Must be 0; the driver refuses to write a manifest otherwise (stage.check_dedup_tallies).
+            (first.missing, second.missing, rooted.missing) | "AllMissing" >> beam.Flatten()
+            | "CountMissing" >> beam.combiners.Count.Globally()
+            | "TallyMissing" >> beam.Map(lambda n: ("dedup_nodes_missing_hashes", n)),
         )
         return {"kept": split.kept, "dups": split.dups, "tallies": tallies}
 

@@ -83,6 +83,27 @@ def reconcile(counts: dict) -> None:
                            f"quarantined={accounted}; records were lost or double-counted: {counts}")
 
 
+def check_dedup_tallies(tally: dict[str, int]) -> None:
+    """Every node of a candidate edge carries its shingle hashes through three joins; a node
+    that arrives without them means a shuffle lost records, and near-duplicates would be kept
+    silently. Document counts cannot show that (the documents themselves were not lost)."""
+    missing = tally.get("dedup_nodes_missing_hashes", 0)
+    if missing:
+        raise RuntimeError(f"near-dedup: {missing} candidate nodes reached a join without their shingle hashes; "
+                           "a shuffle lost records, so the duplicates found would be incomplete. Rerun; if it repeats, "
+                           "run with --direct_running_mode=in_memory and report it.")
+
+
+def check_shuffles(metrics: dict[str, int]) -> None:
+    """Counters on both sides of the dedup path's shuffles must agree (beam_dedup.SHUFFLE_CHECKS)."""
+    from pipelines.corpus.beam_dedup import SHUFFLE_CHECKS
+
+    bad = [f"{a}={metrics.get(a, 0)} but {b}={metrics.get(b, 0)}" for a, b in SHUFFLE_CHECKS if metrics.get(a, 0) != metrics.get(b, 0)]
+    if bad:
+        raise RuntimeError("near-dedup: records were lost inside a shuffle (" + "; ".join(bad) + "); the duplicates "
+                           "found would be incomplete, so no manifest is written. Rerun the stage.")
+
+
 def run(cfg: CorpusConfig, beam_args: list[str] | None = None) -> Path:
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
@@ -111,6 +132,9 @@ def run(cfg: CorpusConfig, beam_args: list[str] | None = None) -> Path:
         pass
     counts = collect_counts(out)
     reconcile(counts)
+    check_dedup_tallies(_tally(out))
+    if result_metrics:  # runners that report no metrics skip this cross-check
+        check_shuffles(result_metrics)
     from pipelines.corpus.report import write_report
 
     report_files = write_report(out, counts)

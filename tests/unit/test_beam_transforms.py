@@ -136,3 +136,17 @@ def test_encode_pack_write_writes_a_readable_masked_shard(tmp_path):
     assert all(len(v) == 3 for v in table.column("mask_positions").to_pylist())
     ds = datasets.Dataset.from_file(str(path))
     assert len(ds) == table.num_rows and len(ds[0]["input_ids"]) == 16
+
+
+def test_a_candidate_node_without_hashes_is_reported_not_skipped():
+    import pytest
+
+    from pipelines.corpus.beam_dedup import attach_hashes, confirm_exact, to_root
+    from pipelines.corpus.stage import check_dedup_tallies
+
+    assert [o.tag for o in attach_hashes(("u", {"edge": ["v"], "info": []}))] == ["missing"]
+    assert [o.tag for o in confirm_exact(("v", {"edge": [("u", np.zeros(1, np.uint64))], "info": []}), 0.8)] == ["missing"]
+    assert [o.tag for o in to_root(("n", {"root": ["r"], "info": []}))] == ["missing"]
+    check_dedup_tallies({"dedup_nodes_missing_hashes": 0})
+    with pytest.raises(RuntimeError, match="lost records"):
+        check_dedup_tallies({"dedup_nodes_missing_hashes": 3})
