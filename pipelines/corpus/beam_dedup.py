@@ -215,32 +215,48 @@ def read_index_bands(path: str) -> Iterable[tuple[bytes, str]]:
         yield key, INDEXED + doc_id
 
 
-def read_index_docs(item: tuple[str, int]) -> Iterable[Any]:
-    """An index docs file -> (node, (rank, hashes, generation, tiebreak)) and ("exact", (exact_key, entry))."""
+def read_index_exact(item: tuple[str, int]) -> Iterable[tuple[str, dict]]:
+    """An index docs file -> (exact_key, entry) per document (hashes are not read here)."""
     path, gen = item
     pf = pq.ParquetFile(path)
-    for batch in pf.iter_batches(batch_size=1024):
+    for batch in pf.iter_batches(batch_size=4096, columns=["id", "exact_key", "quality"]):
         for r in batch.to_pylist():
+            yield r["exact_key"], {"id": r["id"], "rank": rank_key(INDEXED + r["id"], r["quality"], indexed=True),
+                                   "generation": gen}
+
+
+def read_index_info(item: tuple[str, int], nodes: dict[str, int]) -> Iterable[tuple[str, tuple]]:
+    """An index docs file -> (node, (rank, hashes, generation, tiebreak)) for the indexed
+    documents that are in a candidate pair of this run (`nodes`), the only ones whose hashes
+    the joins need. Runs once the candidates are known, so the others are never held."""
+    import pyarrow as pa
+
+    path, gen = item
+    pf = pq.ParquetFile(path)
+    for batch in pf.iter_batches(batch_size=1024, columns=["id", "quality", "hashes"]):
+        wanted = [i for i, doc_id in enumerate(batch.column("id").to_pylist()) if INDEXED + doc_id in nodes]
+        if not wanted:
+            continue
+        for r in batch.take(pa.array(wanted)).to_pylist():  # only these rows become Python objects
             node = INDEXED + r["id"]
-            rank = rank_key(node, r["quality"], indexed=True)
-            yield node, (rank, np.asarray(r["hashes"], np.uint64), gen, ("", 0))
-            yield TaggedOutput("exact", (r["exact_key"], {"id": r["id"], "rank": rank, "generation": gen}))
+            yield node, (rank_key(node, r["quality"], indexed=True), np.asarray(r["hashes"], np.uint64), gen, ("", 0))
 
 
 class ReadIndex(beam.PTransform):
-    """The committed generations of the band index -> {"info": (node, (rank, hashes, gen, tiebreak)),
-    "exact": (exact_key, entry), "bands": (band key, node)}."""
+    """The committed generations of the band index -> {"exact": (exact_key, entry), "bands":
+    (band key, node), "doc_files": [(path, generation)]} (hashes are read by NearDedup, once it
+    knows which indexed documents meet a candidate pair)."""
 
     def __init__(self, band_files: list[str], doc_files: list[tuple[str, int]]):
         super().__init__()
         self.band_files, self.doc_files = band_files, doc_files
 
     def expand(self, pbegin):
-        docs = (pbegin | "IndexDocFiles" >> beam.Create(self.doc_files) | "SpreadIndexDocs" >> beam.Reshuffle()
-                | "ReadIndexDocs" >> beam.FlatMap(read_index_docs).with_outputs("exact", main="info"))
+        exact = (pbegin | "IndexDocFiles" >> beam.Create(self.doc_files) | "SpreadIndexDocs" >> beam.Reshuffle()
+                 | "ReadIndexExact" >> beam.FlatMap(read_index_exact))
         bands = (pbegin | "IndexBandFiles" >> beam.Create(self.band_files) | "SpreadIndexBands" >> beam.Reshuffle()
                  | "ReadIndexBands" >> beam.FlatMap(read_index_bands))
-        return {"info": docs.info, "exact": docs.exact, "bands": bands}
+        return {"exact": exact, "bands": bands, "doc_files": self.doc_files}
 
 
 def _in_nodes(kv: tuple[str, Any], nodes: dict[str, int]) -> bool:
@@ -266,17 +282,21 @@ class NearDedup(beam.PTransform):
         new_members = (kept | "Bands" >> beam.FlatMap(lambda r: [(k, r["id"]) for k in split_band_keys(r["band_keys"])])
                        | "CountBands" >> beam.Map(counted("dedup_band_entries_out")))
         if self.index is not None:
-            info = (self.info, self.index["info"]) | "AllInfo" >> beam.Flatten()
             old = self.index["bands"] | "CountOldBands" >> beam.Map(counted("dedup_band_entries_out"))
             members = (new_members, old) | "AllMembers" >> beam.Flatten()
         else:
-            info, members = self.info, new_members
+            members = new_members
         candidates = (members | "GroupBands" >> beam.GroupByKey()
                       | "Screen" >> beam.FlatMap(screen_bucket)
                       | "DistinctCandidates" >> beam.Distinct() | "CountCandidates" >> beam.Map(counted("dedup_candidates_out")))
         nodes = (candidates | "CandidateNodes" >> beam.FlatMap(lambda e: [(e[0], 1), (e[1], 1)])
                  | "DistinctNodes" >> beam.Distinct())
-        info = info | "CandidateInfo" >> beam.Filter(_in_nodes, beam.pvalue.AsDict(nodes))
+        node_set = beam.pvalue.AsDict(nodes)
+        info = self.info | "CandidateInfo" >> beam.Filter(_in_nodes, node_set)
+        if self.index is not None and self.index["doc_files"]:
+            old_info = (kept.pipeline | "IndexInfoFiles" >> beam.Create(self.index["doc_files"])
+                        | "ReadIndexInfo" >> beam.FlatMap(read_index_info, node_set))
+            info = (info, old_info) | "AllInfo" >> beam.Flatten()
         # Two joins bring both ends' exact shingle hashes to each candidate edge.
         first = ({"edge": candidates, "info": info} | "JoinFirstEnd" >> beam.CoGroupByKey()
                  | "AttachFirst" >> beam.FlatMap(attach_hashes).with_outputs("missing", main="edges"))

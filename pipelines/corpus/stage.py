@@ -126,8 +126,9 @@ def run(cfg: CorpusConfig, beam_args: list[str] | None = None) -> Path:
     result_metrics = {}
     try:
         res = p.result  # type: ignore[attr-defined]
-        for c in res.metrics().query()["counters"]:
-            result_metrics[c.key.metric.name] = c.committed if c.committed is not None else c.attempted
+        for c in res.metrics().query()["counters"]:  # one entry per (step, name): sum over steps
+            n = c.committed if c.committed is not None else c.attempted
+            result_metrics[c.key.metric.name] = result_metrics.get(c.key.metric.name, 0) + n
     except Exception:  # noqa: BLE001 - metrics are a cross-check; the files are the record of truth
         pass
     counts = collect_counts(out)
