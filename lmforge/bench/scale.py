@@ -340,6 +340,43 @@ def run_stage(inputs: Path, out: Path, beam_args: list[str], max_rss: int = 0) -
             "quarantined": c["quarantined"], "output_mb": round(sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) / MB, 1)}
 
 
+def run_incremental(inputs: Path, out: Path, beam_args: list[str], max_rss: int, files_per_snapshot: int) -> dict[str, Any]:
+    """The same documents as a recurring refresh: consecutive snapshots of `files_per_snapshot`
+    input files, each run deduplicated against the band index of the ones before. Time adds
+    up; memory is the largest snapshot's."""
+    files = sorted(inputs.glob("*.jsonl.zst"))
+    chunks = [files[i:i + files_per_snapshot] for i in range(0, len(files), files_per_snapshot)]
+    shutil.rmtree(out, ignore_errors=True)
+    index = out / "index"
+    runs = []
+    for k, chunk in enumerate(chunks):
+        snap = out / f"snapshot-{k:02d}"
+        snap.mkdir(parents=True)
+        for f in chunk:
+            (snap / f.name).symlink_to(f)
+        print(f"bench scale:   snapshot {k + 1}/{len(chunks)} ({len(chunk)} files) ...", flush=True)
+        r = run_stage(snap, out / f"run-{k:02d}", [*beam_args, "--index", str(index)], max_rss)
+        runs.append(r)
+        if "failed" in r:
+            return {**r, "failed": f"snapshot {k + 1}/{len(chunks)}: {r['failed']}"}
+        shutil.rmtree(out / f"run-{k:02d}" / "data", ignore_errors=True)  # keep manifests, free the disk
+    wall = sum(r["wall_s"] for r in runs)
+    dups: dict[str, int] = {}
+    for r in runs:
+        for kind, v in r["duplicates_by_kind"].items():
+            dups[kind] = dups.get(kind, 0) + v
+    docs = sum(r["docs_in"] for r in runs)
+    return {"mode": f"incremental: {len(runs)} snapshots x {len(chunks[0])} files through one band index",
+            "wall_s": round(wall, 2), "docs_in": docs, "docs_per_s": round(docs / wall, 1),
+            "peak_rss_tree_mb": max(r["peak_rss_tree_mb"] for r in runs),
+            "peak_rss_largest_mb": max(r["peak_rss_largest_mb"] for r in runs),
+            "snapshot_wall_s": [r["wall_s"] for r in runs], "snapshot_peak_rss_tree_mb": [r["peak_rss_tree_mb"] for r in runs],
+            "loadavg_1m_before": runs[0]["loadavg_1m_before"], "loadavg_1m_after": runs[-1]["loadavg_1m_after"],
+            "kept": sum(r["kept"] for r in runs), "dropped": sum(r["dropped"] for r in runs), "duplicates_by_kind": dups,
+            "quarantined": sum(r["quarantined"] for r in runs),
+            "output_mb": round(sum(r["output_mb"] for r in runs), 1)}
+
+
 def growth(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Between consecutive sizes: ratios of time and memory, and the exponent k in t ~ n^k
     (k = log(t2/t1) / log(n2/n1); 1 is linear, 10x docs -> 10x time)."""
@@ -395,9 +432,16 @@ def render(rows: list[dict[str, Any]], grow: list[dict[str, Any]], beam_args: li
                          f"{r['loadavg_1m_before']} |")
             continue
         d = r["duplicates_by_kind"]
-        lines.append(f"| {r['docs_in']:,} | {r['wall_s']:,.1f} | {r['docs_per_s']:,.0f} | {r['peak_rss_tree_mb']:,} | "
+        lines.append(f"| {r['docs_in']:,}{' (' + r['mode'] + ')' if 'mode' in r else ''} | {r['wall_s']:,.1f} | {r['docs_per_s']:,.0f} | {r['peak_rss_tree_mb']:,} | "
                      f"{r['peak_rss_largest_mb']:,} | {r['kept']:,} | {r['dropped']:,} | {d.get('exact', 0):,} / {d.get('near', 0):,} | "
                      f"{r['quarantined']:,} | {r['loadavg_1m_before']} |")
+    for r in rows:
+        if "snapshot_wall_s" in r:
+            lines += ["", f"{r['docs_in']:,} documents as {len(r['snapshot_wall_s'])} snapshots: wall s per snapshot "
+                      f"{', '.join(f'{w:.0f}' for w in r['snapshot_wall_s'])}; peak RSS tree MB per snapshot "
+                      f"{', '.join(f'{m:,}' for m in r['snapshot_peak_rss_tree_mb'])}. Memory is the largest snapshot's, "
+                      "time adds up; a snapshot's cost grows slowly with the index it reads (band keys of every kept "
+                      "document, hashes of the candidates only)."]
     if grow:
         lines += ["", "Growth between sizes (exponent k in cost ~ n^k; k <= 1 is at most linear):", "",
                   "| sizes | docs x | wall x (k) | peak RSS tree x (k) | largest process x (k) | marginal ms/doc | marginal KB/doc tree / largest |",
@@ -426,6 +470,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--note", default="", help="a sentence added to the report (e.g. what else ran on the machine)")
     ap.add_argument("--max-rss-gb", type=float, default=round(0.85 * _total_memory() / 2**30, 1),
                     help="kill a run whose process tree passes this RSS, and report it (default: 85%% of this machine's memory)")
+    ap.add_argument("--incremental-sizes", type=int, nargs="*", default=[1_000_000],
+                    help="sizes run as a recurring refresh: snapshots of --snapshot-files input files each, deduplicated "
+                         "through one band index (default: 1000000; the DirectRunner holds every shuffle in memory, "
+                         "~24 KB per document here, so 1M in one pipeline does not fit in 24 GB)")
+    ap.add_argument("--snapshot-files", type=int, default=2, help="input files per snapshot (16 files per size; default 2)")
     a = ap.parse_args(argv)
     bases = None
     rows = []
@@ -440,7 +489,10 @@ def main(argv: list[str] | None = None) -> int:
             meta = write_inputs(bases, cfg, inputs)
         print(f"bench scale: {n:,} documents ({meta['kinds']}) from {inputs}; running the stage ...", flush=True)
         out = (a.cache / "runs" / f"n{n}").resolve()
-        row = {"size": n, **run_stage(inputs, out, beam_args, int(a.max_rss_gb * 2**30)), "input_mb": round(sum(f.stat().st_size for f in inputs.glob("*.zst")) / MB, 1)}
+        limit = int(a.max_rss_gb * 2**30)
+        stats = (run_incremental(inputs, out, beam_args, limit, a.snapshot_files) if n in a.incremental_sizes
+                 else run_stage(inputs, out, beam_args, limit))
+        row = {"size": n, **stats, "input_mb": round(sum(f.stat().st_size for f in inputs.glob("*.zst")) / MB, 1)}
         if not a.keep_outputs:
             shutil.rmtree(out, ignore_errors=True)
         print(json.dumps(row), flush=True)
