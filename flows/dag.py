@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -35,7 +36,8 @@ class DagParams(BaseModel):
     preset: Literal["demo", "tiny"] = Field("demo", description="stage sizes: demo (bundled sample, <15 min) or tiny (tests)")
     nproc: int = Field(2, ge=1, description="pretraining processes (torchrun --nproc_per_node)")
     dedup_index: str = Field("", description="MinHash band index shared by recurring corpus refreshes: each run "
-                             "drops what earlier runs kept and adds its own. Empty: runs/<run_name>/minhash_index")
+                             "drops what earlier runs kept and adds its own. Empty: a fresh runs/<run_name>/minhash_index "
+                             "(this run's pages only; point a later refresh at it)")
     overrides: dict[str, dict[str, Any]] = Field(default_factory=dict, description="per-stage option overrides, e.g. {'pretrain': {'steps': 50}}")
 
 
@@ -86,7 +88,13 @@ def _noise(line: str) -> bool:
 
 @task(name="corpus")
 def corpus_task(p: DagParams, run: Path, opts: dict) -> str:
-    index = p.dedup_index or run / "minhash_index"
+    if p.dedup_index:
+        index = Path(p.dedup_index)
+    else:
+        # This run's own index, rebuilt with its corpus: rerunning a run with other filters must
+        # not find its own earlier pages "already published".
+        index = run / "minhash_index"
+        shutil.rmtree(index, ignore_errors=True)
     return launch_stage("corpus", {"input": p.crawl, "output": run / "corpus", "index": index, **opts}, run / "corpus")
 
 
@@ -151,9 +159,11 @@ def cli_main(argv: list[str]) -> int:
     ap.add_argument("--labeled", default="samples/labeled/vader", help="VADER folder (default: samples/labeled/vader)")
     ap.add_argument("--preset", choices=sorted(PRESETS), default="demo", help="stage sizes (default: demo)")
     ap.add_argument("--nproc", type=int, default=2, help="pretraining processes (default: 2)")
+    ap.add_argument("--dedup-index", default="", help="band index shared by recurring refreshes: drop pages earlier runs "
+                    "kept, add this run's (default: a fresh <runs-dir>/<name>/minhash_index)")
     a = ap.parse_args(argv)
     t0 = time.time()
     result = lmforge_dag(DagParams(run_name=a.name, runs_dir=a.runs_dir, crawl=a.crawl, labeled=a.labeled,
-                                   preset=a.preset, nproc=a.nproc))
+                                   preset=a.preset, nproc=a.nproc, dedup_index=a.dedup_index))
     print(f"lmforge run {a.name}: finished in {time.time() - t0:.0f}s; report: {result['eval']}/report.md")
     return 0
