@@ -225,19 +225,13 @@ def read_index_exact(item: tuple[str, int]) -> Iterable[tuple[str, dict]]:
                                    "generation": gen}
 
 
-def read_index_info(item: tuple[str, int], nodes: dict[str, int]) -> Iterable[tuple[str, tuple]]:
-    """An index docs file -> (node, (rank, hashes, generation, tiebreak)) for the indexed
-    documents that are in a candidate pair of this run (`nodes`), the only ones whose hashes
-    the joins need. Runs once the candidates are known, so the others are never held."""
-    import pyarrow as pa
-
+def read_index_info(item: tuple[str, int]) -> Iterable[tuple[str, tuple]]:
+    """An index docs file -> (node, (rank, hashes, generation, tiebreak)) per indexed document;
+    NearDedup keeps those of candidate nodes (a semi-join)."""
     path, gen = item
     pf = pq.ParquetFile(path)
     for batch in pf.iter_batches(batch_size=1024, columns=["id", "quality", "hashes"]):
-        wanted = [i for i, doc_id in enumerate(batch.column("id").to_pylist()) if INDEXED + doc_id in nodes]
-        if not wanted:
-            continue
-        for r in batch.take(pa.array(wanted)).to_pylist():  # only these rows become Python objects
+        for r in batch.to_pylist():
             node = INDEXED + r["id"]
             yield node, (rank_key(node, r["quality"], indexed=True), np.asarray(r["hashes"], np.uint64), gen, ("", 0))
 
@@ -259,18 +253,13 @@ class ReadIndex(beam.PTransform):
         return {"exact": exact, "bands": bands, "doc_files": self.doc_files}
 
 
-def _in_nodes(kv: tuple[str, Any], nodes: dict[str, int]) -> bool:
-    return kv[0] in nodes
-
-
 class NearDedup(beam.PTransform):
     """Kept slim records (id, band_keys, ...) -> {"kept": slim records still kept, "dups":
     near-duplicate rows, "tallies": (name, n)}.
 
     `info` is (id, (rank, hashes, generation, tiebreak)) for every new record; `index` is
-    ReadIndex's output or None. Only nodes that appear in a candidate edge (a side input of
-    their ids, ~10-20% of documents) bring their hashes into the joins: the other documents'
-    hash sets never leave the step that computed them.
+    ReadIndex's output or None. Only nodes that appear in a candidate edge (~10-20% of
+    documents) bring their hashes into the three joins, after one semi-join.
     """
 
     def __init__(self, cfg, info, index: dict | None = None):
@@ -291,12 +280,16 @@ class NearDedup(beam.PTransform):
                       | "DistinctCandidates" >> beam.Distinct() | "CountCandidates" >> beam.Map(counted("dedup_candidates_out")))
         nodes = (candidates | "CandidateNodes" >> beam.FlatMap(lambda e: [(e[0], 1), (e[1], 1)])
                  | "DistinctNodes" >> beam.Distinct())
-        node_set = beam.pvalue.AsDict(nodes)
-        info = self.info | "CandidateInfo" >> beam.Filter(_in_nodes, node_set)
+        # A semi-join, not a side input: with an AsDict side input of the candidate ids, 255
+        # candidate nodes came through without their hashes in a 250k-document run here
+        # (DirectRunner, multi_processing), and check_dedup_tallies stopped the stage.
+        info = self.info
         if self.index is not None and self.index["doc_files"]:
             old_info = (kept.pipeline | "IndexInfoFiles" >> beam.Create(self.index["doc_files"])
-                        | "ReadIndexInfo" >> beam.FlatMap(read_index_info, node_set))
+                        | "SpreadIndexInfo" >> beam.Reshuffle() | "ReadIndexInfo" >> beam.FlatMap(read_index_info))
             info = (info, old_info) | "AllInfo" >> beam.Flatten()
+        info = ({"info": info, "node": nodes} | "JoinCandidateInfo" >> beam.CoGroupByKey()
+                | "CandidateInfo" >> beam.FlatMap(lambda kv: [(kv[0], i) for i in kv[1]["info"]] if kv[1]["node"] else []))
         # Two joins bring both ends' exact shingle hashes to each candidate edge.
         first = ({"edge": candidates, "info": info} | "JoinFirstEnd" >> beam.CoGroupByKey()
                  | "AttachFirst" >> beam.FlatMap(attach_hashes).with_outputs("missing", main="edges"))
