@@ -52,14 +52,14 @@ def _stage(name: str) -> tuple[type, Callable[..., Any], str, bool]:
 STAGES = tuple(_STAGE_TABLE)
 SUMMARIES = {
     "corpus": "Beam: crawl (WARC/WET/JSONL/Parquet) -> clean, deduplicated Parquet",
-    "tokenizer": "train a WordPiece tokenizer (HF tokenizers) on the clean corpus",
+    "tokenizer": "train a tokenizer (HF tokenizers: WordPiece, BPE, byte-level BPE or Unigram) on the clean corpus",
     "shards": "Beam: encode, pack and mask into Arrow token shards",
     "pretrain": "DeepSpeed ZeRO-2 MLM pretraining, 2 processes (torchrun)",
     "finetune": "fine-tune on binary sentiment (VADER human-scored sentences)",
     "distill": "DistilBERT-style student from the pretrained teacher",
     "evaluate": "MLM loss, accuracy, parameters, throughput -> eval/report.{json,md}",
     "run": "the whole DAG as one Prefect flow (no server needed)",
-    "bench": "benchmarks against named peers -> docs/BENCHMARKS.md (bench corpus | extraction | langid | scale)",
+    "bench": "benchmarks against named peers -> docs/BENCHMARKS.md (bench corpus | extraction | langid | scale | tokenizer)",
 }
 
 
@@ -72,7 +72,7 @@ def _quiet_logs() -> None:
 
 def _bench(rest: list[str]) -> int:
     benches = {"corpus": "lmforge.bench.corpus", "extraction": "lmforge.bench.extraction",
-               "langid": "lmforge.bench.langid", "scale": "lmforge.bench.scale"}
+               "langid": "lmforge.bench.langid", "scale": "lmforge.bench.scale", "tokenizer": "lmforge.bench.tokenizer"}
     if not rest or rest[0] not in benches:
         print(f"usage: lmforge bench {{{','.join(benches)}}} [--help]")
         return 0 if rest and rest[0] in ("-h", "--help") else 2

@@ -1,38 +1,117 @@
-"""The tokenizer stage: train a WordPiece tokenizer (BERT style) with HF `tokenizers`.
+"""The tokenizer stage: train a WordPiece, BPE, byte-level BPE or Unigram tokenizer with HF `tokenizers`.
 
-Run alone:  lmforge tokenizer --corpus runs/demo/corpus --output runs/demo/tokenizer
+Run alone:  lmforge tokenizer --corpus runs/demo/corpus --output runs/demo/tokenizer [--model byte_bpe --sample 20000]
 
-Texts stream from the corpus Parquet files (sorted, batch by batch), so memory does not grow
-with the corpus. Normalisation is NFC without lowercasing or accent stripping: BERT's
-uncased normaliser strips accents, which would turn Russian "й" into "и".
-Writes tokenizer.json plus the files `transformers.AutoTokenizer.from_pretrained` reads.
-Other model types (byte-level BPE, Unigram, T5 sentinels) come with issue 4.
+Texts stream from the corpus Parquet files batch by batch, so memory does not grow with the
+corpus; `--sample N` trains on N documents chosen by a hash of their id (see `choose_sample`).
+Each model family brings the special tokens its objective needs: BERT's [PAD] [UNK] [CLS]
+[SEP] [MASK] for wordpiece, RoBERTa's <s> <pad> </s> <unk> <mask> for bpe and byte_bpe,
+T5's <pad> </s> <unk> and <extra_id_N> sentinels for unigram. Writes tokenizer.json plus
+the files `transformers.AutoTokenizer.from_pretrained` reads; the manifest names the model,
+the special token ids and the sha256 of tokenizer.json. `special_ids()` tells downstream
+stages which ids are pad, mask, cls/bos, sep/eos and the sentinels.
 """
 from __future__ import annotations
 
+import hashlib
+import heapq
+import json
+import os
+import re
+import shutil
+import tempfile
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from lmforge.config import config_to_dict, opt, require
-from schemas.manifest import Manifest, describe_outputs, input_ref, read_manifest, write_manifest
+from schemas.manifest import Manifest, describe_outputs, input_ref, read_manifest, sha256_file, write_manifest
 
-SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+MODELS = ("wordpiece", "bpe", "byte_bpe", "unigram")
+
+
+@dataclass(frozen=True)
+class Specials:
+    """One model family's special tokens: `tokens` take ids 0.. in this order; `roles` name them for transformers."""
+
+    tokens: tuple[str, ...]
+    roles: dict[str, str] = field(hash=False)
+    single: str
+    """TemplateProcessing for one text; `pair` for two."""
+    pair: str
+
+
+BERT = Specials(("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"),
+                {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]",
+                 "mask_token": "[MASK]"},
+                "[CLS] $A [SEP]", "[CLS] $A [SEP] $B:1 [SEP]:1")
+# RoBERTa's order (<s>=0 <pad>=1 </s>=2 <unk>=3); it names <s>/</s> both bos/eos and cls/sep.
+ROBERTA = Specials(("<s>", "<pad>", "</s>", "<unk>", "<mask>"),
+                   {"bos_token": "<s>", "eos_token": "</s>", "cls_token": "<s>", "sep_token": "</s>",
+                    "pad_token": "<pad>", "unk_token": "<unk>", "mask_token": "<mask>"},
+                   "<s> $A </s>", "<s> $A </s> </s> $B </s>")
+# T5's order (<pad>=0 </s>=1 <unk>=2); no bos, no mask: span corruption uses the sentinels instead.
+T5 = Specials(("<pad>", "</s>", "<unk>"), {"pad_token": "<pad>", "eos_token": "</s>", "unk_token": "<unk>"},
+              "$A </s>", "$A </s> $B </s>")
+SPECIALS = {"wordpiece": BERT, "bpe": ROBERTA, "byte_bpe": ROBERTA, "unigram": T5}
+
+
+def sentinel(i: int) -> str:
+    return f"<extra_id_{i}>"
+
+
+def min_vocab(model: str, extra_ids: int) -> int:
+    """Special tokens + what the model cannot do without + 100 learned pieces.
+
+    byte_bpe starts from all 256 bytes (so it never needs <unk>); unigram also holds the sentinels.
+    """
+    return len(SPECIALS[model].tokens) + 100 + {"byte_bpe": 256, "unigram": extra_ids}.get(model, 0)
 
 
 @dataclass
 class TokenizerConfig:
     corpus: str = opt(help="corpus stage directory (reads data/<lang>/*.parquet)")
     output: str = opt(help="stage directory to write tokenizer.json and the transformers files to")
-    vocab_size: int = opt(8000, "WordPiece vocabulary size, special tokens included")
-    min_frequency: int = opt(2, "ignore pieces seen fewer times")
-    max_docs: int = opt(0, "train on at most this many documents (0 = all), taken in file order")
+    model: str = opt("wordpiece", "wordpiece (BERT) | bpe | byte_bpe (GPT-2/RoBERTa) | unigram (SentencePiece/T5)")
+    vocab_size: int = opt(8000, "vocabulary size, special tokens (and unigram's sentinels) included")
+    min_frequency: int = opt(2, "ignore pieces seen fewer times (wordpiece, bpe, byte_bpe; unigram prunes by likelihood)")
+    sample: int = opt(0, "train on this many documents, those with the smallest hash of (seed, id); 0 = all")
+    seed: int = opt(0, "salt of the sample hash: another seed draws another sample of the same size")
+    extra_ids: int = opt(100, "unigram only: T5 sentinels <extra_id_0>..<extra_id_{n-1}> for span corruption")
+    model_max_length: int = opt(512, "model_max_length written to tokenizer_config.json")
 
     def __post_init__(self) -> None:
-        require(self.vocab_size >= len(SPECIAL_TOKENS) + 100, f"vocab_size {self.vocab_size} is too small")
-        require(self.max_docs >= 0, "max_docs must be >= 0")
+        require(self.model in MODELS, f"model {self.model!r} is not one of {', '.join(MODELS)}")
+        require(self.extra_ids >= 0, "extra_ids must be >= 0")
+        low = min_vocab(self.model, self.extra_ids if self.model == "unigram" else 0)
+        require(self.vocab_size >= low, f"vocab_size {self.vocab_size} is too small for {self.model} (at least {low})")
+        require(self.min_frequency >= 1, "min_frequency must be >= 1")
+        require(self.sample >= 0, "sample must be >= 0 (0 = every document)")
+        require(self.model_max_length > 0, "model_max_length must be > 0")
 
+
+# ---- the sample: pure ---------------------------------------------------------------------------
+
+def sample_key(doc_id: str, seed: int = 0) -> int:
+    """A stable 64-bit hash of (seed, id); Python's hash() is salted per process, so it would not do."""
+    return int.from_bytes(hashlib.blake2b(f"{seed}:{doc_id}".encode(), digest_size=8).digest(), "big")
+
+
+def choose_sample(ids: Iterable[str], n: int, seed: int = 0) -> frozenset[str]:
+    """The n ids with the smallest `sample_key` (a bottom-n sketch).
+
+    Why this rather than "the first n in file order" (the old `max_docs`) or "every k-th":
+    files are sorted by language, so the first n were all English; a hash ranks documents
+    uniformly at random whatever their file, language or order, and the same corpus and seed
+    always give the same set. Unlike "every k-th" the size is exactly min(n, corpus), without
+    knowing the corpus size beforehand. heapq.nsmallest keeps n (key, id) pairs, never the corpus.
+    """
+    return frozenset(i for _, i in heapq.nsmallest(n, ((sample_key(i, seed), i) for i in ids)))
+
+
+# ---- reading the corpus -------------------------------------------------------------------------
 
 def corpus_files(corpus_dir: str | Path) -> list[Path]:
     files = sorted(Path(corpus_dir, "data").glob("*/*.parquet"))
@@ -41,77 +120,278 @@ def corpus_files(corpus_dir: str | Path) -> list[Path]:
     return files
 
 
-def iter_texts(files: list[Path], max_docs: int = 0, batch_size: int = 256) -> Iterator[str]:
+def iter_columns(files: list[Path], columns: list[str], batch_size: int = 256) -> Iterator[tuple]:
+    """Rows of `columns` as tuples, file by file, one Parquet batch in memory at a time."""
     import pyarrow.parquet as pq
 
-    n = 0
     for f in files:
-        for batch in pq.ParquetFile(f).iter_batches(batch_size=batch_size, columns=["text"]):
-            for t in batch.column(0).to_pylist():
-                if max_docs and n >= max_docs:
-                    return
-                n += 1
-                yield t
+        for batch in pq.ParquetFile(f).iter_batches(batch_size=batch_size, columns=columns):
+            yield from zip(*(batch.column(c).to_pylist() for c in columns))
 
 
-def build_wordpiece(vocab_size: int, min_frequency: int):
-    """An untrained BERT-style WordPiece tokenizer and its trainer."""
+def iter_texts(files: list[Path], keep: Callable[[str], bool] | None = None) -> Iterator[str]:
+    """Texts whose id passes `keep` (all if None), in file order."""
+    for doc_id, text in iter_columns(files, ["id", "text"]):
+        if keep is None or keep(doc_id):
+            yield text
+
+
+def sample_texts(files: list[Path], n: int = 0, seed: int = 0,
+                 keep: Callable[[str], bool] | None = None) -> Callable[[], Iterator[str]]:
+    """A function that streams the sample's texts (every text passing `keep` if n == 0) each time it is called.
+
+    The sample is chosen once, from a pass that reads only the id column; each later pass
+    streams texts and yields the chosen ones. Memory holds n ids, never n texts. Training may
+    read the texts more than once (see `train`), hence a function rather than an iterator.
+    """
+    if n:
+        keep = choose_sample((i for (i,) in iter_columns(files, ["id"]) if keep is None or keep(i)), n, seed).__contains__
+    return lambda: iter_texts(files, keep)
+
+
+# ---- the model families -------------------------------------------------------------------------
+
+def build(model: str, vocab_size: int, min_frequency: int = 2, extra_ids: int = 100):
+    """An untrained tokenizer of this family and its trainer.
+
+    Normalisation is NFC without lowercasing or accent stripping (BERT's uncased normaliser
+    strips accents, which would turn Russian "й" into "и"); byte_bpe has none, as GPT-2 and
+    RoBERTa: bytes in, the same bytes out, so decode(encode(x)) == x for any string.
+    """
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=100))
-    tok.normalizer = normalizers.Sequence([normalizers.NFC(), normalizers.Strip()])
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.decoder = decoders.WordPiece()
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                                        special_tokens=SPECIAL_TOKENS, show_progress=False)
+    specials = list(SPECIALS[model].tokens)
+    nfc = normalizers.NFC()
+    if model == "wordpiece":
+        tok = Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=100))
+        tok.normalizer = normalizers.Sequence([nfc, normalizers.Strip()])
+        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        tok.decoder = decoders.WordPiece()
+        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
+                                            special_tokens=specials, show_progress=False)
+    elif model == "byte_bpe":
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=specials,
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    elif model == "bpe":
+        # Character BPE over "▁"-marked words (SentencePiece BPE style): the Metaspace decoder
+        # restores the spaces; characters never seen in training become <unk>.
+        tok = Tokenizer(models.BPE(unk_token="<unk>"))
+        tok.normalizer = nfc
+        tok.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="always")
+        tok.decoder = decoders.Metaspace(prepend_scheme="always")
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=specials,
+                                      show_progress=False)
+    elif model == "unigram":
+        tok = Tokenizer(models.Unigram())
+        tok.normalizer = nfc
+        tok.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="always")
+        tok.decoder = decoders.Metaspace(prepend_scheme="always")
+        # The sentinels are added after training (see `finish`), so the trainer fills the rest.
+        trainer = trainers.UnigramTrainer(vocab_size=vocab_size - extra_ids, special_tokens=specials,
+                                          unk_token="<unk>", show_progress=False)
+    else:
+        raise ValueError(f"model {model!r} is not one of {', '.join(MODELS)}")
     return tok, trainer
 
 
-def finish(tok) -> None:
-    """Add [CLS] ... [SEP] around every encoded text (sentence pairs get a second [SEP])."""
+def finish(tok, model: str, extra_ids: int = 100) -> None:
+    """Sentinels for unigram, and a post-processor that adds the family's specials on encode.
+
+    T5's layout puts the sentinels last and reversed (<extra_id_0> is the highest id), so they
+    are added from <extra_id_{n-1}> down.
+    """
     from tokenizers import processors
 
-    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    spec = SPECIALS[model]
+    if model == "unigram" and extra_ids:
+        tok.add_special_tokens([sentinel(i) for i in reversed(range(extra_ids))])
+    in_templates = {piece.split(":")[0] for piece in f"{spec.single} {spec.pair}".split()}
+    tok.post_processor = processors.TemplateProcessing(single=spec.single, pair=spec.pair, special_tokens=[
+        (t, tok.token_to_id(t)) for t in spec.tokens if t in in_templates])
 
 
-def save(tok, out: Path) -> list[Path]:
+Texts = Callable[[], Iterable[str]] | Sequence[str]
+
+
+def continuation_tokens(tok, texts: Iterable[str]) -> list[str]:
+    """WordPiece's "##c" for every character c that follows another inside a pre-tokenized word.
+
+    Why: `tokenizers`' BPE/WordPiece trainer creates these tokens while iterating a hash map, so
+    their ids, and with them the tie-breaks between merges of equal count, change from run to
+    run (huggingface/tokenizers#1794, fix pending in PR #2066): two trainings on the same text
+    gave different vocabularies. Passing them to the trainer up front, sorted, fixes their ids.
+    """
+    seen: set[str] = set()
+    for text in texts:
+        for word, _ in tok.pre_tokenizer.pre_tokenize_str(tok.normalizer.normalize_str(text)):
+            seen.update(word[1:])
+    return ["##" + c for c in sorted(seen)]
+
+
+def canonical_unigram(tok, step: float = 1e-4):
+    """The Unigram vocabulary in a canonical form, so that training twice gives the same bytes.
+
+    Two things in `tokenizers`' trainer follow hash-map order: (1) float sums, so scores differ
+    in the last bits and pieces of equal score swap ids; (2) characters the EM step dropped are
+    re-added with invented scores min_score + k * 1e-4 in hash-set order (`finalize` in
+    tokenizers/src/models/unigram/trainer.rs). Here (2) is undone by giving that block of
+    single characters the same scores in character order, then scores are rounded to 1e-6
+    (SentencePiece's .model stores float32, about 7 significant digits) and pieces sorted by
+    (-score, piece).
+    """
+    from tokenizers import Tokenizer
+
+    spec = json.loads(tok.to_str())
+    specials = SPECIALS["unigram"].tokens
+    head = [p for p in spec["model"]["vocab"] if p[0] in specials]
+    rest = {p: s for p, s in spec["model"]["vocab"] if p not in specials}
+    singles = [(s, p) for p, s in rest.items() if len(p) == 1]
+    if singles:
+        s0 = min(singles)[0]  # the block starts at the model's lowest score, so at the lowest character
+        grid: dict[int, list[str]] = {}
+        for s, p in singles:
+            k = (s - s0) / step
+            if abs(k - round(k)) < 1e-3:
+                grid.setdefault(round(k), []).append(p)
+        # Characters the model kept at exactly min_score share k = 0 with the first invented one,
+        # so the whole block, ties included, is re-dealt: its scores, ascending, to its characters in order.
+        k_end = next(k for k in range(len(grid) + 1) if k not in grid)  # the block is k = 0, 1, ... without gaps
+        block = sorted(c for k in range(k_end) for c in grid[k])
+        for c, score in zip(block, sorted(rest[c] for c in block)):
+            rest[c] = score
+    ordered = sorted(([p, round(s, 6)] for p, s in rest.items()), key=lambda x: (-x[1], x[0]))
+    spec["model"]["vocab"] = head + ordered
+    return Tokenizer.from_str(json.dumps(spec))
+
+
+def train(texts: Texts, model: str = "wordpiece", vocab_size: int = 8000, min_frequency: int = 2,
+          extra_ids: int = 100):
+    """A finished `tokenizers.Tokenizer` trained on `texts`.
+
+    `texts` is a list or a function returning a fresh iterable: wordpiece reads the texts
+    twice (once for `continuation_tokens`), the other models once.
+    """
+    from tokenizers import Tokenizer
+
+    if not callable(texts) and not isinstance(texts, Sequence):
+        raise TypeError("texts must be a list or a function returning an iterable (training may read them twice)")
+    passes = texts if callable(texts) else lambda: texts
+    extra_ids = extra_ids if model == "unigram" else 0
+    tok, trainer = build(model, vocab_size, min_frequency, extra_ids)
+    seeded: list[str] = []
+    if model == "wordpiece":
+        seeded = continuation_tokens(tok, passes())
+        trainer.special_tokens = [*SPECIALS[model].tokens, *seeded]
+    tok.train_from_iterator(passes(), trainer=trainer)
+    if seeded:  # they are ordinary vocabulary: drop them from the special (added) tokens
+        spec = json.loads(tok.to_str())
+        spec["added_tokens"] = [t for t in spec["added_tokens"] if t["content"] in SPECIALS[model].tokens]
+        tok = Tokenizer.from_str(json.dumps(spec))
+    if model == "unigram":
+        tok = canonical_unigram(tok)
+    finish(tok, model, extra_ids)
+    for t in SPECIALS[model].tokens:  # trainers put special tokens first; the id contract relies on it
+        assert tok.token_to_id(t) == SPECIALS[model].tokens.index(t), (t, tok.token_to_id(t))
+    return tok
+
+
+def special_ids(tok: Any) -> dict[str, Any]:
+    """Which ids are special, for any tokenizer this stage writes.
+
+    `tok` is a `tokenizers.Tokenizer`, a transformers tokenizer or a plain {token: id} vocab.
+    `cls` opens a sequence and `sep` closes one (for RoBERTa <s> and </s>; T5 has no cls);
+    `bos`/`eos` are set only where the family has them; `sentinels[i]` is <extra_id_i>.
+    Missing roles are None.
+    """
+    vocab: Mapping[str, int] = tok if isinstance(tok, Mapping) else tok.get_vocab()
+    family = next((m for m in ("wordpiece", "byte_bpe", "unigram") if all(t in vocab for t in SPECIALS[m].tokens)), None)
+    if family is None:
+        raise ValueError("not an lmforge tokenizer: its vocabulary holds none of the special token sets "
+                         + "; ".join(" ".join(s.tokens) for s in (BERT, ROBERTA, T5)))
+    roles = SPECIALS[family].roles
+    ids: dict[str, Any] = {r.removesuffix("_token"): vocab[roles[f"{r}_token"]] if f"{r}_token" in roles else None
+                           for r in ("pad", "unk", "mask", "cls", "sep", "bos", "eos")}
+    if family == "unigram":
+        ids["sep"] = ids["eos"]
+    n = sum(1 for t in vocab if re.fullmatch(r"<extra_id_\d+>", t))
+    ids["sentinels"] = [vocab[sentinel(i)] for i in range(n)]
+    ids["family"] = {"wordpiece": "bert", "byte_bpe": "roberta", "unigram": "t5"}[family]
+    return ids
+
+
+# ---- saving -------------------------------------------------------------------------------------
+
+def to_transformers(tok, model: str, model_max_length: int = 512):
+    """A `PreTrainedTokenizerFast` that wraps `tok` unchanged, with the special tokens named.
+
+    Not BertTokenizerFast / RobertaTokenizerFast / T5TokenizerFast: in transformers 5 those
+    rebuild the pipeline in __init__ (BERT's lowercasing, accent-stripping normaliser; T5's
+    whitespace splitting), so AutoTokenizer would no longer tokenize as trained. The generic
+    class loads tokenizer.json as it is and takes the special tokens from tokenizer_config.json.
+    clean_up_tokenization_spaces=False: the clean-up turns " ." into "." and breaks round trips.
+    """
     from transformers import PreTrainedTokenizerFast
 
+    sentinels = [sentinel(i) for i in range(sum(1 for t in tok.get_vocab() if re.fullmatch(r"<extra_id_\d+>", t)))]
+    extra = {"extra_special_tokens": sentinels} if sentinels else {}
+    return PreTrainedTokenizerFast(tokenizer_object=tok, model_max_length=model_max_length,
+                                   clean_up_tokenization_spaces=False, **SPECIALS[model].roles, **extra)
+
+
+def save(tok, out: Path, model: str = "wordpiece", model_max_length: int = 512) -> list[Path]:
+    """tokenizer.json and the transformers files, each written under a temporary directory and renamed in."""
     out.mkdir(parents=True, exist_ok=True)
-    tok.save(str(out / "tokenizer.json"))
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-                                   sep_token="[SEP]", mask_token="[MASK]", model_max_length=512)
-    written = fast.save_pretrained(str(out))
-    return [Path(p) for p in written if Path(p).exists()] + [out / "tokenizer.json"]
+    tmp = Path(tempfile.mkdtemp(prefix=".tokenizer.", dir=out))
+    try:
+        written = to_transformers(tok, model, model_max_length).save_pretrained(str(tmp))
+        names = sorted({Path(p).name for p in written if Path(p).is_file()} | {"tokenizer.json"})
+        for name in names:
+            os.replace(tmp / name, out / name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return [out / n for n in names]
 
 
 def run(cfg: TokenizerConfig) -> Path:
+    import tokenizers
+    import transformers
+
     t0 = time.time()
     read_manifest(cfg.corpus)  # the corpus must have finished
     out = Path(cfg.output)
     out.mkdir(parents=True, exist_ok=True)
     (out / "manifest.json").unlink(missing_ok=True)
     files = corpus_files(cfg.corpus)
-    tok, trainer = build_wordpiece(cfg.vocab_size, cfg.min_frequency)
+    sample = sample_texts(files, cfg.sample, cfg.seed)
     n_docs = 0
 
-    def counted() -> Iterator[str]:
+    def counted() -> Iterator[str]:  # counts the last pass, the one the trainer reads
         nonlocal n_docs
-        for t in iter_texts(files, cfg.max_docs):
+        n_docs = 0
+        for t in sample():
             n_docs += 1
             yield t
 
-    tok.train_from_iterator(counted(), trainer=trainer)
-    finish(tok)
-    written = save(tok, out)
+    tok = train(counted, cfg.model, cfg.vocab_size, cfg.min_frequency, cfg.extra_ids)
+    written = save(tok, out, cfg.model, cfg.model_max_length)
     vocab = tok.get_vocab_size()
+    ids = special_ids(tok)
+    sentinels = ids.pop("sentinels")
     write_manifest(out, Manifest(
         stage="tokenizer", config=config_to_dict(cfg), inputs=[input_ref(cfg.corpus)],
         counts={"documents": n_docs, "vocab_size": vocab},
         outputs=describe_outputs(out, written),
-        extra={"model": "wordpiece", "special_tokens": {t: tok.token_to_id(t) for t in SPECIAL_TOKENS}},
+        extra={"model": cfg.model, "vocab_size": vocab,
+               "special_tokens": {t: tok.token_to_id(t) for t in SPECIALS[cfg.model].tokens},
+               "special_ids": ids,
+               "sentinels": {"count": len(sentinels), "extra_id_0": sentinels[0] if sentinels else None,
+                             "last": sentinels[-1] if sentinels else None},
+               "tokenizer_json_sha256": sha256_file(out / "tokenizer.json"),
+               "sample": {"documents": n_docs, "requested": cfg.sample, "seed": cfg.seed},
+               "versions": {"tokenizers": tokenizers.__version__, "transformers": transformers.__version__}},
         wall_seconds=round(time.time() - t0, 2)))
-    print(f"tokenizer: {vocab} pieces from {n_docs} documents -> {out}", flush=True)
+    print(f"tokenizer: {cfg.model}, {vocab} pieces from {n_docs} documents -> {out}", flush=True)
     return out
