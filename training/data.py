@@ -1,15 +1,24 @@
 """Reading token shards for training: the pure core, no DeepSpeed and no process group.
 
-A shard directory (`schemas.shards`, `lmforge.token_shard/v1`) holds Arrow IPC stream files
+A shard directory (`schemas.shards`, `lmforge.token_shard/v2`) holds Arrow IPC stream files
 that are memory-mapped, so a rank's RSS grows only with the rows it touches. Each epoch a
 rank sees its own rows (row i belongs to rank i % world), reshuffled from (seed, epoch, rank),
 with the precomputed mask variant `epoch % K` applied.
 
-    shards = ShardSet.open("runs/demo/shards")
+    shards = ShardSet.open("runs/demo/shards")         # verify=True: sha256 of every file on read
     table = shards.read("train")                       # zero-copy over the mapped files
     loader = RankLoader(table, rank=0, world=2, batch_size=16, seed=1, num_variants=shards.num_variants)
     for batch in loader.epoch(0):                       # dict of LongTensors, (16, seq_len)
         ...
+    state = loader.state_dict()                         # {epoch, batch, seed, rank, world, ...}
+    loader.load_state_dict(state); e, i = loader.position
+    for batch in loader.epoch(e, start=i): ...          # exactly the batches the uninterrupted run saw
+
+Batches follow the shards' objective (from the schema metadata): mlm, whole_word and span give
+input_ids, attention_mask and labels (-100 outside masked positions); t5_span gives the
+encoder's input_ids and attention_mask, labels (the target, -100 padding) and
+decoder_input_ids (labels shifted right, pad first, as HF T5 does); causal gives input_ids,
+attention_mask and labels = input_ids with -100 at padding (the model shifts them).
 
 We considered `datasets.Dataset.from_file` (it reads these streams too) and
 `torch.utils.data.DistributedSampler`; neither knows about the K mask variants, and the rank
@@ -19,16 +28,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import torch
 
-from schemas.manifest import read_manifest
-from schemas.shards import SHARD_SCHEMA_VERSION, TOKEN_SHARD_SCHEMA
+from schemas.manifest import MANIFEST_NAME, read_manifest, sha256_file
+from schemas.shards import MLM_OBJECTIVES, SHARD_SCHEMA_VERSION, TOKEN_SHARD_SCHEMA, ShardMeta
 
 log = logging.getLogger(__name__)
 
@@ -45,25 +55,51 @@ class ShardSet:
     num_variants: int
     vocab_size: int
     pad_id: int
-    mask_id: int
+    mask_id: int | None
+    """None for T5 vocabularies (t5_span and causal shards)."""
     splits: dict[str, list[str]]
     """Split name -> shard files relative to `root`."""
+    objective: str = "mlm"
+    family: str = "bert"
+    packing: str = "concat"
+    eos_id: int | None = None
+    max_encoder_len: int | None = None
+    max_target_len: int | None = None
+    digests: dict[str, str] = field(default_factory=dict, repr=False)
+    """Path relative to `root` -> sha256 from the manifest's outputs."""
+    verify: bool = True
+    """Hash every file on `read` and compare with `digests`: one sequential read of the split
+    (~0.7 GB/s per core here, so ~15 ms for the demo's 10 MB and ~25 min for 1 TB on each rank
+    that reads it); the pages land in the cache the memory map then uses. verify=False skips it."""
 
     @classmethod
-    def open(cls, shards_dir: str | Path) -> ShardSet:
+    def open(cls, shards_dir: str | Path, verify: bool = True) -> ShardSet:
         root = Path(shards_dir)
-        extra = read_manifest(root).get("extra", {})
+        manifest = read_manifest(root)
+        extra = manifest.get("extra", {})
         missing = [k for k in ("seq_len", "num_variants", "vocab_size", "pad_id", "mask_id", "splits") if k not in extra]
         if missing:
-            raise ValueError(f"{root / 'manifest.json'}: extra lacks {missing}; is this a shards stage?")
+            raise ValueError(f"{root / MANIFEST_NAME}: extra lacks {missing}; is this a shards stage?")
+
+        def opt_int(key: str) -> int | None:
+            return None if extra.get(key) is None else int(extra[key])
+
         return cls(
             root=root,
             seq_len=int(extra["seq_len"]),
             num_variants=int(extra["num_variants"]),
             vocab_size=int(extra["vocab_size"]),
             pad_id=int(extra["pad_id"]),
-            mask_id=int(extra["mask_id"]),
+            mask_id=opt_int("mask_id"),
             splits={k: list(v) for k, v in extra["splits"].items()},
+            objective=extra.get("objective", "mlm"),
+            family=extra.get("family", "bert"),
+            packing=extra.get("packing", "concat"),
+            eos_id=opt_int("eos_id"),
+            max_encoder_len=opt_int("max_encoder_len"),
+            max_target_len=opt_int("max_target_len"),
+            digests={o["path"]: o["sha256"] for o in manifest.get("outputs", [])},
+            verify=verify,
         )
 
     def files(self, split: str) -> list[Path]:
@@ -76,27 +112,51 @@ class ShardSet:
         files = self.files(split)
         if not files:
             raise ValueError(f"{self.root}: split {split!r} lists no files")
-        tables = [open_shard(f, self.seq_len, self.num_variants) for f in files]
+        tables = []
+        for rel, path in zip(self.splits[split], files):
+            expected = None
+            if self.verify:
+                expected = self.digests.get(rel)
+                if expected is None:
+                    raise ValueError(f"{path}: not among the outputs of {self.root / MANIFEST_NAME}, so its sha256 "
+                                     "cannot be checked (open with verify=False to read it anyway)")
+            tables.append(open_shard(path, self.seq_len, self.num_variants, sha256=expected, objective=self.objective))
         return pa.concat_tables(tables)
 
+    def require_objective(self, allowed: tuple[str, ...], who: str) -> None:
+        """A clear error when a trainer cannot use these shards' objective."""
+        if self.objective not in allowed:
+            raise ValueError(f"{self.root / MANIFEST_NAME}: objective {self.objective!r}; {who} trains on "
+                             f"{', '.join(allowed)} shards only (t5_span and causal models are not trained yet)")
 
-def open_shard(path: str | Path, seq_len: int | None = None, num_variants: int | None = None) -> pa.Table:
-    """Memory-map one shard and check it against the contract; bad data raises ValueError naming the file."""
+
+def open_shard(path: str | Path, seq_len: int | None = None, num_variants: int | None = None, *,
+               sha256: str | None = None, objective: str | None = None) -> pa.Table:
+    """Memory-map one shard and check it against the contract; bad data raises ValueError naming the file.
+
+    `sha256`: the digest the manifest lists; the file is hashed first and a mismatch is an error.
+    """
     path = Path(path)
+    if sha256 is not None:
+        actual = sha256_file(path) if path.exists() else "(missing file)"
+        if actual != sha256:
+            raise ValueError(f"{path}: checksum mismatch, expected sha256 {sha256} (manifest), got {actual}; "
+                             "the file changed or is damaged since the shards stage wrote it")
     try:
         # Reading a stream from a memory map is zero-copy: the table's buffers are the mapped pages.
         table = pa.ipc.open_stream(pa.memory_map(str(path), "r")).read_all()
     except (pa.ArrowInvalid, OSError) as e:
         raise ValueError(f"{path}: not a readable Arrow IPC stream ({e})") from e
-    meta = table.schema.metadata or {}
-    version = meta.get(b"lmforge.schema", b"").decode(errors="replace")
-    if version != SHARD_SCHEMA_VERSION:
-        raise ValueError(f"{path}: shard schema {version or '(none)'!r}, expected {SHARD_SCHEMA_VERSION!r}")
+    meta = ShardMeta.from_schema(table.schema)
+    if meta.version != SHARD_SCHEMA_VERSION:
+        raise ValueError(f"{path}: shard schema {meta.version or '(none)'!r}, expected {SHARD_SCHEMA_VERSION!r}")
+    if objective is not None and meta.objective != objective:
+        raise ValueError(f"{path}: objective {meta.objective!r}, but the manifest says {objective!r}")
     for want in TOKEN_SHARD_SCHEMA:
         got = table.schema.field(want.name) if want.name in table.schema.names else None
         if got is None or not got.type.equals(want.type):
             raise ValueError(f"{path}: column {want.name!r} is {got.type if got else 'missing'}, expected {want.type}")
-    _check_rows(path, table, seq_len, num_variants)
+    _check_rows(path, table, seq_len, num_variants, meta.objective)
     return table
 
 
@@ -105,7 +165,7 @@ def _first_bad(mask: pa.ChunkedArray | pa.Array) -> int:
     return int(np.flatnonzero(np.asarray(mask.to_numpy(zero_copy_only=False)))[0])
 
 
-def _check_rows(path: Path, table: pa.Table, seq_len: int | None, num_variants: int | None) -> None:
+def _check_rows(path: Path, table: pa.Table, seq_len: int | None, num_variants: int | None, objective: str) -> None:
     """Vectorised checks of every row, so a bad record fails here and not mid-epoch."""
     if table.num_rows == 0:
         return
@@ -126,6 +186,8 @@ def _check_rows(path: Path, table: pa.Table, seq_len: int | None, num_variants: 
         if pc.any(bad).as_py():
             i = _first_bad(bad)
             raise ValueError(f"{path}: record {i} has {len(table[col][i])} {col} variants, expected {num_variants}")
+    if not num_variants:
+        return
     positions = pc.list_flatten(table["mask_positions"])  # one list per (row, variant)
     tokens = pc.list_flatten(table["mask_tokens"])
     bad = pc.not_equal(pc.list_value_length(positions), pc.list_value_length(tokens))
@@ -135,10 +197,96 @@ def _check_rows(path: Path, table: pa.Table, seq_len: int | None, num_variants: 
     flat = pc.list_flatten(positions)
     if len(flat) and (pc.min(flat).as_py() < 0 or pc.max(flat).as_py() >= seq_len):
         raise ValueError(f"{path}: a mask position lies outside [0, {seq_len})")
+    flat_tok = pc.list_flatten(tokens)
+    if objective in MLM_OBJECTIVES and len(flat_tok) and pc.min(flat_tok).as_py() < 0:
+        raise ValueError(f"{path}: a {objective} mask token is negative (-1 marks t5_span spans only)")
 
 
 # ---------------------------------------------------------------------------------------------
-# Rank split, shuffle and batches.
+# Batches, one builder per objective.
+
+
+def build_batch(table: pa.Table, rows: np.ndarray, variant: int, *, objective: str | None = None) -> dict[str, torch.Tensor]:
+    """The batch of `rows` with mask variant `variant`, for the objective in the table's metadata
+    (or `objective`); see the module docstring for what each objective's batch holds."""
+    meta = ShardMeta.from_schema(table.schema)
+    objective = objective or meta.objective
+    sub = table.take(pa.array(rows, type=pa.int64()))
+    ids = pc.list_flatten(sub["input_ids"]).to_numpy().astype(np.int64).reshape(sub.num_rows, -1)
+    lengths = sub["length"].to_numpy()
+    attention = (np.arange(ids.shape[1])[None, :] < lengths[:, None]).astype(np.int64)
+    if objective in MLM_OBJECTIVES:
+        inputs, labels = _mlm(sub, ids, variant)
+        out = {"input_ids": inputs, "attention_mask": attention, "labels": labels}
+    elif objective == "causal":
+        out = {"input_ids": ids, "attention_mask": attention, "labels": np.where(attention == 1, ids, IGNORE_INDEX)}
+    elif objective == "t5_span":
+        out = _t5(sub, ids, lengths, variant, meta, rows)
+    else:
+        raise ValueError(f"no batches for objective {objective!r}")
+    return {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in out.items()}
+
+
+def _variant(sub: pa.Table, variant: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(row of each stored position, positions, tokens) of one variant, flat over the batch."""
+    pos_lists = pc.list_element(sub["mask_positions"], variant)
+    positions = pc.list_flatten(pos_lists).to_numpy().astype(np.int64)
+    tokens = pc.list_flatten(pc.list_element(sub["mask_tokens"], variant)).to_numpy().astype(np.int64)
+    row_of = np.repeat(np.arange(sub.num_rows), pc.list_value_length(pos_lists).to_numpy())
+    return row_of, positions, tokens
+
+
+def _mlm(sub: pa.Table, ids: np.ndarray, variant: int) -> tuple[np.ndarray, np.ndarray]:
+    """Replacements placed at the variant's positions; labels the original ids there, IGNORE_INDEX elsewhere."""
+    row_of, positions, replacements = _variant(sub, variant)
+    labels = np.full_like(ids, IGNORE_INDEX)
+    labels[row_of, positions] = ids[row_of, positions]
+    inputs = ids.copy()
+    inputs[row_of, positions] = replacements
+    return inputs, labels
+
+
+def t5_example(ids: np.ndarray, positions: np.ndarray, tokens: np.ndarray, eos_id: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """(encoder ids, target ids) of one unpadded row: each noise span becomes its sentinel in the
+    encoder; the target is sentinel_0 span_0 sentinel_1 span_1 ... then eos (if any)."""
+    first = tokens >= 0
+    keep = np.ones(len(ids), bool)
+    keep[positions[~first]] = False
+    encoder = ids.copy()
+    encoder[positions[first]] = tokens[first]
+    target = np.insert(ids[positions], np.flatnonzero(first), tokens[first])
+    if eos_id is not None:
+        target = np.append(target, eos_id)
+    return encoder[keep], target
+
+
+def _t5(sub: pa.Table, ids: np.ndarray, lengths: np.ndarray, variant: int, meta: ShardMeta,
+        rows: np.ndarray) -> dict[str, np.ndarray]:
+    """Encoder inputs padded with pad to max_encoder_len, labels with IGNORE_INDEX to max_target_len,
+    decoder_input_ids = labels shifted right with pad as the start token (HF T5's _shift_right)."""
+    enc_len, tgt_len = meta.max_encoder_len or ids.shape[1], meta.max_target_len
+    if tgt_len is None:
+        raise ValueError("t5_span shards lack lmforge.max_target_len in their schema metadata")
+    row_of, positions, tokens = _variant(sub, variant)
+    cuts = np.searchsorted(row_of, np.arange(sub.num_rows + 1))
+    b = sub.num_rows
+    inputs = np.full((b, enc_len), meta.pad_id, np.int64)
+    attention = np.zeros((b, enc_len), np.int64)
+    labels = np.full((b, tgt_len), IGNORE_INDEX, np.int64)
+    for i in range(b):
+        s = slice(cuts[i], cuts[i + 1])
+        enc, tgt = t5_example(ids[i, : lengths[i]], positions[s], tokens[s], meta.eos_id)
+        if len(enc) > enc_len or len(tgt) > tgt_len:
+            raise ValueError(f"table row {int(rows[i])}: t5 encoder {len(enc)} / target {len(tgt)} tokens exceed "
+                             f"the shards' bounds {enc_len} / {tgt_len}")
+        inputs[i, : len(enc)], attention[i, : len(enc)], labels[i, : len(tgt)] = enc, 1, tgt
+    decoder = np.concatenate([np.full((b, 1), meta.pad_id, np.int64), labels[:, :-1]], axis=1)
+    decoder[decoder == IGNORE_INDEX] = meta.pad_id
+    return {"input_ids": inputs, "attention_mask": attention, "labels": labels, "decoder_input_ids": decoder}
+
+
+# ---------------------------------------------------------------------------------------------
+# Rank split, shuffle and the loader.
 
 
 @dataclass(frozen=True)
@@ -171,42 +319,26 @@ def epoch_batches(rows: np.ndarray, batch_size: int, seed: int, epoch: int, rank
     return [order[i * batch_size:(i + 1) * batch_size] for i in range(n)], len(order) - n * batch_size
 
 
-def build_batch(table: pa.Table, rows: np.ndarray, variant: int) -> dict[str, torch.Tensor]:
-    """input_ids with variant `variant`'s replacements applied, attention_mask and labels.
-
-    labels are the original ids at the masked positions and IGNORE_INDEX elsewhere.
-    """
-    sub = table.take(pa.array(rows, type=pa.int64()))
-    b = sub.num_rows
-    ids = pc.list_flatten(sub["input_ids"]).to_numpy().astype(np.int64).reshape(b, -1)
-    seq_len = ids.shape[1]
-    lengths = sub["length"].to_numpy()
-    pos_lists = pc.list_element(sub["mask_positions"], variant)
-    positions = pc.list_flatten(pos_lists).to_numpy().astype(np.int64)
-    replacements = pc.list_flatten(pc.list_element(sub["mask_tokens"], variant)).to_numpy().astype(np.int64)
-    row_of = np.repeat(np.arange(b), pc.list_value_length(pos_lists).to_numpy())
-
-    labels = np.full_like(ids, IGNORE_INDEX)
-    labels[row_of, positions] = ids[row_of, positions]
-    inputs = ids.copy()
-    inputs[row_of, positions] = replacements
-    attention = (np.arange(seq_len)[None, :] < lengths[:, None]).astype(np.int64)
-    return {
-        "input_ids": torch.from_numpy(inputs),
-        "attention_mask": torch.from_numpy(attention),
-        "labels": torch.from_numpy(labels),
-    }
+LOADER_STATE_KEYS = ("seed", "world", "batch_size", "num_rows", "num_variants")
+"""What must match for a saved position to mean the same batches."""
 
 
 class RankLoader:
-    """One rank's batches, epoch by epoch; counts what it leaves out."""
+    """One rank's batches, epoch by epoch; counts what it leaves out; resumable.
+
+    The whole order is a function of (seed, epoch, rank), with no hidden RNG, so the state is
+    just the position: the epoch and the index of the next batch in it.
+    """
 
     def __init__(self, table: pa.Table, rank: int, world: int, batch_size: int, seed: int, num_variants: int):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        self.table, self.rank, self.batch_size, self.seed, self.num_variants = table, rank, batch_size, seed, num_variants
+        self.table, self.rank, self.world, self.batch_size = table, rank, world, batch_size
+        self.seed, self.num_variants = seed, num_variants
         self.split = rank_rows(table.num_rows, rank, world)
         self.batches_per_epoch = len(self.split.rows) // batch_size
+        self.position: tuple[int, int] = (0, 0)
+        """(epoch, index of the next batch in it), advanced as batches are handed out."""
         self.counts = {
             "rows": table.num_rows,
             "rows_per_rank": len(self.split.rows),
@@ -224,10 +356,37 @@ class RankLoader:
                      self.counts["dropped_rank_remainder"], self.counts["dropped_partial_batch"])
 
     def variant(self, epoch: int) -> int:
-        return epoch % self.num_variants
+        """epoch % K; 0 (unused) for causal shards, which store no variants."""
+        return epoch % self.num_variants if self.num_variants else 0
 
-    def epoch(self, epoch: int) -> Iterator[dict[str, torch.Tensor]]:
+    def epoch(self, epoch: int, start: int = 0) -> Iterator[dict[str, torch.Tensor]]:
+        """This epoch's batches from index `start`; `position` moves past each batch as it is yielded."""
+        if not 0 <= start <= self.batches_per_epoch:
+            raise ValueError(f"start {start} is outside [0, {self.batches_per_epoch}] batches of epoch {epoch}")
         batches, _ = epoch_batches(self.split.rows, self.batch_size, self.seed, epoch, self.rank)
         v = self.variant(epoch)
-        for rows in batches:
-            yield build_batch(self.table, rows, v)
+        for i in range(start, len(batches)):
+            # Set before yielding: a state saved after this batch is consumed resumes at the next one.
+            self.position = (epoch, i + 1) if i + 1 < len(batches) else (epoch + 1, 0)
+            yield build_batch(self.table, batches[i], v)
+
+    def state_dict(self) -> dict[str, Any]:
+        epoch, batch = self.position
+        return {"epoch": epoch, "batch": batch, "seed": self.seed, "rank": self.rank, "world": self.world,
+                "batch_size": self.batch_size, "num_rows": self.table.num_rows, "num_variants": self.num_variants,
+                "batches_per_epoch": self.batches_per_epoch}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume at `state`'s position. Every rank is at the same position (equal batches per rank),
+        so rank 0's state (the one DeepSpeed saves) restores any rank; seed, world, batch size, rows
+        and variants must match, or the position would name other batches."""
+        mine = self.state_dict()
+        diff = {k: (state.get(k), mine[k]) for k in LOADER_STATE_KEYS if state.get(k) != mine[k]}
+        if diff:
+            raise ValueError("loader state does not fit this loader (saved, now): "
+                             + ", ".join(f"{k} {a} != {b}" for k, (a, b) in diff.items()))
+        epoch, batch = int(state["epoch"]), int(state["batch"])
+        if epoch < 0 or not 0 <= batch < self.batches_per_epoch:
+            raise ValueError(f"loader state position epoch {epoch} batch {batch} is outside "
+                             f"{self.batches_per_epoch} batches per epoch")
+        self.position = (epoch, batch)

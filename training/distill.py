@@ -36,6 +36,7 @@ from transformers.utils import logging as hf_logging
 
 from lmforge.config import add_config_args, config_from_args, config_to_dict, opt, require
 from schemas.manifest import MANIFEST_NAME, Manifest, atomic_write_json, describe_outputs, input_ref, write_manifest
+from schemas.shards import MLM_OBJECTIVES
 from training.data import IGNORE_INDEX, RankLoader, ShardSet
 from training.export import HF_DIR, METRICS_NAME, check_tokenizer, load_tokenizer, loss_summary, save_hf
 from training.model import num_parameters, param_groups
@@ -174,6 +175,7 @@ def run(cfg: DistillConfig) -> Path:
     # --- setup --------------------------------------------------------------------------------
     teacher_hf, teacher_stage = resolve_teacher(cfg.teacher)
     shards = ShardSet.open(cfg.shards)
+    shards.require_objective(MLM_OBJECTIVES, "distill (BertForMaskedLM)")
     tokenizer = load_tokenizer(teacher_hf, max_length=shards.seq_len)
     check_tokenizer(tokenizer, shards.vocab_size, shards.pad_id, shards.mask_id, f"{cfg.shards}/manifest.json")
     teacher = BertForMaskedLM.from_pretrained(teacher_hf).eval()

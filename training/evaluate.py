@@ -127,6 +127,7 @@ def _fmt(x: float | None) -> str:
 def run(cfg: EvaluateConfig) -> Path:
     import torch
 
+    from schemas.shards import MLM_OBJECTIVES
     from training.data import ShardSet
 
     t0 = time.time()
@@ -137,7 +138,9 @@ def run(cfg: EvaluateConfig) -> Path:
     stages = {s: run_dir / s for s in ("shards", "pretrain", "finetune", "distill")}
     for d in stages.values():
         read_manifest(d)  # every upstream stage must have finished
-    table = ShardSet.open(stages["shards"]).read("valid")
+    shards = ShardSet.open(stages["shards"])
+    shards.require_objective(MLM_OBJECTIVES, "evaluate (masked-LM loss)")
+    table = shards.read("valid")
     ft = json.loads((stages["finetune"] / "metrics.json").read_text())
     pre = json.loads((stages["pretrain"] / "metrics.json").read_text())
     report = {

@@ -32,6 +32,7 @@ import torch
 
 from lmforge.config import add_config_args, config_from_args, config_to_dict, opt, require
 from schemas.manifest import MANIFEST_NAME, Manifest, atomic_write_json, describe_outputs, input_ref, write_manifest
+from schemas.shards import MLM_OBJECTIVES
 from training.data import RankLoader, ShardSet
 from training.export import HF_DIR, METRICS_NAME, check_tokenizer, load_tokenizer, loss_summary, save_hf
 from training.model import SparseMLM, bert_config, build_model, num_parameters, param_groups, preset
@@ -118,6 +119,7 @@ def run(cfg: PretrainConfig) -> Path:
 
     # --- setup: data, model, engine -----------------------------------------------------------
     shards = ShardSet.open(cfg.shards)
+    shards.require_objective(MLM_OBJECTIVES, "pretrain (BertForMaskedLM)")
     tokenizer = load_tokenizer(cfg.tokenizer, max_length=shards.seq_len)
     check_tokenizer(tokenizer, shards.vocab_size, shards.pad_id, shards.mask_id, f"{cfg.shards}/manifest.json")
     loader = RankLoader(shards.read("train"), rank, world, cfg.micro_batch_size, cfg.seed, shards.num_variants)
@@ -143,11 +145,12 @@ def run(cfg: PretrainConfig) -> Path:
     curve: list[dict[str, Any]] = []
     acc = torch.zeros(4, dtype=torch.float64)  # this step: loss sum, micro-batches, tokens, masked
     seen = torch.zeros(4, dtype=torch.float64)  # whole run, all ranks
-    step, micro, epoch = 0, 0, 0
+    step, micro = 0, 0
+    epoch, start = loader.position  # (0, 0); a resumed run would load_state_dict() first
     t_fit = t_log = time.time()
     engine.train()
     while step < total:
-        for batch in loader.epoch(epoch):
+        for batch in loader.epoch(epoch, start=start):
             batch = {k: v.to(engine.device) for k, v in batch.items()}
             loss = engine(**batch)
             engine.backward(loss)
@@ -175,7 +178,8 @@ def run(cfg: PretrainConfig) -> Path:
                          curve[-1]["lr"], dt / len(window), f"{tokens_per_step * len(window) / dt:,.0f}")
             if step >= total:
                 break
-        epoch += 1
+        else:
+            epoch, start = epoch + 1, 0
     fit_seconds = time.time() - t_fit
 
     # --- validate -----------------------------------------------------------------------------
@@ -186,7 +190,9 @@ def run(cfg: PretrainConfig) -> Path:
             writer.add_scalar("valid/loss", valid_loss, step)
 
     # --- save ---------------------------------------------------------------------------------
-    client_state = {"step": step, "epoch": epoch, "config": config_to_dict(cfg)}
+    # The loader's position (same on every rank) lets a resumed run see exactly the batches this
+    # one would have seen next: RankLoader.load_state_dict(client_state["loader"]).
+    client_state = {"step": step, "epoch": epoch, "config": config_to_dict(cfg), "loader": loader.state_dict()}
     engine.save_checkpoint(str(out / "checkpoints"), client_state=client_state)
     if rank == 0:
         if writer is not None:

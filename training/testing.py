@@ -2,7 +2,9 @@
 
 Tests must not wait for the tokenizer and shards stages, so this writes both to the same
 contract (`schemas.shards`, a shards manifest with the `extra` a reader needs). Masks come
-from the shards stage's own `mask_variants` (BERT's 15% with 80/10/10).
+from the shards stage's own `mask_variants` (BERT's 15% with 80/10/10). For any other
+tokenizer family or objective, `make_corpus` writes a tiny corpus stage that the real
+tokenizer stage and `pipelines.shards.stage.run_local` (the shards stage without Beam) read.
 """
 from __future__ import annotations
 
@@ -11,9 +13,11 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from pipelines.shards.masking import MaskConfig, mask_variants
+from pipelines.shards.masking import MaskConfig, MaskVocab, mask_variants
 from schemas.manifest import Manifest, describe_outputs, write_manifest
-from schemas.shards import shard_schema
+from schemas.shards import shard_file_name, shard_schema
+
+VADER = Path(__file__).resolve().parents[1] / "samples" / "labeled" / "vader"
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
@@ -54,7 +58,7 @@ def make_tokenizer(out_dir: str | Path, vocab_size: int = 300, texts: list[str] 
 def make_shards(out_dir: str | Path, tokenizer_dir: str | Path, seq_len: int = 32, num_variants: int = 2,
                 train_rows: int = 40, valid_rows: int = 8, train_files: int = 2, seed: int = 0,
                 schema_version: str | None = None, texts: list[str] | None = None) -> Path:
-    """Write `train/shard-*.arrow`, `valid/shard-00000.arrow` and a shards manifest.
+    """Write `train/shard-0000k-000.arrow`, `valid/shard-00000-000.arrow` and a shards manifest (BERT MLM).
 
     Rows are packed: consecutive texts (default SENTENCES) joined by [SEP] after a [CLS]; every
     third row is cut short so padding and `length` are exercised.
@@ -64,11 +68,11 @@ def make_shards(out_dir: str | Path, tokenizer_dir: str | Path, seq_len: int = 3
     tok = AutoTokenizer.from_pretrained(str(tokenizer_dir))
     vocab = len(tok)
     pad, cls, sep, mask = (tok.convert_tokens_to_ids(t) for t in ("[PAD]", "[CLS]", "[SEP]", "[MASK]"))
-    special_ids = np.array(sorted({pad, cls, sep, mask, tok.convert_tokens_to_ids("[UNK]")}), np.int32)
+    vocab_spec = MaskVocab(vocab, tuple(sorted({pad, cls, sep, mask, tok.convert_tokens_to_ids("[UNK]")})), mask, pad_id=pad)
     mask_cfg = MaskConfig(num_variants=num_variants, seed=seed)
     encoded = [ids for ids in tok(texts or SENTENCES, add_special_tokens=False)["input_ids"] if ids]
     rng = np.random.default_rng(seed)
-    schema = shard_schema(seq_len, num_variants, "mlm")
+    schema = shard_schema(seq_len, num_variants, "mlm", pad_id=pad)
     if schema_version is not None:
         schema = schema.with_metadata({**schema.metadata, b"lmforge.schema": schema_version.encode()})
 
@@ -82,7 +86,7 @@ def make_shards(out_dir: str | Path, tokenizer_dir: str | Path, seq_len: int = 3
         ids = ids[:seq_len]
         length = seq_len - (i % 3 == 2) * (seq_len // 4)  # every third row: a quarter is padding
         ids = np.array(ids[:length] + [pad] * (seq_len - length), dtype=np.int32)
-        positions, tokens = mask_variants(ids, length, special_ids, vocab, mask, mask_cfg, shard=0, row=i)
+        positions, tokens = mask_variants(ids, length, vocab_spec, mask_cfg, shard=0, row=i)
         return {"input_ids": ids.tolist(), "length": length, "doc_starts": [s for s in starts if s < length],
                 "mask_positions": [p.tolist() for p in positions], "mask_tokens": [t.tolist() for t in tokens]}
 
@@ -91,7 +95,7 @@ def make_shards(out_dir: str | Path, tokenizer_dir: str | Path, seq_len: int = 3
     plan = [("train", k, train_rows // train_files + (k < train_rows % train_files)) for k in range(train_files)]
     plan.append(("valid", 0, valid_rows))
     for split, k, n in plan:
-        rel = f"{split}/shard-{k:05d}.arrow"
+        rel = shard_file_name(split, k, 0)
         (out_dir / split).mkdir(parents=True, exist_ok=True)
         rows = [row(i) for i in range(n)]
         with pa.ipc.new_stream(str(out_dir / rel), schema) as w:
@@ -102,6 +106,26 @@ def make_shards(out_dir: str | Path, tokenizer_dir: str | Path, seq_len: int = 3
         stage="shards", config={"seq_len": seq_len, "num_variants": num_variants, "fixture": True},
         counts={"train_rows": train_rows, "valid_rows": valid_rows}, outputs=describe_outputs(out_dir, files),
         extra={"seq_len": seq_len, "num_variants": num_variants, "vocab_size": vocab, "pad_id": pad,
-               "mask_id": mask, "splits": splits},
+               "mask_id": mask, "splits": splits, "objective": "mlm", "family": "bert", "packing": "concat"},
     ))
+    return out_dir
+
+
+def vader_texts(name: str = "tweets", n: int = 300, skip: int = 0) -> list[str]:
+    """Human-written sentences from a VADER ground-truth file (`id <tab> score <tab> text`) in samples/."""
+    lines = (VADER / f"{name}_GroundTruth.txt").read_text(encoding="utf-8").splitlines()
+    return [ln.split("\t", 2)[2] for ln in lines[skip:skip + n]]
+
+
+def make_corpus(out_dir: str | Path, texts: list[str], lang: str = "en") -> Path:
+    """A corpus stage directory the tokenizer and shards stages accept: data/<lang>/part-00000.parquet
+    with `id` and `text`, and a manifest. Ids are `doc-00000`, ... in the order given."""
+    import pyarrow.parquet as pq
+
+    out_dir = Path(out_dir)
+    rel = Path("data", lang, "part-00000.parquet")
+    (out_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"id": [f"doc-{i:05d}" for i in range(len(texts))], "text": texts}), out_dir / rel)
+    write_manifest(out_dir, Manifest(stage="corpus", config={"fixture": True}, counts={"kept": len(texts)},
+                                     outputs=describe_outputs(out_dir, [rel])))
     return out_dir

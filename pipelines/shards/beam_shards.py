@@ -1,90 +1,68 @@
 """The shards stage on Apache Beam: corpus Parquet -> split -> encode, pack, mask -> Arrow shards.
 
-Run alone:  lmforge shards --corpus runs/demo/corpus --tokenizer runs/demo/tokenizer --output runs/demo/shards
+Run alone:
+
+    lmforge shards --corpus runs/demo/corpus --tokenizer runs/demo/tokenizer --output runs/demo/shards \\
+        [--mask-objective mlm|whole_word|span|t5_span|causal] [--packing concat|document] [--target-shard-mb 4]
 
 Documents are assigned to (split, shard) by a hash of their id; each shard is one GroupByKey
-group, encoded with the trained tokenizer, packed in id order, masked K times and written as
-one Arrow IPC stream file under a temporary name, then renamed. Beam has no Arrow IPC sink;
-writing the whole group in one DoFn keeps the file name and row order fixed, so the same
-input and seed give byte-identical shards.
+group, encoded with the trained tokenizer (any family the tokenizer stage writes), packed in id
+order between the family's special tokens, masked K times for the objective, and written as
+consecutive Arrow IPC stream files of at most the target size (`train/shard-00003-000.arrow`,
+`-001`, ...), each under a temporary name and then renamed. Beam has no Arrow IPC sink; writing
+the whole group in one DoFn keeps file names and row order fixed, so the same input and seed
+give byte-identical shards. The pure work is in `packing`, `rows` and `write`.
 """
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 import apache_beam as beam
-import numpy as np
-import pyarrow as pa
 from apache_beam.metrics import Metrics
 
 from pipelines.io import shard_of
-from pipelines.shards.masking import MaskConfig, mask_variants
-from pipelines.shards.packing import pack
-from schemas.manifest import atomic_write_bytes
-from schemas.shards import shard_schema
-
-
-def split_of(doc_id: str, valid_per_mille: int) -> str:
-    return "valid" if zlib.crc32(b"split:" + doc_id.encode()) % 1000 < valid_per_mille else "train"
+from pipelines.shards.masking import MaskConfig
+from pipelines.shards.rows import split_of
 
 
 class EncodePackWrite(beam.DoFn):
-    def __init__(self, tokenizer_json: str, out: str, seq_len: int, mask: MaskConfig, objective: str):
-        self.tokenizer_json, self.out, self.seq_len, self.mask, self.objective = tokenizer_json, out, seq_len, mask, objective
+    """One (split, shard) group of documents -> its shard files (`rows.write_group`); yields one record per file."""
+
+    def __init__(self, tokenizer_json: str, out: str, seq_len: int, mask: MaskConfig, packing: str = "concat",
+                 target_bytes: int = 4 << 20):
+        self.tokenizer_json, self.out, self.seq_len, self.mask = tokenizer_json, out, seq_len, mask
+        self.packing, self.target_bytes = packing, target_bytes
 
     def setup(self) -> None:
-        from tokenizers import Tokenizer
+        from pipelines.shards.rows import load_tokenizer, shard_setup
 
-        self.tok = Tokenizer.from_file(self.tokenizer_json)
-        self.tok.no_padding()
-        self.tok.no_truncation()
-        v = self.tok.get_vocab()
-        self.cls, self.sep, self.pad, self.mask_id = v["[CLS]"], v["[SEP]"], v["[PAD]"], v["[MASK]"]
-        self.special = np.array(sorted(self.tok.token_to_id(t) for t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")), np.int32)
-        self.vocab_size = self.tok.get_vocab_size()
+        self.tok = load_tokenizer(self.tokenizer_json)
+        self.spec, self.vocab = shard_setup(self.tok, self.seq_len, self.mask, self.packing)
 
     def process(self, item: tuple[tuple[str, int], Iterable[dict[str, Any]]]) -> Iterable[dict[str, Any]]:
+        from pipelines.shards.rows import write_group
+
         (split, shard), docs = item
-        docs = sorted(docs, key=lambda d: d["id"])
-        encs = self.tok.encode_batch([d["text"] for d in docs], add_special_tokens=False)
-        cols: dict[str, list] = {"input_ids": [], "length": [], "doc_starts": [], "mask_positions": [], "mask_tokens": []}
-        tokens = 0
-        for i, row in enumerate(pack((e.ids for e in encs), self.seq_len, self.cls, self.sep, self.pad)):
-            ids = np.asarray(row.input_ids, np.int32)
-            pos, rep = mask_variants(ids, row.length, self.special, self.vocab_size, self.mask_id, self.mask,
-                                     shard + (0 if split == "train" else 1_000_000), i)
-            cols["input_ids"].append(ids)
-            cols["length"].append(row.length)
-            cols["doc_starts"].append(row.doc_starts)
-            cols["mask_positions"].append(pos)
-            cols["mask_tokens"].append(rep)
-            tokens += row.length
-        schema = shard_schema(self.seq_len, self.mask.num_variants, self.objective)
-        table = pa.Table.from_pydict(cols, schema=schema)
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, schema) as writer:
-            writer.write_table(table, max_chunksize=1024)
-        rel = f"{split}/shard-{shard:05d}.arrow"
-        atomic_write_bytes(Path(self.out, rel), sink.getvalue().to_pybytes())
-        Metrics.counter("shards", f"{split}_rows").inc(table.num_rows)
-        Metrics.counter("shards", f"{split}_docs").inc(len(docs))
-        yield {"path": rel, "split": split, "rows": table.num_rows, "tokens": tokens, "documents": len(docs)}
+        files, counts = write_group(self.out, split, shard, docs, self.tok, self.spec, self.vocab, self.mask,
+                                    self.target_bytes)
+        for name, n in counts.items():
+            Metrics.counter("shards", f"{split}_{name}").inc(n)
+        yield from files
 
 
 class ShardsPipeline(beam.PTransform):
     def __init__(self, corpus_glob: str, tokenizer_json: str, out: str, seq_len: int, mask: MaskConfig,
-                 num_shards: int, valid_per_mille: int, objective: str = "mlm"):
+                 num_shards: int, valid_per_mille: int, packing: str = "concat", target_bytes: int = 4 << 20):
         super().__init__()
-        self.args = (corpus_glob, tokenizer_json, out, seq_len, mask, num_shards, valid_per_mille, objective)
+        self.corpus_glob, self.num_shards, self.valid_per_mille = corpus_glob, num_shards, valid_per_mille
+        self.write = EncodePackWrite(tokenizer_json, out, seq_len, mask, packing, target_bytes)
 
     def expand(self, pbegin):
-        corpus_glob, tokenizer_json, out, seq_len, mask, num_shards, valid_per_mille, objective = self.args
+        num_shards, valid_per_mille = self.num_shards, self.valid_per_mille
         return (pbegin
-                | "ReadCorpus" >> beam.io.ReadFromParquet(corpus_glob, columns=["id", "text"])
+                | "ReadCorpus" >> beam.io.ReadFromParquet(self.corpus_glob, columns=["id", "text"])
                 | "KeyBySplitShard" >> beam.Map(lambda d: ((s := split_of(d["id"], valid_per_mille),
                                                              shard_of(d["id"], num_shards if s == "train" else 1)), d))
                 | "GroupShards" >> beam.GroupByKey()
-                | "EncodePackWrite" >> beam.ParDo(EncodePackWrite(tokenizer_json, out, seq_len, mask, objective)))
+                | "EncodePackWrite" >> beam.ParDo(self.write))

@@ -1,18 +1,30 @@
-"""Driver for the shards stage: run the Beam pipeline, then describe the shards in the manifest."""
+"""Driver for the shards stage: check the inputs, run the Beam pipeline, describe the shards in the manifest."""
 from __future__ import annotations
 
 import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lmforge.config import config_to_dict, opt, require
 from pipelines.corpus.stage import default_beam_args
 from pipelines.shards.masking import MaskConfig
-from schemas.manifest import MANIFEST_NAME, Manifest, describe_outputs, input_ref, read_manifest, write_manifest
-from schemas.shards import SHARD_SCHEMA_VERSION
+from schemas.manifest import (
+    MANIFEST_NAME,
+    Manifest,
+    describe_outputs,
+    input_ref,
+    read_manifest,
+    sha256_file,
+    write_manifest,
+)
+from schemas.shards import MASK_COLUMNS, PACKINGS, SHARD_SCHEMA_VERSION, ShardMeta, shard_file_key
+
+SPLITS = ("train", "valid")
 
 
 @dataclass
@@ -21,59 +33,181 @@ class ShardsConfig:
     tokenizer: str = opt(help="tokenizer stage directory (tokenizer.json)")
     output: str = opt(help="stage directory to write train/ and valid/ Arrow shards to")
     seq_len: int = opt(128, "tokens per packed row (512 supported)")
-    num_shards: int = opt(2, "train shards (valid is one shard)")
+    num_shards: int = opt(2, "train shard groups, one Beam task each (valid is one group)")
     valid_per_mille: int = opt(50, "documents per 1,000 held out for validation, chosen by a hash of the id")
+    packing: str = opt("concat", "concat: documents back to back, cut into rows (HF group_texts) | "
+                                 "document: one document per row, padded (a longer one continues in the next rows)")
+    target_shard_mb: float = opt(4.0, "largest shard file in MiB; a group is written as consecutive files up to this "
+                                      "(the demo's ~10 MB of train shards make 4 files; MosaicML streaming uses 64)")
     mask: MaskConfig = field(default_factory=MaskConfig, metadata={"help": "masking"})
 
     def __post_init__(self) -> None:
         require(8 <= self.seq_len <= 4096, f"seq_len must be in [8, 4096], got {self.seq_len}")
         require(self.num_shards >= 1, "num_shards must be >= 1")
         require(0 < self.valid_per_mille < 1000, "valid_per_mille must be in (0, 1000)")
+        require(self.packing in PACKINGS, f"packing {self.packing!r} is not one of {', '.join(PACKINGS)}")
+        require(self.target_shard_mb > 0, f"target_shard_mb must be > 0, got {self.target_shard_mb}")
         if isinstance(self.mask, dict):
             self.mask = MaskConfig(**self.mask)
 
+    @property
+    def target_bytes(self) -> int:
+        return int(self.target_shard_mb * (1 << 20))
+
+
+def describe_shard(path: Path) -> dict[str, Any]:
+    """Rows, real tokens, bytes, and the bytes the same file would take without the mask columns."""
+    from pipelines.shards.write import stream_size
+
+    with pa.memory_map(str(path)) as src:
+        table = pa.ipc.open_stream(src).read_all()
+        return {"rows": table.num_rows, "tokens": int(pc.sum(table["length"]).as_py() or 0),
+                "bytes": path.stat().st_size, "bytes_without_masks": stream_size(table.drop_columns(list(MASK_COLUMNS)))}
+
+
+def bytes_per_token(shards: list[dict[str, Any]]) -> dict[str, float | None]:
+    """On-disk bytes per real (non-padding) token, with and without the K mask variants."""
+    tokens = sum(s["tokens"] for s in shards)
+    if not tokens:
+        return {"with_masks": None, "without_masks": None}
+    return {"with_masks": round(sum(s["bytes"] for s in shards) / tokens, 3),
+            "without_masks": round(sum(s["bytes_without_masks"] for s in shards) / tokens, 3)}
+
+
+def beam_counters(pipeline) -> dict[str, int]:
+    """The pipeline's counters summed over steps; {} on runners that report none."""
+    metrics: dict[str, int] = {}
+    try:
+        for c in pipeline.result.metrics().query()["counters"]:
+            n = c.committed if c.committed is not None else c.attempted
+            metrics[c.key.metric.name] = metrics.get(c.key.metric.name, 0) + n
+    except Exception:  # noqa: BLE001 - metrics are a cross-check; the files are the record of truth
+        pass
+    return dict(sorted(metrics.items()))
+
+
+@dataclass
+class Prepared:
+    """What the driver checked before any group runs."""
+
+    tokenizer_json: Path
+    tokenizer_sha256: str
+    ids: dict[str, Any]
+    """`pipelines.tokenizer.special_ids` of the tokenizer."""
+    vocab_size: int
+    meta: ShardMeta
+
+
+def prepare(cfg: ShardsConfig) -> Prepared:
+    """Check the inputs (finished stages, unchanged tokenizer, objective it can serve), then empty the output."""
+    from pipelines.shards.rows import check_objective, load_tokenizer, shard_meta
+    from pipelines.tokenizer import special_ids
+
+    read_manifest(cfg.corpus)  # the corpus must have finished; input_ref pins its manifest's sha256
+    tok_manifest = read_manifest(cfg.tokenizer)
+    tokenizer_json = Path(cfg.tokenizer, "tokenizer.json")
+    digest = sha256_file(tokenizer_json)
+    listed = next((o["sha256"] for o in tok_manifest["outputs"] if o["path"] == "tokenizer.json"), None)
+    if listed != digest:
+        raise ValueError(f"{tokenizer_json}: sha256 {digest} differs from {listed} in "
+                         f"{Path(cfg.tokenizer, MANIFEST_NAME)}; the tokenizer changed after its stage finished")
+    tok = load_tokenizer(tokenizer_json)
+    ids = special_ids(tok)
+    check_objective(ids, cfg.mask.objective, str(tokenizer_json))
+    out = Path(cfg.output)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MANIFEST_NAME).unlink(missing_ok=True)  # first: a crashed rerun never looks finished
+    for split in SPLITS:
+        shutil.rmtree(out / split, ignore_errors=True)
+    return Prepared(tokenizer_json, digest, ids, tok.get_vocab_size(), shard_meta(ids, cfg.seq_len, cfg.mask, cfg.packing))
+
 
 def run(cfg: ShardsConfig, beam_args: list[str] | None = None) -> Path:
+    """The stage on Beam (DirectRunner, 2 processes, unless `beam_args` say otherwise)."""
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from pipelines.shards.beam_shards import ShardsPipeline
 
     t0 = time.time()
-    read_manifest(cfg.corpus)
-    tok_manifest = read_manifest(cfg.tokenizer)
-    out = Path(cfg.output)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / MANIFEST_NAME).unlink(missing_ok=True)
-    for split in ("train", "valid"):
-        shutil.rmtree(out / split, ignore_errors=True)
+    prep = prepare(cfg)
     corpus_glob = str(Path(cfg.corpus, "data", "*", "*.parquet"))
-    tokenizer_json = str(Path(cfg.tokenizer, "tokenizer.json"))
     args = default_beam_args(beam_args or [])
     with beam.Pipeline(options=PipelineOptions(args)) as p:
-        _ = p | "Shards" >> ShardsPipeline(corpus_glob, tokenizer_json, str(out), cfg.seq_len, cfg.mask,
-                                           cfg.num_shards, cfg.valid_per_mille)
-    splits: dict[str, list[str]] = {"train": [], "valid": []}
-    counts = {"train_rows": 0, "valid_rows": 0, "train_tokens": 0, "valid_tokens": 0}
-    for split in splits:
-        for f in sorted((out / split).glob("shard-*.arrow")):
-            with pa.memory_map(str(f)) as src:
-                t = pa.ipc.open_stream(src).read_all()
-            splits[split].append(str(f.relative_to(out)))
-            counts[f"{split}_rows"] += t.num_rows
-            counts[f"{split}_tokens"] += int(pa.compute.sum(t.column("length")).as_py() or 0)
-    if not splits["train"] or not splits["valid"]:
+        _ = p | "Shards" >> ShardsPipeline(corpus_glob, str(prep.tokenizer_json), cfg.output, cfg.seq_len, cfg.mask,
+                                           cfg.num_shards, cfg.valid_per_mille, cfg.packing, cfg.target_bytes)
+    return finish(cfg, prep, beam_counters(p), t0)
+
+
+def run_local(cfg: ShardsConfig) -> Path:
+    """The same stage in this process, without Beam (for tests and tiny corpora): the same groups
+    through the same `write_group`, so the same bytes as `run`."""
+    import pyarrow.parquet as pq
+
+    from pipelines.io import shard_of
+    from pipelines.shards.rows import load_tokenizer, shard_setup, split_of, write_group
+
+    t0 = time.time()
+    prep = prepare(cfg)
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for f in sorted(Path(cfg.corpus, "data").glob("*/*.parquet")):
+        for d in pq.read_table(f, columns=["id", "text"]).to_pylist():
+            split = split_of(d["id"], cfg.valid_per_mille)
+            groups.setdefault((split, shard_of(d["id"], cfg.num_shards if split == "train" else 1)), []).append(d)
+    tok = load_tokenizer(prep.tokenizer_json)
+    spec, vocab = shard_setup(tok, cfg.seq_len, cfg.mask, cfg.packing)
+    metrics: dict[str, int] = {}
+    for (split, shard), docs in sorted(groups.items()):
+        _, counts = write_group(cfg.output, split, shard, docs, tok, spec, vocab, cfg.mask, cfg.target_bytes)
+        for name, n in counts.items():
+            metrics[f"{split}_{name}"] = metrics.get(f"{split}_{name}", 0) + n
+    return finish(cfg, prep, dict(sorted(metrics.items())), t0)
+
+
+def finish(cfg: ShardsConfig, prep: Prepared, metrics: dict[str, int], t0: float) -> Path:
+    """Describe every file written (rows, tokens, bytes with and without masks, sha256), check the
+    counts against the run's counters, and write the manifest, last."""
+    out = Path(cfg.output)
+    splits: dict[str, list[str]] = {}
+    shards: list[dict[str, Any]] = []
+    for split in SPLITS:
+        files = sorted((out / split).glob("shard-*.arrow"), key=lambda f: shard_file_key(f.name))
+        splits[split] = [str(f.relative_to(out)) for f in files]
+        for f, rel in zip(files, splits[split]):
+            shard, part = shard_file_key(f.name)
+            shards.append({"path": rel, "split": split, "shard": shard, "part": part, **describe_shard(f)})
+    outputs = describe_outputs(out, [s["path"] for s in shards])
+    digests = {o.path: o.sha256 for o in outputs}
+    for s in shards:
+        s["sha256"] = digests[s["path"]]
+    counts: dict[str, Any] = {}
+    for split in SPLITS:
+        mine = [s for s in shards if s["split"] == split]
+        counts.update({f"{split}_rows": sum(s["rows"] for s in mine), f"{split}_tokens": sum(s["tokens"] for s in mine),
+                       f"{split}_files": len(mine), f"{split}_documents": metrics.get(f"{split}_documents"),
+                       f"{split}_empty_documents": metrics.get(f"{split}_empty_documents")})
+        if metrics and metrics.get(f"{split}_rows", 0) != counts[f"{split}_rows"]:
+            raise RuntimeError(f"shards: the run counted {metrics.get(f'{split}_rows', 0)} {split} rows but "
+                               f"{out / split} holds {counts[f'{split}_rows']}; records were lost")
+    if not counts["train_rows"] or not counts["valid_rows"]:
         raise RuntimeError(f"shards: empty split in {out} ({counts}); the corpus is too small for valid_per_mille={cfg.valid_per_mille}")
-    special = tok_manifest["extra"]["special_tokens"]
+    per_token = bytes_per_token(shards)
+    counts.update({"bytes": sum(s["bytes"] for s in shards), "bytes_without_masks": sum(s["bytes_without_masks"] for s in shards),
+                   "bytes_per_token": per_token["with_masks"], "bytes_per_token_without_masks": per_token["without_masks"]})
+    meta, ids = prep.meta, prep.ids
+    corpus_ref, tokenizer_ref = input_ref(cfg.corpus), input_ref(cfg.tokenizer)
     write_manifest(out, Manifest(
-        stage="shards", config=config_to_dict(cfg), inputs=[input_ref(cfg.corpus), input_ref(cfg.tokenizer)],
-        counts=counts,
-        outputs=describe_outputs(out, [out / f for fs in splits.values() for f in fs]),
-        extra={"schema": SHARD_SCHEMA_VERSION, "seq_len": cfg.seq_len, "num_variants": cfg.mask.num_variants,
-               "objective": "mlm", "vocab_size": tok_manifest["counts"]["vocab_size"],
-               "pad_id": special["[PAD]"], "mask_id": special["[MASK]"], "special_ids": special,
-               "splits": splits,
-               "tokenizer_sha256": next(o["sha256"] for o in tok_manifest["outputs"] if o["path"] == "tokenizer.json")},
+        stage="shards", config=config_to_dict(cfg), inputs=[corpus_ref, tokenizer_ref], counts=counts, outputs=outputs,
+        extra={"schema": SHARD_SCHEMA_VERSION, "seq_len": cfg.seq_len, "num_variants": meta.num_variants,
+               "objective": meta.objective, "family": meta.family, "packing": meta.packing,
+               "vocab_size": prep.vocab_size, "pad_id": meta.pad_id, "mask_id": ids["mask"], "eos_id": meta.eos_id,
+               "max_encoder_len": meta.max_encoder_len, "max_target_len": meta.max_target_len,
+               "special_ids": ids, "splits": splits, "shards": shards, "target_shard_bytes": cfg.target_bytes,
+               "bytes_per_token": per_token, "tokenizer_sha256": prep.tokenizer_sha256,
+               "corpus_manifest_sha256": corpus_ref.manifest_sha256,
+               "tokenizer_manifest_sha256": tokenizer_ref.manifest_sha256, "run_counters": metrics},
         wall_seconds=round(time.time() - t0, 2)))
-    print(f"shards: {counts} -> {out}", flush=True)
+    print(f"shards: {meta.objective} x {meta.num_variants} variants, {meta.family} {meta.packing} packing: "
+          f"{counts['train_rows']} train / {counts['valid_rows']} valid rows in {len(shards)} files, "
+          f"{per_token['with_masks']} bytes/token ({per_token['without_masks']} without masks) -> {out}", flush=True)
     return out

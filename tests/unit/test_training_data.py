@@ -104,8 +104,8 @@ def test_bad_schema_version_names_the_file(tmp_path):
     tok = make_tokenizer(tmp_path / "tokenizer")
     root = make_shards(tmp_path / "shards", tok, train_rows=4, valid_rows=2, train_files=1,
                        schema_version="lmforge.token_shard/v0")
-    bad = root / "train" / "shard-00000.arrow"
-    with pytest.raises(ValueError, match=r"shard-00000\.arrow.*lmforge\.token_shard/v0"):
+    bad = root / "train" / "shard-00000-000.arrow"
+    with pytest.raises(ValueError, match=r"shard-00000-000\.arrow.*lmforge\.token_shard/v0"):
         open_shard(bad)
     with pytest.raises(ValueError, match=str(bad)):
         ShardSet.open(root).read("train")
@@ -134,3 +134,165 @@ def test_wrong_variant_count_names_file_and_record(shards):
     path = shards.files("valid")[0]
     with pytest.raises(ValueError, match=rf"{path.name}: record 0 has 3 mask_positions variants, expected 5"):
         open_shard(path, num_variants=5)
+
+
+# ---- checksums ----------------------------------------------------------------------------------
+
+
+def test_a_flipped_byte_is_a_checksum_error_naming_file_and_digests(tmp_path):
+    from schemas.manifest import sha256_file
+
+    tok = make_tokenizer(tmp_path / "tokenizer")
+    root = make_shards(tmp_path / "shards", tok, train_rows=6, valid_rows=2, train_files=2)
+    victim = root / "train" / "shard-00001-000.arrow"
+    expected = sha256_file(victim)
+    data = bytearray(victim.read_bytes())
+    data[-100] ^= 0x01  # one bit inside the last record batch: Arrow alone would read it silently
+    victim.write_bytes(bytes(data))
+    actual = sha256_file(victim)
+    with pytest.raises(ValueError, match=rf"{victim}: checksum mismatch, expected sha256 {expected} .* got {actual}"):
+        ShardSet.open(root).read("train")
+    assert ShardSet.open(root, verify=False).read("train").num_rows == 6  # the opt-out reads it as it is
+    ShardSet.open(root).read("valid")  # other splits are unaffected
+
+
+def test_a_file_missing_from_the_manifest_cannot_be_verified(shards):
+    import dataclasses
+
+    unlisted = dataclasses.replace(shards, digests={})
+    with pytest.raises(ValueError, match="not among the outputs"):
+        unlisted.read("train")
+
+
+# ---- resume -------------------------------------------------------------------------------------
+
+
+def _run(loader: RankLoader, batches: int, epoch: int = 0, start: int = 0) -> list[dict]:
+    """Take `batches` batches from (epoch, start) on, crossing epochs as a training loop does."""
+    got = []
+    while len(got) < batches:
+        for b in loader.epoch(epoch, start=start):
+            got.append(b)
+            if len(got) == batches:
+                return got
+        epoch, start = epoch + 1, 0
+    return got
+
+
+@pytest.mark.parametrize("stop", [1, 2, 3, 5])
+@pytest.mark.parametrize("rank", [0, 1])
+def test_resume_yields_exactly_the_uninterrupted_batches(shards, stop, rank):
+    table = shards.read("train")  # 21 rows, 2 ranks, batch 3: 3 batches per epoch per rank
+    full = _run(RankLoader(table, rank, 2, 3, seed=5, num_variants=3), 9)
+    first = RankLoader(table, rank, 2, 3, seed=5, num_variants=3)
+    head = _run(first, stop)
+    state = first.state_dict()
+    assert (state["epoch"], state["batch"]) == divmod(stop, 3) and state["rank"] == rank and state["world"] == 2
+    resumed = RankLoader(table, rank, 2, 3, seed=5, num_variants=3)
+    resumed.load_state_dict(state)
+    tail = _run(resumed, 9 - stop, *resumed.position)
+    for got, want in zip(head + tail, full, strict=True):
+        assert got.keys() == want.keys() and all(torch.equal(got[k], want[k]) for k in got)
+
+
+def test_rank_zero_state_restores_every_rank_but_not_another_setup(shards):
+    table = shards.read("train")
+    a = RankLoader(table, 0, 2, 3, seed=5, num_variants=3)
+    _run(a, 4)
+    b = RankLoader(table, 1, 2, 3, seed=5, num_variants=3)
+    b.load_state_dict(a.state_dict())  # DeepSpeed saves rank 0's client_state; positions agree on all ranks
+    assert b.position == a.position == (1, 1)
+    for other, what in [(RankLoader(table, 0, 2, 3, seed=6, num_variants=3), "seed 5 != 6"),
+                        (RankLoader(table, 0, 1, 3, seed=5, num_variants=3), "world 2 != 1"),
+                        (RankLoader(table, 0, 2, 2, seed=5, num_variants=3), "batch_size 3 != 2")]:
+        with pytest.raises(ValueError, match=what):
+            other.load_state_dict(a.state_dict())
+    with pytest.raises(ValueError, match="start 9 is outside"):
+        next(a.epoch(0, start=9))
+
+
+# ---- objectives ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def objective_shards(tmp_path_factory) -> dict[str, ShardSet]:
+    """Real shards (the stage without Beam) for t5_span (unigram), causal (byte_bpe) and span (byte_bpe)."""
+    from pipelines.shards.masking import MaskConfig
+    from pipelines.shards.stage import ShardsConfig, run_local
+    from pipelines.tokenizer import TokenizerConfig
+    from pipelines.tokenizer import run as run_tokenizer
+    from training.testing import make_corpus, vader_texts
+
+    root = tmp_path_factory.mktemp("objectives")
+    corpus = make_corpus(root / "corpus", vader_texts("tweets", 120) + vader_texts("movieReviewSnippets", 60))
+    out = {}
+    for model, vocab, objective in [("unigram", 400, "t5_span"), ("byte_bpe", 500, "causal"), ("byte_bpe", 500, "span")]:
+        tok = root / model
+        if not tok.exists():
+            run_tokenizer(TokenizerConfig(corpus=str(corpus), output=str(tok), model=model, vocab_size=vocab, min_frequency=1))
+        cfg = ShardsConfig(corpus=str(corpus), tokenizer=str(tok), output=str(root / objective), seq_len=48,
+                           valid_per_mille=100, mask=MaskConfig(objective=objective, num_variants=2))
+        out[objective] = ShardSet.open(run_local(cfg))
+    return out
+
+
+def test_t5_batches_match_apply_t5_with_padding_and_shifted_decoder_inputs(objective_shards):
+    from pipelines.shards.masking import MaskVocab, apply_t5
+
+    s = objective_shards["t5_span"]
+    assert s.mask_id is None and s.max_encoder_len == 48 and s.max_target_len
+    table = s.read("train")
+    rows = np.arange(8)
+    vocab = MaskVocab(s.vocab_size, (), None, pad_id=s.pad_id, eos_id=s.eos_id)
+    for variant in (0, 1):
+        b = build_batch(table, rows, variant)
+        assert b["input_ids"].shape == b["attention_mask"].shape == (8, s.max_encoder_len)
+        assert b["labels"].shape == b["decoder_input_ids"].shape == (8, s.max_target_len)
+        for i, r in enumerate(rows):
+            rec = table.slice(int(r), 1).to_pylist()[0]
+            enc, tgt = apply_t5(np.array(rec["input_ids"]), rec["length"], np.array(rec["mask_positions"][variant]),
+                                np.array(rec["mask_tokens"][variant]), vocab)
+            n, m = len(enc), len(tgt)
+            assert b["input_ids"][i, :n].tolist() == enc.tolist() and (b["input_ids"][i, n:] == s.pad_id).all()
+            assert b["attention_mask"][i].tolist() == [1] * n + [0] * (s.max_encoder_len - n)
+            assert b["labels"][i, :m].tolist() == tgt.tolist() and (b["labels"][i, m:] == IGNORE_INDEX).all()
+            assert tgt[-1] == s.eos_id
+            # HF T5 _shift_right: pad as the decoder start, then the labels, with -100 turned into pad.
+            want = [s.pad_id, *tgt.tolist(), *[s.pad_id] * (s.max_target_len - m - 1)][: s.max_target_len]
+            assert b["decoder_input_ids"][i].tolist() == want
+
+
+def test_causal_batches_label_every_real_token(objective_shards):
+    s = objective_shards["causal"]
+    assert s.num_variants == 0
+    loader = RankLoader(s.read("train"), 0, 1, 4, seed=0, num_variants=0)
+    assert loader.variant(3) == 0
+    b = next(loader.epoch(3))
+    assert set(b) == {"input_ids", "attention_mask", "labels"}
+    real = b["attention_mask"] == 1
+    assert torch.equal(b["labels"][real], b["input_ids"][real]) and (b["labels"][~real] == IGNORE_INDEX).all()
+
+
+def test_span_batches_from_a_roberta_vocabulary(objective_shards):
+    s = objective_shards["span"]
+    assert (s.family, s.mask_id, s.pad_id) == ("roberta", 4, 1)
+    b = build_batch(s.read("train"), np.arange(6), 1)
+    labelled = b["labels"] != IGNORE_INDEX
+    assert labelled.any() and (b["attention_mask"][labelled] == 1).all()
+    assert (b["input_ids"][labelled] == s.mask_id).float().mean() > 0.5  # 80% [MASK], decided per span
+
+
+def test_trainers_refuse_objectives_they_cannot_train(objective_shards, shards):
+    shards.require_objective(("mlm", "whole_word", "span"), "pretrain")
+    objective_shards["span"].require_objective(("mlm", "whole_word", "span"), "pretrain")
+    for name in ("t5_span", "causal"):
+        with pytest.raises(ValueError, match=rf"objective '{name}'; pretrain trains on mlm, whole_word, span shards only"):
+            objective_shards[name].require_objective(("mlm", "whole_word", "span"), "pretrain")
+
+
+def test_a_shard_opens_with_datasets(shards):
+    import datasets
+
+    path = shards.files("train")[0]
+    ds = datasets.Dataset.from_file(str(path))
+    assert len(ds) == open_shard(path).num_rows and len(ds[0]["input_ids"]) == shards.seq_len

@@ -1,0 +1,158 @@
+"""Core of one shard group (no Beam): documents -> encoded, packed, masked rows -> shard files.
+
+    files, counts = write_group(out, "train", 3, docs, tok, spec, mask_vocab, mask_cfg, target_bytes)
+
+`group_table` is the pure part: `ids[i]` are document i's token ids (no special tokens),
+`words[i]` its word starts (only for whole_word and span masking). Masks are a pure function of
+(seed, mask_shard, row, k), with rows numbered across the whole group, so cutting the group into
+files of another size never changes a mask. The Beam shell and `stage.run_local` both call
+`write_group`, so they write the same bytes.
+"""
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from pipelines.shards.masking import MaskConfig, MaskVocab, mask_variants, t5_lengths
+from pipelines.shards.packing import Frame, frame_for, pack, word_starts
+from pipelines.shards.write import split_parts
+from pipelines.tokenizer import special_ids
+from schemas.manifest import atomic_write_bytes
+from schemas.shards import MLM_OBJECTIVES, SHARD_SCHEMA_VERSION, ShardMeta, shard_file_name
+
+VALID_SHARD_OFFSET = 1_000_000
+"""Masks of valid rows are seeded with shard + this, so they never repeat a train shard's."""
+
+
+def split_of(doc_id: str, valid_per_mille: int) -> str:
+    """train or valid, by a hash of the id (stable across processes and runs)."""
+    return "valid" if zlib.crc32(b"split:" + doc_id.encode()) % 1000 < valid_per_mille else "train"
+
+
+@dataclass(frozen=True)
+class ShardSpec:
+    seq_len: int
+    frame: Frame
+    pad_id: int
+    packing: str
+    schema: pa.Schema
+
+
+def needs_words(objective: str) -> bool:
+    return objective in ("whole_word", "span")
+
+
+def check_objective(ids: Mapping[str, Any], objective: str, where: str) -> None:
+    """A clear error when the tokenizer (its `special_ids`) cannot serve the objective."""
+    family = ids["family"]
+    if objective in MLM_OBJECTIVES and ids.get("mask") is None:
+        raise ValueError(f"{where}: objective {objective!r} needs a mask token, and this {family} tokenizer has none; "
+                         "train a wordpiece, bpe or byte_bpe tokenizer, or choose t5_span or causal")
+    if objective == "t5_span" and not ids.get("sentinels"):
+        raise ValueError(f"{where}: objective 't5_span' needs <extra_id_N> sentinels, and this {family} tokenizer "
+                         "has none; train a unigram tokenizer with extra_ids > 0")
+
+
+def shard_meta(ids: Mapping[str, Any], seq_len: int, cfg: MaskConfig, packing: str) -> ShardMeta:
+    """The facts every shard file carries in its schema metadata."""
+    enc, tgt = t5_lengths(seq_len, cfg) if cfg.objective == "t5_span" else (None, None)
+    return ShardMeta(SHARD_SCHEMA_VERSION, seq_len, cfg.variants(), cfg.objective, ids["family"], packing,
+                     int(ids["pad"]), None if ids.get("eos") is None else int(ids["eos"]), enc, tgt)
+
+
+def _lists(values: np.ndarray, lengths: np.ndarray) -> pa.ListArray:
+    offsets = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int32)
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(values))
+
+
+def build_table(input_ids: np.ndarray, length: np.ndarray, doc_starts: list[np.ndarray],
+                positions: list[list[np.ndarray]], tokens: list[list[np.ndarray]], schema: pa.Schema) -> pa.Table:
+    """Columns from flat buffers and offsets (no per-element Python objects)."""
+    rows, seq_len = input_ids.shape
+    k = np.array([len(p) for p in positions], np.int64)
+    flat_pos = [p for row in positions for p in row]
+    flat_tok = [t for row in tokens for t in row]
+    inner = np.array([len(p) for p in flat_pos], np.int64)
+
+    def nested(flat: list[np.ndarray], dtype) -> pa.ListArray:
+        values = np.concatenate(flat).astype(dtype) if flat else np.zeros(0, dtype)
+        return _lists(_lists(values, inner), k)
+
+    columns = [
+        _lists(input_ids.reshape(-1).astype(np.int32), np.full(rows, seq_len)),
+        pa.array(length.astype(np.int32)),
+        _lists(np.concatenate(doc_starts).astype(np.int32) if doc_starts else np.zeros(0, np.int32),
+               np.array([len(d) for d in doc_starts], np.int64)),
+        nested(flat_pos, np.int16),
+        nested(flat_tok, np.int32),
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def group_table(ids: Sequence[Sequence[int]], words: Sequence[Sequence[bool]] | None, spec: ShardSpec,
+                vocab: MaskVocab, cfg: MaskConfig, mask_shard: int) -> tuple[pa.Table, dict[str, int]]:
+    """The group's rows, masked, and counts (documents, empty documents, rows, tokens, masked positions)."""
+    packed = pack(ids, spec.seq_len, spec.frame, spec.pad_id, spec.packing, words)
+    positions, tokens = [], []
+    masked = 0
+    for r in range(packed.rows):
+        ws = packed.word_starts[r] if packed.word_starts is not None else None
+        pos, tok = mask_variants(packed.input_ids[r], int(packed.length[r]), vocab, cfg, mask_shard, r, word_starts=ws)
+        positions.append(pos)
+        tokens.append(tok)
+        masked += sum(len(p) for p in pos)
+    table = build_table(packed.input_ids, packed.length, packed.doc_starts, positions, tokens, spec.schema)
+    empty = sum(1 for d in ids if not len(d))
+    counts = {"documents": len(ids) - empty, "empty_documents": empty, "rows": packed.rows,
+              "tokens": int(packed.length.sum()), "masked_positions": masked}
+    return table, counts
+
+
+def shard_setup(tok: Any, seq_len: int, cfg: MaskConfig, packing: str) -> tuple[ShardSpec, MaskVocab]:
+    """What every group of a run shares, from the tokenizer and the config."""
+    ids = special_ids(tok)
+    meta = shard_meta(ids, seq_len, cfg, packing)
+    spec = ShardSpec(seq_len, frame_for(ids, cfg.objective), meta.pad_id, packing, meta.schema())
+    return spec, MaskVocab.from_special_ids(ids, tok.get_vocab_size())
+
+
+def encode(tok: Any, texts: list[str], with_words: bool) -> tuple[list[list[int]], list[np.ndarray] | None]:
+    """Token ids of each text without special tokens (a `tokenizers.Tokenizer` set up by `load_tokenizer`),
+    and the word starts when asked."""
+    encs = tok.encode_batch(texts, add_special_tokens=False)
+    return [e.ids for e in encs], ([word_starts(e.word_ids) for e in encs] if with_words else None)
+
+
+def load_tokenizer(tokenizer_json: str | Path) -> Any:
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(tokenizer_json))
+    tok.no_padding()
+    tok.no_truncation()
+    # A page that contains the text "[SEP]" or "</s>" must not produce the special token.
+    tok.encode_special_tokens = True
+    return tok
+
+
+def write_group(out: str | Path, split: str, shard: int, docs: Iterable[Mapping[str, Any]], tok: Any, spec: ShardSpec,
+                vocab: MaskVocab, cfg: MaskConfig, target_bytes: int) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Encode, pack and mask one (split, shard) group in id order and write its files atomically.
+
+    Returns one record per file written and the group's counts.
+    """
+    docs = sorted(docs, key=lambda d: d["id"])
+    ids, words = encode(tok, [d["text"] for d in docs], needs_words(cfg.objective))
+    mask_shard = shard + (0 if split == "train" else VALID_SHARD_OFFSET)
+    table, counts = group_table(ids, words, spec, vocab, cfg, mask_shard)
+    files = []
+    for part, data in enumerate(split_parts(table, target_bytes)):
+        rel = shard_file_name(split, shard, part)
+        atomic_write_bytes(Path(out, rel), data)
+        files.append({"path": rel, "split": split, "shard": shard, "part": part, "bytes": len(data)})
+    return files, counts
