@@ -36,6 +36,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 SHARD_SCHEMA_VERSION = "lmforge.token_shard/v2"
+READABLE_SCHEMA_VERSIONS = ("lmforge.token_shard/v1", SHARD_SCHEMA_VERSION)
+"""v1 files (BERT MLM, no new metadata keys) read as v2 with the defaults in `ShardMeta.from_schema`."""
 
 OBJECTIVES = ("mlm", "whole_word", "span", "t5_span", "causal")
 MLM_OBJECTIVES = ("mlm", "whole_word", "span")

@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 import torch
 
 from schemas.manifest import MANIFEST_NAME, read_manifest, sha256_file
-from schemas.shards import MLM_OBJECTIVES, SHARD_SCHEMA_VERSION, TOKEN_SHARD_SCHEMA, ShardMeta
+from schemas.shards import MLM_OBJECTIVES, READABLE_SCHEMA_VERSIONS, SHARD_SCHEMA_VERSION, TOKEN_SHARD_SCHEMA, ShardMeta
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +148,7 @@ def open_shard(path: str | Path, seq_len: int | None = None, num_variants: int |
     except (pa.ArrowInvalid, OSError) as e:
         raise ValueError(f"{path}: not a readable Arrow IPC stream ({e})") from e
     meta = ShardMeta.from_schema(table.schema)
-    if meta.version != SHARD_SCHEMA_VERSION:
+    if meta.version not in READABLE_SCHEMA_VERSIONS:
         raise ValueError(f"{path}: shard schema {meta.version or '(none)'!r}, expected {SHARD_SCHEMA_VERSION!r}")
     if objective is not None and meta.objective != objective:
         raise ValueError(f"{path}: objective {meta.objective!r}, but the manifest says {objective!r}")
