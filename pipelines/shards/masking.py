@@ -1,54 +1,403 @@
-"""Pure BERT masking, precomputed: K variants per row, stored as (positions, replacement ids).
+"""Pure masking, precomputed: K variants per packed row for five objectives, stored as (positions, tokens).
 
-For each variant k a generator seeded from (seed, shard, row, k) picks round(rate * n)
-positions among the n maskable tokens (never [CLS]/[SEP]/[PAD] or other specials), then puts
-[MASK] at 80% of them, a random non-special id at 10% and leaves 10% unchanged (BERT's
-80/10/10). At rate 0.15 and 126 maskable tokens that is 19 positions per variant, so 10
-variants cost 10 * 19 * (2 + 4) bytes = 1.1 KB per row next to 512 bytes of input ids.
+Each variant k of a row is a pair of arrays: `positions` (int16, strictly ascending, < length) and
+`tokens` (int32, one per position). Every draw comes from np.random.default_rng([seed, shard,
+row, k]), so the same input gives byte-identical shards on any machine, and the loader picks
+variant epoch % K (BERT's dupe factor). Ids in the vocabulary's special set (pad, unk, cls, sep,
+bos, eos, mask and the T5 sentinels) and padding (positions >= length) are never selected;
+random replacements are drawn uniformly from the complement of that set (T5 puts its sentinels
+at the END of the vocabulary, so the specials are not a prefix).
+
+n = the row's maskable tokens, budget = max(1, round(rate * n)); costs are for seq_len 128 with
+n = 126 (128 minus [CLS] and [SEP]), rate 0.15 and 10 variants, next to 128 * 4 = 512 bytes of ids:
+
+- mlm (BERT): `budget` positions drawn uniformly without replacement; per position 80% [MASK],
+  10% a random id, 10% unchanged. round(0.15 * 126) = 19 positions * (2 + 4) bytes * 10 = 1,140 bytes.
+- whole_word (BERT whole-word masking, Google's create_pretraining_data.py --do_whole_word_mask):
+  shuffle the words, walk them and take a word whole if the total stays <= budget, else skip it
+  (a later, shorter word may still fit); stop at the budget. The 80/10/10 is decided per token,
+  as Google's code does. Google's budget also counts [CLS]/[SEP] and is capped by
+  max_predictions_per_seq; here it is the same as mlm's. Never more than the budget: <= 1,140 bytes.
+- span (SpanBERT): draw a length L in words from Geometric(span_p) truncated to [1, span_max]
+  (mean 3.80 words at p = 0.2, max 10), put it at a word start from which all L words are
+  maskable, unselected and not adjacent to an earlier span, and add its words one at a time until
+  the budget is reached; the word that reaches it is kept whole, so a row overshoots the budget
+  by less than one word and only the last span can be cut short. Spans never overlap, touch or
+  cross a special token, so the drawn lengths survive (SpanBERT lets a span run into earlier ones
+  and merges them). If no start fits L words, L shrinks; if not even one word fits, the row stops
+  short of the budget. 80/10/10 per span, as SpanBERT's default: the whole span becomes [MASK],
+  random ids, or stays. About 19-20 positions: ~1.2 KB.
+- t5_span (T5 span corruption, t5.data.preprocessors.random_spans_noise_mask): over the row's n
+  maskable tokens laid end to end (specials taken out), noise = round(rate * n) clipped to
+  [1, n - 1], spans = max(1, round(noise / mean_span)), noise and non-noise counts each split at
+  random into `spans` parts and interleaved non-noise first; rows with n < 2 get no noise (T5
+  pads such a row to 2 and noises only the missing second token). Back in the row, a span that
+  had a special token inside it is cut there, so a row has round(noise / mean_span) + (cuts)
+  spans and no span ever covers a special (packed rows have a special only between documents,
+  so cuts are rare). Stored: every noise position; tokens = span i's sentinel (sentinel_ids[i])
+  at its first position, -1 at the others. round(0.15 * 126) = 19 positions, round(19 / 3) = 6
+  sentinels: 19 * 6 * 10 = 1,140 bytes. More spans than sentinels is a ValueError naming both.
+  `t5_lengths` bounds the encoder and target lengths: (128, 36) at seq_len 128, (512, 141) at 512.
+- causal: no masks, 0 variants, 0 bytes; the loader shifts the labels.
+
+`apply_mlm` and `apply_t5` turn a stored variant into model inputs; `t5_lengths` bounds T5's
+encoder and target lengths so a loader can pad to fixed shapes. No library does this over a
+precomputed storage: transformers' DataCollatorForLanguageModeling / ForWholeWordMask mask on
+the fly in torch, and T5's noise mask lives in TensorFlow (t5, seqio) or in HF's
+run_t5_mlm_flax example script. The T5 code below follows that algorithm; its random split
+ranks random keys instead of shuffling an indicator (the same distribution, one draw).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import bisect
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from lmforge.config import opt, require
 
+OBJECTIVES = ("mlm", "whole_word", "span", "t5_span", "causal")
+MASKED_LM = ("mlm", "whole_word", "span")  # the objectives that write [MASK]
+NEEDS_WORDS = ("whole_word", "span")
+MAX_SEQ_LEN = int(np.iinfo(np.int16).max) + 1  # positions are int16: rows up to 32,768 tokens
+
 
 @dataclass
 class MaskConfig:
+    objective: str = opt("mlm", "mlm (BERT) | whole_word (BERT WWM) | span (SpanBERT) | t5_span (T5 span corruption) "
+                                "| causal (no masks)")
     num_variants: int = opt(10, "K mask variants per row; the loader uses variant epoch % K (BERT's dupe factor is 10)")
-    rate: float = opt(0.15, "fraction of maskable tokens selected per variant")
+    rate: float = opt(0.15, "mlm/whole_word/span: fraction of maskable tokens selected per variant; "
+                            "t5_span: noise density")
     mask_fraction: float = opt(0.8, "of the selected, the fraction replaced by [MASK]")
     random_fraction: float = opt(0.1, "of the selected, the fraction replaced by a random token (the rest stay)")
+    span_p: float = opt(0.2, "span: p of the geometric span length in words (SpanBERT 0.2: mean 3.8 words)")
+    span_max: int = opt(10, "span: longest span in words (SpanBERT: 10)")
+    mean_span: float = opt(3.0, "t5_span: mean noise span length in tokens (T5: 3)")
     seed: int = opt(0, "masks are a pure function of (seed, shard, row, k)")
 
     def __post_init__(self) -> None:
+        require(self.objective in OBJECTIVES, f"objective {self.objective!r} is not one of {', '.join(OBJECTIVES)}")
         require(self.num_variants >= 1, "num_variants must be >= 1")
         require(0.0 < self.rate <= 0.4, f"rate must be in (0, 0.4], got {self.rate}")
         require(0.0 <= self.mask_fraction and 0.0 <= self.random_fraction and self.mask_fraction + self.random_fraction <= 1.0,
                 "mask_fraction + random_fraction must be within [0, 1]")
+        require(0.0 < self.span_p < 1.0, f"span_p must be in (0, 1), got {self.span_p}")
+        require(self.span_max >= 1, f"span_max must be >= 1, got {self.span_max}")
+        require(self.mean_span >= 1.0, f"mean_span must be >= 1 token, got {self.mean_span}")
+
+    def variants(self) -> int:
+        """How many variants the stage stores per row: none for causal."""
+        return 0 if self.objective == "causal" else self.num_variants
 
 
-def mask_variants(input_ids: np.ndarray, length: int, special_ids: np.ndarray, vocab_size: int,
-                  mask_id: int, cfg: MaskConfig, shard: int, row: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """K (positions int16, replacement ids int32) pairs for one row."""
-    ids = input_ids[:length]
-    maskable = np.flatnonzero(~np.isin(ids, special_ids))
-    # Random replacements come from the non-special part of the vocabulary.
-    low = int(special_ids.max()) + 1 if special_ids.size else 0
+@dataclass(frozen=True)
+class MaskVocab:
+    """What masking needs to know of a tokenizer. special_ids ∪ {pad, mask, eos} ∪ sentinels are never
+    masked and never drawn as a random replacement."""
+
+    vocab_size: int
+    special_ids: tuple[int, ...]
+    mask_id: int | None
+    """None for T5 tokenizers; required by mlm, whole_word and span."""
+    sentinel_ids: tuple[int, ...] = ()
+    """T5's <extra_id_i> ids in order of i; span i of a row gets sentinel_ids[i]; required by t5_span."""
+    pad_id: int = 0
+    eos_id: int | None = None
+    """Appended to T5 targets by apply_t5 when set."""
+    is_special: np.ndarray = field(init=False, repr=False, compare=False)
+    replaceable: np.ndarray = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "special_ids", tuple(int(i) for i in self.special_ids))
+        object.__setattr__(self, "sentinel_ids", tuple(int(i) for i in self.sentinel_ids))
+        never = set(self.special_ids) | set(self.sentinel_ids) | {
+            i for i in (self.mask_id, self.pad_id, self.eos_id) if i is not None}
+        require(self.vocab_size > 0, f"vocab_size must be > 0, got {self.vocab_size}")
+        bad = sorted(i for i in never if not 0 <= i < self.vocab_size)
+        require(not bad, f"special ids {bad} are outside the vocabulary [0, {self.vocab_size})")
+        require(len(never) < self.vocab_size, "every id is special: no random replacement left to draw")
+        # A lookup table beats np.isin on 128 ids (one gather); 250k ids cost 250 KB.
+        is_special = np.zeros(self.vocab_size, bool)
+        is_special[list(never)] = True
+        object.__setattr__(self, "is_special", is_special)
+        object.__setattr__(self, "replaceable", np.flatnonzero(~is_special).astype(np.int32))
+
+    @classmethod
+    def from_special_ids(cls, ids: Mapping[str, Any], vocab_size: int) -> MaskVocab:
+        """From what pipelines.tokenizer.special_ids(tok) returns.
+
+        vocab_size = tok.get_vocab_size() (added tokens, such as T5's sentinels, included)."""
+        roles = {ids.get(r) for r in ("pad", "unk", "mask", "cls", "sep", "bos", "eos")} - {None}
+        sentinels = tuple(ids.get("sentinels") or ())
+        pad = ids.get("pad")
+        return cls(vocab_size, tuple(sorted(roles | set(sentinels))), ids.get("mask"), sentinels,
+                   0 if pad is None else pad, ids.get("eos"))
+
+
+def check_objective(cfg: MaskConfig, vocab: MaskVocab) -> None:
+    """Fail before the first row if the tokenizer cannot serve the objective."""
+    if cfg.objective in MASKED_LM and vocab.mask_id is None:
+        raise ValueError(f"objective {cfg.objective} needs a mask token and this vocabulary has none "
+                         "(a T5 tokenizer? use t5_span)")
+    if cfg.objective == "t5_span" and not vocab.sentinel_ids:
+        raise ValueError("objective t5_span needs sentinel ids <extra_id_N> and this vocabulary has none "
+                         "(train a unigram tokenizer with extra_ids > 0)")
+
+
+# ---- one row, K variants --------------------------------------------------------------------------
+
+def mask_variants(input_ids: np.ndarray, length: int, vocab: MaskVocab, cfg: MaskConfig, shard: int, row: int,
+                  word_starts: np.ndarray | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """K (positions int16, tokens int32) pairs for one row ([], [] for causal).
+
+    word_starts: bool per token of input_ids, True where a token begins a word (from tokenizers'
+    Encoding.word_ids); required by whole_word and span. Special tokens count as their own word.
+    """
+    if cfg.objective == "causal":
+        return [], []
+    check_objective(cfg, vocab)
+    where = f"shard {shard} row {row}"
+    if len(input_ids) > MAX_SEQ_LEN:
+        raise ValueError(f"{where}: {len(input_ids)} tokens; int16 positions hold rows of at most {MAX_SEQ_LEN}")
+    ids = np.asarray(input_ids)[:length]
+    if ids.size and (ids.min() < 0 or ids.max() >= vocab.vocab_size):
+        raise ValueError(f"{where}: token ids {ids.min()}..{ids.max()} fall outside the vocabulary [0, {vocab.vocab_size})")
+    special = vocab.is_special[ids]
+    maskable = np.flatnonzero(~special)
+    budget = max(1, round(cfg.rate * maskable.size)) if maskable.size else 0
+    rngs = [np.random.default_rng([cfg.seed, shard, row, k]) for k in range(cfg.num_variants)]
+    if cfg.objective == "mlm":
+        return _mlm(rngs, ids, maskable, budget, vocab, cfg)
+    if cfg.objective == "t5_span":
+        pairs = [_t5_noise(rng, maskable, vocab, cfg, where) for rng in rngs]
+        return [p for p, _ in pairs], [t for _, t in pairs]
+    if word_starts is None or len(word_starts) < length:
+        raise ValueError(f"{where}: objective {cfg.objective} needs word_starts for the row's {length} tokens")
+    words = row_words(np.asarray(word_starts, bool)[:length], special)
     positions, tokens = [], []
-    for k in range(cfg.num_variants):
-        rng = np.random.default_rng([cfg.seed, shard, row, k])
-        n = int(round(cfg.rate * maskable.size))
-        if maskable.size and n == 0:
-            n = 1
-        pos = np.sort(rng.choice(maskable, size=n, replace=False)) if n else np.zeros(0, np.int64)
-        u = rng.random(n)
-        rep = ids[pos].astype(np.int32)
-        rep[u < cfg.mask_fraction] = mask_id
-        rnd = (u >= cfg.mask_fraction) & (u < cfg.mask_fraction + cfg.random_fraction)
-        rep[rnd] = rng.integers(low, vocab_size, size=int(rnd.sum()), dtype=np.int32)
+    for rng in rngs:
+        if cfg.objective == "whole_word":
+            pos = whole_word_positions(rng, words, budget)
+            u = rng.random(pos.size)
+        else:
+            spans = span_plan(rng, words, budget, cfg)
+            span_of_word = np.full(len(words.start), -1)
+            for i, (first, _, taken) in enumerate(spans):
+                span_of_word[first:first + taken] = i
+            unit = span_of_word[words.of_token]
+            pos = np.flatnonzero(unit >= 0)
+            u = rng.random(len(spans))[unit[pos]]  # one decision per span
         positions.append(pos.astype(np.int16))
-        tokens.append(rep)
+        tokens.append(_replace(ids, pos, u, rng.random(pos.size), vocab, cfg))
     return positions, tokens
+
+
+def _mlm(rngs: list[np.random.Generator], ids: np.ndarray, maskable: np.ndarray, budget: int, vocab: MaskVocab,
+         cfg: MaskConfig) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """All K variants at once: each generator draws n keys | budget u | budget v in one call, then numpy
+    works on the K x budget block. The positions are those with the `budget` smallest keys: uniform
+    without replacement, as rng.choice, for one call per variant. Building the K generators is
+    then most of the cost (~15 us each)."""
+    n = maskable.size
+    draws = np.stack([rng.random(n + 2 * budget) for rng in rngs])
+    pick = np.argpartition(draws[:, :n], budget - 1, axis=1)[:, :budget] if budget else np.zeros((len(rngs), 0), int)
+    pos = np.sort(maskable[pick], axis=1)
+    tok = _replace(ids, pos, draws[:, n:n + budget], draws[:, n + budget:], vocab, cfg)
+    return list(pos.astype(np.int16)), list(tok)
+
+
+def _replace(ids: np.ndarray, pos: np.ndarray, u: np.ndarray, v: np.ndarray, vocab: MaskVocab,
+             cfg: MaskConfig) -> np.ndarray:
+    """The 80/10/10, for any shape of pos: u < mask_fraction -> [MASK]; u < mask_fraction + random_fraction ->
+    the non-special id number floor(v * m) (m of them; < m for every v < 1); else unchanged."""
+    tok = ids[pos].astype(np.int32)
+    tok[u < cfg.mask_fraction] = vocab.mask_id
+    rnd = (u >= cfg.mask_fraction) & (u < cfg.mask_fraction + cfg.random_fraction)
+    tok[rnd] = vocab.replaceable[(v[rnd] * vocab.replaceable.size).astype(np.intp)]
+    return tok
+
+
+# ---- words: whole_word and span ---------------------------------------------------------------------
+
+class Words(NamedTuple):
+    start: np.ndarray
+    """token index where each word begins"""
+    size: np.ndarray
+    """tokens per word"""
+    ok: np.ndarray
+    """maskable word (False for a special token, which is a word of its own)"""
+    of_token: np.ndarray
+    """word index of each token"""
+    runs: list[tuple[int, int]]
+    """maximal runs [s, e) of maskable words: the stretches between special tokens"""
+
+
+def row_words(word_starts: np.ndarray, special: np.ndarray) -> Words:
+    """The row's words: a special token is a word of one token, and the token after it starts a word."""
+    starts = word_starts | special
+    starts[1:] |= special[:-1]
+    if starts.size:
+        starts[0] = True
+    start = np.flatnonzero(starts)
+    ok = ~special[start]
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], ok.astype(np.int8), [0]]))).tolist()
+    return Words(start, np.diff(np.append(start, starts.size)), ok, np.cumsum(starts) - 1,
+                 list(zip(edges[0::2], edges[1::2])))
+
+
+def whole_word_positions(rng: np.random.Generator, words: Words, budget: int) -> np.ndarray:
+    """Google's rule: shuffle the words; take each whole if the total stays <= budget, else skip it."""
+    cand = np.flatnonzero(words.ok)
+    order = cand[np.argsort(rng.random(cand.size))]
+    sizes = words.size[order]
+    head = int(np.searchsorted(np.cumsum(sizes), budget, side="right"))  # the shuffled prefix that fits, at once
+    take, total = order[:head].tolist(), int(sizes[:head].sum())
+    for w, n in zip(order[head:].tolist(), sizes[head:].tolist()):  # then word by word: skip or take
+        if total == budget:
+            break
+        if total + n <= budget:
+            take.append(w)
+            total += n
+    selected = np.zeros(len(words.start), bool)
+    selected[take] = True
+    return np.flatnonzero(selected[words.of_token])
+
+
+def span_lengths_pmf(span_p: float, span_max: int) -> np.ndarray:
+    """P(L = 1..span_max): SpanBERT's p (1 - p)^(L - 1), renormalised; p = 0.2, max 10 keeps 1 - 0.8^10 = 89%."""
+    pmf = span_p * (1 - span_p) ** np.arange(span_max)
+    return pmf / pmf.sum()
+
+
+@functools.lru_cache(maxsize=8)
+def _span_cdf(span_p: float, span_max: int) -> list[float]:
+    return np.cumsum(span_lengths_pmf(span_p, span_max)).tolist()
+
+
+def span_plan(rng: np.random.Generator, words: Words, budget: int, cfg: MaskConfig) -> list[tuple[int, int, int]]:
+    """SpanBERT spans as [(first word, drawn length, taken length)] in the order drawn (see the module docstring).
+
+    Available words form runs [s, e): maskable, unselected and not next to a selected word, so
+    spans never touch. L = min(drawn, longest run); the anchor is uniform over the starts of L
+    available words. taken < drawn only for the last span (the budget was reached inside it) or
+    when no run holds `drawn` words. Each span adds >= 1 token, so <= budget spans and 2 draws each.
+    """
+    cdf = _span_cdf(cfg.span_p, cfg.span_max)
+    runs = words.runs
+    size = words.size.tolist()
+    draws = iter(rng.random(2 * budget).tolist())
+    spans: list[tuple[int, int, int]] = []
+    total = 0
+    while total < budget and runs:
+        drawn = min(bisect.bisect_right(cdf, next(draws)) + 1, cfg.span_max)
+        length = min(drawn, max(e - s for s, e in runs))
+        fits = [(s, e - s - length + 1) for s, e in runs if e - s >= length]  # (run start, starts in it)
+        pick = int(next(draws) * sum(c for _, c in fits))
+        for s, c in fits:
+            if pick < c:
+                first = s + pick
+                break
+            pick -= c
+        taken = 0
+        while taken < length and total < budget:
+            total += size[first + taken]
+            taken += 1
+        spans.append((first, drawn, taken))
+        runs = [piece for s, e in runs
+                for piece in (((s, first - 1), (first + taken + 1, e)) if s <= first < e else ((s, e),))
+                if piece[1] > piece[0]]
+    return spans
+
+
+# ---- T5 span corruption -------------------------------------------------------------------------------
+
+def _segmentation(keys: np.ndarray, segments: int) -> np.ndarray:
+    """len(keys) + 1 items in `segments` parts of >= 1: the segments - 1 gaps with the smallest keys split
+    them, so every split is equally likely, as T5's _random_segmentation (a shuffled indicator)."""
+    items = keys.size + 1
+    cuts = np.sort(np.argpartition(keys, segments - 2)[:segments - 1]) + 1 if segments > 1 else np.zeros(0, int)
+    return np.diff(np.concatenate([[0], cuts, [items]]))
+
+
+def t5_noise_counts(n: int, cfg: MaskConfig) -> tuple[int, int]:
+    """(noise tokens, spans before cuts) for n maskable tokens, as T5's random_spans_noise_mask."""
+    if n < 2:
+        return 0, 0
+    noise = min(max(round(cfg.rate * n), 1), n - 1)
+    return noise, max(1, round(noise / cfg.mean_span))
+
+
+def _t5_noise(rng: np.random.Generator, maskable: np.ndarray, vocab: MaskVocab, cfg: MaskConfig,
+              where: str) -> tuple[np.ndarray, np.ndarray]:
+    n = maskable.size
+    noise, spans = t5_noise_counts(n, cfg)
+    if not noise:
+        return maskable[:0].astype(np.int16), np.zeros(0, np.int32)
+    # rate <= 0.4 and mean_span >= 1 give spans <= noise <= n - noise, so every part has >= 1 token.
+    assert spans <= noise <= n - noise
+    keys = rng.random(n - 2)  # noise - 1 gaps for the noise split, n - noise - 1 for the rest
+    noise_len = _segmentation(keys[:noise - 1], spans)
+    keep_len = _segmentation(keys[noise - 1:], spans)
+    is_noise = np.repeat(np.tile([False, True], spans), np.stack([keep_len, noise_len], axis=1).ravel())
+    pos = maskable[is_noise]
+    # A span starts where the positions jump: after kept tokens, or across a special (a cut).
+    first = np.concatenate([[True], np.diff(pos) != 1])
+    n_spans = int(first.sum())
+    if n_spans > len(vocab.sentinel_ids):
+        raise ValueError(f"{where}: t5_span needs {n_spans} sentinels ({spans} spans + {n_spans - spans} cut at "
+                         f"special tokens) but the vocabulary has {len(vocab.sentinel_ids)}; lower rate, raise "
+                         "mean_span or train the tokenizer with more extra_ids")
+    tok = np.full(pos.size, -1, np.int32)
+    tok[first] = vocab.sentinel_ids[:n_spans]
+    return pos.astype(np.int16), tok
+
+
+def t5_lengths(seq_len: int, cfg: MaskConfig) -> tuple[int, int]:
+    """Upper bounds of (encoder, target) lengths for any row of seq_len tokens, eos included.
+
+    encoder = length - noise + spans <= seq_len, since a span holds >= 1 noise token; rows with
+    fewer than 2 maskable tokens keep all seq_len. target = noise + spans + 1 (eos), where spans
+    = round(noise / mean_span) + cuts, cuts <= the row's specials (seq_len - n) and spans <= noise;
+    the worst n is found by trying every n. A full row at 512, rate 0.15, mean 3: noise 77, 26
+    spans, target 77 + 26 + 1 = 104; the bound, 141, allows rows whose specials cut more spans.
+    """
+    target = 1
+    for n in range(2, seq_len + 1):
+        noise, spans = t5_noise_counts(n, cfg)
+        target = max(target, noise + min(noise, spans + seq_len - n) + 1)
+    return seq_len, target
+
+
+# ---- a stored variant -> model inputs -----------------------------------------------------------------
+
+def apply_mlm(input_ids: np.ndarray, positions: np.ndarray, tokens: np.ndarray,
+              ignore_index: int = -100) -> tuple[np.ndarray, np.ndarray]:
+    """(inputs, labels) int64 for mlm/whole_word/span: tokens placed at positions; labels = original ids there."""
+    if tokens.size and tokens.min() < 0:
+        raise ValueError("tokens hold -1: a t5_span variant, which goes through apply_t5")
+    inputs = np.array(input_ids, np.int64)
+    labels = np.full(inputs.shape, ignore_index, np.int64)
+    pos = positions.astype(np.intp)
+    labels[pos] = inputs[pos]
+    inputs[pos] = tokens
+    return inputs, labels
+
+
+def apply_t5(input_ids: np.ndarray, length: int, positions: np.ndarray, tokens: np.ndarray,
+             vocab: MaskVocab) -> tuple[np.ndarray, np.ndarray]:
+    """(encoder_ids, target_ids), unpadded int64, as T5's span corruption: each noise span of the input becomes
+    its sentinel; the target is sentinel_0 span_0 sentinel_1 span_1 ... then eos if vocab.eos_id is set."""
+    ids = np.array(input_ids[:length], np.int64)
+    pos = positions.astype(np.intp)
+    first = tokens >= 0
+    keep = np.ones(length, bool)
+    keep[pos[~first]] = False
+    target = np.insert(ids[pos], np.flatnonzero(first), tokens[first])  # each sentinel before its span
+    ids[pos[first]] = tokens[first]
+    if vocab.eos_id is not None:
+        target = np.append(target, vocab.eos_id)
+    return ids[keep], target.astype(np.int64)
