@@ -37,8 +37,8 @@ class ShardsConfig:
     valid_per_mille: int = opt(50, "documents per 1,000 held out for validation, chosen by a hash of the id")
     packing: str = opt("concat", "concat: documents back to back, cut into rows (HF group_texts) | "
                                  "document: one document per row, padded (a longer one continues in the next rows)")
-    target_shard_mb: float = opt(4.0, "largest shard file in MiB; a group is written as consecutive files up to this "
-                                      "(the demo's ~10 MB of train shards make 4 files; MosaicML streaming uses 64)")
+    target_shard_mb: float = opt(4.0, "largest shard file in MiB; a group is cut into equal consecutive files up to "
+                                      "this (the demo's 7.5 MiB of train rows make 3 files; MosaicML streaming uses 64)")
     mask: MaskConfig = field(default_factory=MaskConfig, metadata={"help": "masking"})
 
     def __post_init__(self) -> None:

@@ -1,11 +1,12 @@
 """Pure writing of shard files: a shard group's table -> Arrow IPC streams of at most a target size.
 
-The rows of one (split, shard) group are cut into consecutive parts, each serialised as its
-own stream file no larger than `target_bytes` (a single row larger than the target is a part
-of its own). Parts are chosen from a per-row size estimate, then checked against the real
-serialised size and shrunk if the estimate was short, so the cut depends only on the rows:
-same rows, same files, same bytes. MosaicML streaming cuts its shards the same way
-(`size_limit`, 64 MB by default); its writer does not produce Arrow, so this is written here.
+The rows of one (split, shard) group are cut into consecutive parts of about equal size, each
+serialised as its own stream file no larger than `target_bytes` (a single row larger than the
+target is a part of its own). Cuts are chosen from a per-row size estimate, then checked
+against the real serialised size (one more part if any is over), so the cut depends only on
+the rows: same rows, same files, same bytes. MosaicML streaming also cuts shards at a size
+limit (`size_limit`, 64 MB by default, filled greedily); its writer does not produce Arrow,
+so this is written here.
 """
 from __future__ import annotations
 
@@ -59,30 +60,29 @@ BATCH_OVERHEAD = 600 + 20 * 8
 
 
 def split_parts(table: pa.Table, target_bytes: int) -> list[bytes]:
-    """Consecutive row ranges of `table`, each as stream bytes of at most `target_bytes`.
+    """Consecutive row ranges of `table` of about equal size, each as stream bytes of at most `target_bytes`.
 
-    An empty table gives one empty stream, so a group with no rows still has a readable file.
+    The group is cut into the fewest parts the estimate allows, at the row boundaries nearest to
+    equal shares (a 4.5 MiB group at a 4 MiB target: two 2.25 MiB files, not 4 and 0.5), and
+    one more part is tried while any part is over the target. A single row larger than the target
+    is a part of its own. An empty table gives one empty stream, so a group with no rows still has
+    a readable file.
     """
     n = table.num_rows
     if n == 0:
         return [stream_bytes(table)]
     cum = np.concatenate([[0], np.cumsum(row_bytes(table))])
     head = stream_size(table.schema.empty_table())  # the schema message and end-of-stream marker
-    parts: list[bytes] = []
-    start = 0
-    while start < n:
-        # The largest end whose estimate fits (counting one batch's framing, then as many as that
-        # end needs); then shrink on the real size, by a few % at most.
-        end = start + 1
-        for _ in range(2):
-            batches = -(-(end - start) // ROWS_PER_BATCH)
-            budget = target_bytes - head - batches * BATCH_OVERHEAD
-            end = min(n, max(start + 1, int(np.searchsorted(cum, cum[start] + budget, side="right")) - 1))
-        data = stream_bytes(table.slice(start, end - start))
-        while len(data) > target_bytes and end - start > 1:
-            count = end - start
-            end = start + max(1, min(count - 1, int(count * target_bytes / len(data) * 0.98)))
-            data = stream_bytes(table.slice(start, end - start))
-        parts.append(data)
-        start = end
-    return parts
+    # Each part repeats the schema message; each record batch adds its framing (a row takes at
+    # least 64 bytes, so a part holds at most target / 64 rows).
+    per_part = max(1, target_bytes - head - BATCH_OVERHEAD * -(-min(n, target_bytes // 64) // ROWS_PER_BATCH))
+    parts_wanted = min(n, max(1, -(-int(cum[-1]) // per_part)))
+    while True:
+        if parts_wanted >= n:
+            cuts = np.arange(n + 1)
+        else:
+            cuts = np.unique(np.concatenate([[0], np.searchsorted(cum, cum[-1] * np.arange(1, parts_wanted) / parts_wanted), [n]]))
+        parts = [stream_bytes(table.slice(a, b - a)) for a, b in zip(cuts[:-1], cuts[1:])]
+        if all(len(p) <= target_bytes or b - a == 1 for p, a, b in zip(parts, cuts[:-1], cuts[1:])) or parts_wanted >= n:
+            return parts
+        parts_wanted += 1
