@@ -69,8 +69,9 @@ class ShardSet:
     """Path relative to `root` -> sha256 from the manifest's outputs."""
     verify: bool = True
     """Hash every file on `read` and compare with `digests`: one sequential read of the split
-    (~0.7 GB/s per core here, so ~15 ms for the demo's 10 MB and ~25 min for 1 TB on each rank
-    that reads it); the pages land in the cache the memory map then uses. verify=False skips it."""
+    (sha256 at ~0.7 GB/s per core here: ~12 ms for the demo's 8 MB, ~25 min for 1 TB on every
+    rank that reads it); the pages land in the cache the memory map then uses. verify=False
+    skips it, e.g. for a large set checked once by `schemas.manifest.verify_outputs`."""
 
     @classmethod
     def open(cls, shards_dir: str | Path, verify: bool = True) -> ShardSet:

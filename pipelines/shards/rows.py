@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from pipelines.shards.masking import MaskConfig, MaskVocab, mask_variants, t5_lengths
+from pipelines.shards.masking import NEEDS_WORDS, MaskConfig, MaskVocab, mask_variants, t5_lengths
 from pipelines.shards.packing import Frame, frame_for, pack, word_starts
 from pipelines.shards.write import split_parts
 from pipelines.tokenizer import special_ids
@@ -45,7 +45,8 @@ class ShardSpec:
 
 
 def needs_words(objective: str) -> bool:
-    return objective in ("whole_word", "span")
+    """whole_word and span masking need word starts from the tokenizer; the others do not pay for them."""
+    return objective in NEEDS_WORDS
 
 
 def check_objective(ids: Mapping[str, Any], objective: str, where: str) -> None:
@@ -130,6 +131,7 @@ def encode(tok: Any, texts: list[str], with_words: bool) -> tuple[list[list[int]
 
 
 def load_tokenizer(tokenizer_json: str | Path) -> Any:
+    """The tokenizer stage's `tokenizers.Tokenizer`, encoding whole documents with no added specials."""
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_file(str(tokenizer_json))
