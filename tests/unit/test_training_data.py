@@ -296,3 +296,13 @@ def test_a_shard_opens_with_datasets(shards):
     path = shards.files("train")[0]
     ds = datasets.Dataset.from_file(str(path))
     assert len(ds) == open_shard(path).num_rows and len(ds[0]["input_ids"]) == shards.seq_len
+
+
+def test_v1_shards_still_read_as_bert_mlm(tmp_path):
+    tok = make_tokenizer(tmp_path / "tokenizer")
+    root = make_shards(tmp_path / "shards", tok, train_rows=6, valid_rows=2, train_files=1,
+                       schema_version="lmforge.token_shard/v1")
+    table = ShardSet.open(root).read("train")
+    assert (build_batch(table, np.arange(3), 1)["labels"] != IGNORE_INDEX).any()
+    with pytest.raises(ValueError, match="objective 'mlm', but the manifest says 'causal'"):
+        open_shard(root / "train" / "shard-00000-000.arrow", objective="causal")
