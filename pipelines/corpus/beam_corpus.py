@@ -2,8 +2,9 @@
 -> C4 line dedup -> write, and extend the band index when one is given.
 
 Run alone:  lmforge corpus --input samples/crawl --output runs/demo/corpus [--runner ...]
-Any Beam pipeline option passes through (e.g. --direct_num_workers 2). The DirectRunner runs
-in multi_processing mode by default: multi_threading lost records after GroupByKey here.
+Any Beam pipeline option passes through (e.g. --runner FlinkRunner). The DirectRunner runs
+in_memory by default: multi_processing lost records in the dedup joins at 100k documents here
+and multi_threading after GroupByKey (stage.default_beam_args).
 
 Every record ends in exactly one of data/, dropped/, duplicates/ or quarantine/, and the
 driver checks that in = kept + dropped + duplicates + quarantined before writing the manifest.

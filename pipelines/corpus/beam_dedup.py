@@ -51,7 +51,11 @@ NS = "corpus"
 SHUFFLE_CHECKS = (("dedup_band_entries_out", "dedup_band_entries_in"),
                   ("dedup_candidates_out", "dedup_candidates_in"),
                   ("dedup_half_edges_out", "dedup_half_edges_in"),
-                  ("dedup_rooted_out", "dedup_rooted_in"))
+                  ("dedup_rooted_out", "dedup_rooted_in"),
+                  ("dedup_info_out", "dedup_info_in"),
+                  ("dedup_node_info_out", "dedup_node_info_in_first"),
+                  ("dedup_node_info_out", "dedup_node_info_in_second"),
+                  ("dedup_node_info_out", "dedup_node_info_in_rooted"))
 
 
 def _count(name: str, n: int = 1) -> None:
@@ -97,10 +101,18 @@ def screen_bucket(item: tuple[bytes, Iterable[str]]) -> list[tuple[str, str]]:
     return bucket_candidates((n, n.startswith(INDEXED)) for n in nodes)
 
 
+def candidate_info(item: tuple[str, dict[str, list]]) -> list[tuple[str, tuple]]:
+    """The semi-join: a document's (rank, hashes, ...) only if it is a candidate node."""
+    node, grouped = item
+    _count("dedup_info_in", len(grouped["info"]))
+    return [(node, i) for i in grouped["info"]] if grouped["node"] else []
+
+
 def attach_hashes(item: tuple[str, dict[str, list]]) -> Iterable[tuple[str, tuple[str, np.ndarray]]]:
     """(u, {edge: [v...], info: [(rank, h, gen)]}) -> (v, (u, u's hashes)) per candidate edge."""
     u, grouped = item
     _count("dedup_candidates_in", len(grouped["edge"]))
+    _count("dedup_node_info_in_first", len(grouped["info"]))
     if grouped["info"]:
         h = pick_info(grouped["info"])[1]
         for v in grouped["edge"]:
@@ -112,6 +124,7 @@ def attach_hashes(item: tuple[str, dict[str, list]]) -> Iterable[tuple[str, tupl
 def confirm_exact(item: tuple[str, dict[str, list]], threshold: float) -> Iterable[tuple[str, str]]:
     v, grouped = item
     _count("dedup_half_edges_in", len(grouped["edge"]))
+    _count("dedup_node_info_in_second", len(grouped["info"]))
     if not grouped["info"]:
         if grouped["edge"]:
             yield TaggedOutput("missing", v)
@@ -166,6 +179,7 @@ def label_node(item: tuple[str, Iterable[tuple[str, str]]]) -> Iterable[Any]:
 
 def to_root(item: tuple[str, dict[str, list]]) -> Iterable[tuple[str, tuple]]:
     node, grouped = item
+    _count("dedup_node_info_in_rooted", len(grouped["info"]))
     if grouped["root"] and grouped["info"]:
         rank, h, gen = pick_info(grouped["info"])
         yield grouped["root"][0], (node, rank, h, gen)
@@ -282,14 +296,18 @@ class NearDedup(beam.PTransform):
                  | "DistinctNodes" >> beam.Distinct())
         # A semi-join, not a side input: with an AsDict side input of the candidate ids, 255
         # candidate nodes came through without their hashes in a 250k-document run here
-        # (DirectRunner, multi_processing), and check_dedup_tallies stopped the stage.
+        # (DirectRunner, multi_processing), and check_dedup_tallies stopped the stage. The
+        # semi-join lost records too in multi_processing mode at 100k documents (8,641 of 17,929
+        # candidate nodes kept their hashes), so the stage now defaults to in_memory.
         info = self.info
         if self.index is not None and self.index["doc_files"]:
             old_info = (kept.pipeline | "IndexInfoFiles" >> beam.Create(self.index["doc_files"])
                         | "SpreadIndexInfo" >> beam.Reshuffle() | "ReadIndexInfo" >> beam.FlatMap(read_index_info))
             info = (info, old_info) | "AllInfo" >> beam.Flatten()
-        info = ({"info": info, "node": nodes} | "JoinCandidateInfo" >> beam.CoGroupByKey()
-                | "CandidateInfo" >> beam.FlatMap(lambda kv: [(kv[0], i) for i in kv[1]["info"]] if kv[1]["node"] else []))
+        info = ({"info": info | "CountInfo" >> beam.Map(counted("dedup_info_out")), "node": nodes}
+                | "JoinCandidateInfo" >> beam.CoGroupByKey()
+                | "CandidateInfo" >> beam.FlatMap(candidate_info)
+                | "CountNodeInfo" >> beam.Map(counted("dedup_node_info_out")))
         # Two joins bring both ends' exact shingle hashes to each candidate edge.
         first = ({"edge": candidates, "info": info} | "JoinFirstEnd" >> beam.CoGroupByKey()
                  | "AttachFirst" >> beam.FlatMap(attach_hashes).with_outputs("missing", main="edges"))
@@ -311,9 +329,10 @@ class NearDedup(beam.PTransform):
             decided.chain_kept | "CountChainKept" >> beam.combiners.Count.Globally()
             | "TallyChainKept" >> beam.Map(lambda n: ("near_chain_kept", n)),
             # Must be 0; the driver refuses to write a manifest otherwise (stage.check_dedup_tallies).
-            (first.missing, second.missing, rooted.missing) | "AllMissing" >> beam.Flatten()
-            | "CountMissing" >> beam.combiners.Count.Globally()
-            | "TallyMissing" >> beam.Map(lambda n: ("dedup_nodes_missing_hashes", n)),
+            *(missing | f"CountMissing{name}" >> beam.combiners.Count.Globally()
+              | f"TallyMissing{name}" >> beam.Map(lambda n, name=name: (f"dedup_nodes_missing_hashes:{name}", n))
+              for name, missing in (("JoinFirstEnd", first.missing), ("JoinSecondEnd", second.missing),
+                                    ("JoinNodeInfo", rooted.missing))),
         )
         return {"kept": split.kept, "dups": split.dups, "tallies": tallies}
 

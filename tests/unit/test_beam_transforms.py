@@ -147,6 +147,20 @@ def test_a_candidate_node_without_hashes_is_reported_not_skipped():
     assert [o.tag for o in attach_hashes(("u", {"edge": ["v"], "info": []}))] == ["missing"]
     assert [o.tag for o in confirm_exact(("v", {"edge": [("u", np.zeros(1, np.uint64))], "info": []}), 0.8)] == ["missing"]
     assert [o.tag for o in to_root(("n", {"root": ["r"], "info": []}))] == ["missing"]
-    check_dedup_tallies({"dedup_nodes_missing_hashes": 0})
-    with pytest.raises(RuntimeError, match="lost records"):
-        check_dedup_tallies({"dedup_nodes_missing_hashes": 3})
+    check_dedup_tallies({"dedup_nodes_missing_hashes:JoinFirstEnd": 0})
+    with pytest.raises(RuntimeError, match="3 at JoinSecondEnd.*lost records"):
+        check_dedup_tallies({"dedup_nodes_missing_hashes:JoinSecondEnd": 3})
+
+
+def test_default_beam_args_pick_a_mode_and_refuse_multi_threading():
+    import pytest
+
+    from pipelines.corpus.stage import default_beam_args
+
+    assert default_beam_args([], mode="in_memory") == ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
+    assert default_beam_args([]) == ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
+    # The caller's choice wins over the default.
+    assert default_beam_args(["--direct_running_mode=multi_processing"], mode="in_memory") == [
+        "--direct_running_mode=multi_processing", "--direct_num_workers=2"]
+    with pytest.raises(ValueError, match="multi_threading"):
+        default_beam_args(["--direct_running_mode=multi_threading"])
