@@ -74,6 +74,21 @@ def bytes_per_token(shards: list[dict[str, Any]]) -> dict[str, float | None]:
             "without_masks": round(sum(s["bytes_without_masks"] for s in shards) / tokens, 3)}
 
 
+def check_documents(corpus: str, metrics: dict[str, int]) -> None:
+    """Every corpus document reached a group: a shuffle that lost documents before the GroupByKey
+    would leave files and row counters in agreement, so the documents are counted against the
+    corpus Parquet footers (num_rows, no data read)."""
+    import pyarrow.parquet as pq
+
+    if not metrics:  # runners that report no counters skip this cross-check
+        return
+    want = sum(pq.ParquetFile(f).metadata.num_rows for f in Path(corpus, "data").glob("*/*.parquet"))
+    got = sum(metrics.get(f"{split}_{k}", 0) for split in SPLITS for k in ("documents", "empty_documents"))
+    if got != want:
+        raise RuntimeError(f"shards: {want} documents in {corpus}/data but {got} reached the shard groups; "
+                           "a shuffle lost records (rerun with --direct_running_mode=in_memory)")
+
+
 def beam_counters(pipeline) -> dict[str, int]:
     """The pipeline's counters summed over steps; {} on runners that report none."""
     metrics: dict[str, int] = {}
@@ -189,6 +204,7 @@ def finish(cfg: ShardsConfig, prep: Prepared, metrics: dict[str, int], t0: float
         if metrics and metrics.get(f"{split}_rows", 0) != counts[f"{split}_rows"]:
             raise RuntimeError(f"shards: the run counted {metrics.get(f'{split}_rows', 0)} {split} rows but "
                                f"{out / split} holds {counts[f'{split}_rows']}; records were lost")
+    check_documents(cfg.corpus, metrics)
     if not counts["train_rows"] or not counts["valid_rows"]:
         raise RuntimeError(f"shards: empty split in {out} ({counts}); the corpus is too small for valid_per_mille={cfg.valid_per_mille}")
     per_token = bytes_per_token(shards)

@@ -183,3 +183,13 @@ def test_a_changed_tokenizer_is_refused(world, tmp_path):
     cfg = ShardsConfig(corpus=str(world["corpus"]), tokenizer=str(tok), output=str(tmp_path / "o"), seq_len=32)
     with pytest.raises(ValueError, match=r"tokenizer\.json: sha256 .* differs"):
         run_local(cfg)
+
+
+def test_documents_lost_before_grouping_are_an_error(world):
+    from pipelines.shards.stage import check_documents
+
+    n = len(TEXTS)
+    check_documents(str(world["corpus"]), {"train_documents": n - 3, "valid_documents": 2, "valid_empty_documents": 1})
+    check_documents(str(world["corpus"]), {})  # no counters: nothing to compare
+    with pytest.raises(RuntimeError, match=rf"{n} documents in .* but {n - 1} reached the shard groups"):
+        check_documents(str(world["corpus"]), {"train_documents": n - 3, "valid_documents": 2})
