@@ -8,11 +8,13 @@ files, so Beam reads them in parallel. Each generated document is a real one, pe
 almost all are distinct (see perturb()); 10% are planted near-duplicates and 1% exact copies of
 an earlier generated document, so the dedup steps have work proportional to the size.
 
-Each size runs `lmforge corpus` (the stage's defaults: DirectRunner, 2 worker processes) as a
+Each size runs `lmforge corpus` (the stage's defaults: DirectRunner, in_memory) as a
 subprocess; a thread samples the RSS of the whole process tree every 0.2 s. Summed RSS counts
 pages shared between processes (libraries) once per process, so it overstates a little.
 Results go to a section of docs/BENCHMARKS.md; linear growth is <= ~10x time and memory per 10x
-documents.
+documents. Each finished size is also appended to <cache>/rows.jsonl (and printed as one JSON
+line), so a long run that is stopped keeps what it measured: `--reuse-rows FILE` takes the
+sizes found in FILE as measured and runs only the others (1M takes ~1.5 h here).
 """
 from __future__ import annotations
 
@@ -377,6 +379,20 @@ def run_incremental(inputs: Path, out: Path, beam_args: list[str], max_rss: int,
             "output_mb": round(sum(r["output_mb"] for r in runs), 1)}
 
 
+def load_rows(path: Path, sizes: list[int]) -> dict[int, dict[str, Any]]:
+    """Rows of `sizes` from JSON lines (other lines are skipped, so a whole log will do); the last
+    row of a size wins. Rows that failed are not reused."""
+    found: dict[int, dict[str, Any]] = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if not line.startswith('{"size"'):
+            continue
+        row = json.loads(line)
+        if row["size"] in sizes and "failed" not in row:
+            found[row["size"]] = {**row, "reused_from": str(path)}
+    return found
+
+
 def growth(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Between consecutive sizes: ratios of time and memory, and the exponent k in t ~ n^k
     (k = log(t2/t1) / log(n2/n1); 1 is linear, 10x docs -> 10x time)."""
@@ -435,6 +451,10 @@ def render(rows: list[dict[str, Any]], grow: list[dict[str, Any]], beam_args: li
         lines.append(f"| {r['docs_in']:,}{' (' + r['mode'] + ')' if 'mode' in r else ''} | {r['wall_s']:,.1f} | {r['docs_per_s']:,.0f} | {r['peak_rss_tree_mb']:,} | "
                      f"{r['peak_rss_largest_mb']:,} | {r['kept']:,} | {r['dropped']:,} | {d.get('exact', 0):,} / {d.get('near', 0):,} | "
                      f"{r['quarantined']:,} | {r['loadavg_1m_before']} |")
+    reused = [r for r in rows if "reused_from" in r]
+    if reused:
+        lines += ["", "Rows measured by an earlier run and reused here: " + "; ".join(
+            f"{r['size']:,} at {r.get('measured_at', 'an unrecorded time')} (code {r.get('code', 'unrecorded')})" for r in reused) + "."]
     for r in rows:
         if "snapshot_wall_s" in r:
             lines += ["", f"{r['docs_in']:,} documents as {len(r['snapshot_wall_s'])} snapshots: wall s per snapshot "
@@ -475,10 +495,18 @@ def main(argv: list[str] | None = None) -> int:
                          "through one band index (default: 1000000; the DirectRunner holds every shuffle in memory, "
                          "~24 KB per document here, so 1M in one pipeline does not fit in 24 GB)")
     ap.add_argument("--snapshot-files", type=int, default=2, help="input files per snapshot (16 files per size; default 2)")
+    ap.add_argument("--reuse-rows", type=Path, help="JSON lines of rows measured by an earlier run of the same code (its "
+                    "<cache>/rows.jsonl or the {\"size\": ...} lines of its log): those sizes are reported, not rerun")
     a = ap.parse_args(argv)
     bases = None
+    reused = load_rows(a.reuse_rows, a.sizes) if a.reuse_rows else {}
     rows = []
     for n in sorted(a.sizes):
+        if n in reused:
+            print(f"bench scale: {n:,} documents: reusing the row measured at {reused[n].get('measured_at', '?')} "
+                  f"from {a.reuse_rows}", flush=True)
+            rows.append(reused[n])
+            continue
         cfg = GenConfig(n_docs=n, seed=a.seed)
         inputs = (a.cache / f"n{n}-s{a.seed}").resolve()
         meta = None if a.regenerate else cached_meta(inputs, cfg)
@@ -492,10 +520,13 @@ def main(argv: list[str] | None = None) -> int:
         limit = int(a.max_rss_gb * 2**30)
         stats = (run_incremental(inputs, out, beam_args, limit, a.snapshot_files) if n in a.incremental_sizes
                  else run_stage(inputs, out, beam_args, limit))
-        row = {"size": n, **stats, "input_mb": round(sum(f.stat().st_size for f in inputs.glob("*.zst")) / MB, 1)}
+        row = {"size": n, **stats, "input_mb": round(sum(f.stat().st_size for f in inputs.glob("*.zst")) / MB, 1),
+               "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "code": code_version()}
         if not a.keep_outputs:
             shutil.rmtree(out, ignore_errors=True)
         print(json.dumps(row), flush=True)
+        with open(a.cache / "rows.jsonl", "a") as f:
+            f.write(json.dumps(row) + "\n")
         rows.append(row)
     grow = growth(rows)
     source = (f"the kept documents of {a.from_corpus}" if a.from_corpus else f"{' '.join(a.crawl)} cleaned by the stage's pure core")

@@ -92,3 +92,19 @@ def test_growth_exponents():
     (g,) = growth(rows)
     assert g["wall_s_exponent"] == 1.0 and g["peak_rss_tree_mb_exponent"] == 1.0 and g["peak_rss_largest_mb_exponent"] == 2.0
     assert g["marginal_ms_per_doc"] == 2.0 and g["marginal_rss_tree_kb_per_doc"] == 51.2  # 4500 MB * 1024 / 90,000 docs
+
+
+def test_reused_rows_come_from_json_lines_and_skip_failures(tmp_path):
+    from lmforge.bench.scale import load_rows, render
+
+    log = tmp_path / "scale.log"
+    log.write_text("bench scale: 10,000 documents ...\n"
+                   '{"size": 10000, "wall_s": 1.0, "docs_in": 10000, "docs_per_s": 10000.0, "peak_rss_tree_mb": 600, '
+                   '"peak_rss_largest_mb": 600, "loadavg_1m_before": 0.5, "kept": 9000, "dropped": 900, '
+                   '"duplicates_by_kind": {"exact": 50, "near": 50}, "quarantined": 0, "measured_at": "2026-11-23 13:52 UTC"}\n'
+                   '{"size": 100000, "failed": "killed", "peak_rss_tree_mb": 9, "peak_rss_largest_mb": 9}\n')
+    rows = load_rows(log, [10_000, 100_000, 1_000_000])
+    assert list(rows) == [10_000]  # the failed 100k row is not reused
+    assert rows[10_000]["reused_from"] == str(log)
+    text = render([rows[10_000]], [], [])
+    assert "reused here: 10,000 at 2026-11-23 13:52 UTC" in text
