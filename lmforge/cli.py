@@ -59,7 +59,7 @@ SUMMARIES = {
     "distill": "DistilBERT-style student from the pretrained teacher",
     "evaluate": "MLM loss, accuracy, parameters, throughput -> eval/report.{json,md}",
     "run": "the whole DAG as one Prefect flow (no server needed)",
-    "bench": "benchmarks against named peers -> docs/BENCHMARKS.md (bench corpus | extraction | langid | scale | tokenizer)",
+    "bench": "benchmarks against named peers -> docs/BENCHMARKS.md (bench corpus | data | extraction | langid | scale | tokenizer)",
 }
 
 
@@ -71,7 +71,7 @@ def _quiet_logs() -> None:
 
 
 def _bench(rest: list[str]) -> int:
-    benches = {"corpus": "lmforge.bench.corpus", "extraction": "lmforge.bench.extraction",
+    benches = {"corpus": "lmforge.bench.corpus", "data": "lmforge.bench.data", "extraction": "lmforge.bench.extraction",
                "langid": "lmforge.bench.langid", "scale": "lmforge.bench.scale", "tokenizer": "lmforge.bench.tokenizer"}
     if not rest or rest[0] not in benches:
         print(f"usage: lmforge bench {{{','.join(benches)}}} [--help]")

@@ -1,0 +1,72 @@
+"""lmforge bench data: the peer's packing recipe, the replicated corpus, the fit and the report's verdicts."""
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from lmforge.bench.data import group_texts, replicate, stage_workers
+from lmforge.bench.data_report import fixed_and_marginal, render, step_share
+
+
+def test_group_texts_cuts_blocks_and_drops_the_remainder():
+    ex = {"input_ids": [[1, 2, 3, 4, 5], [6, 7, 8, 9, 10, 11, 12], [13, 14, 15, 16]],
+          "attention_mask": [[1] * 5, [1] * 7, [0] * 4]}
+    out = group_texts(ex, 5)  # 16 tokens -> 3 blocks of 5, token 16 dropped
+    assert out["input_ids"] == [[1, 2, 3, 4, 5], [6, 7, 8, 9, 10], [11, 12, 13, 14, 15]]
+    assert out["attention_mask"] == [[1] * 5, [1] * 5, [1, 1, 0, 0, 0]]
+
+
+def test_replicate_keeps_copy_zero_and_makes_ids_distinct():
+    t = pa.table({"id": ["a", "b"], "text": ["x y", "z"], "url": ["u1", "u2"]})
+    r = replicate(t, 3)
+    assert r.column("id").to_pylist() == ["a", "b", "a~1", "b~1", "a~2", "b~2"]
+    assert r.column("text").to_pylist() == ["x y", "z"] * 3 and r.column("url").to_pylist() == ["u1", "u2"] * 3
+    assert replicate(t, 1).equals(t)
+
+
+def test_stage_workers():
+    assert stage_workers(["--runner=DirectRunner", "--direct_num_workers=2"]) == 2
+    with pytest.raises(ValueError):
+        stage_workers(["--direct_running_mode=multi_processing"])
+
+
+def test_fixed_and_marginal_and_share():
+    fixed, marginal = fixed_and_marginal(10.0, 1_000_000, 28.0, 10_000_000)
+    assert marginal == pytest.approx(500_000) and fixed == pytest.approx(8.0)
+    assert fixed_and_marginal(10.0, 1_000, 9.0, 10_000) is None
+    assert step_share(0.01, 0.19) == pytest.approx(0.05)
+
+
+def _measured(lm_rate: float, peer_rate: float) -> dict:
+    def write(scale: int, rate: float, extra: dict) -> dict:
+        tokens = 100_000 * scale
+        return {"tokens": tokens, "seconds": tokens / rate, "tokens_per_s": rate, "rows": tokens // 128, **extra}
+
+    steps = {"from_parquet": 0.1, "map_tokenize": 1.0, "map_group_texts": 0.5, "save_to_disk": 0.1}
+    hf = {"steps": steps, "tokens_before_grouping": 100_000}
+    sizes = {s: {"lmforge": write(s, lm_rate * (1 + s / 10), {}),
+                 "datasets num_proc=2": write(s, peer_rate, hf), "datasets num_proc=1": write(s, peer_rate / 2, hf)}
+             for s in (1, 10)}
+    side = {"bytes": 1000, "bytes_per_token": 14.0, "bytes_per_token_no_masks": 4.2, "mask_share": 0.7,
+            "column_bytes_per_token": {"input_ids": 4.0}, "columns": {"input_ids": "list<item: int32>"}}
+    loader = {"lmforge RankLoader": {"batches_per_s": 900.0},
+              "DataCollatorForLanguageModeling, torch DataLoader": {"batches_per_s": 150.0},
+              "DataCollatorForLanguageModeling, plain list": {"batches_per_s": 400.0}}
+    return {"corpus": "c", "tokenizer": "t", "copies": 10, "repeat": 3, "repeat_large": 1, "seq_len": 128, "num_shards": 2,
+            "workers": 2, "beam_args": ["--direct_running_mode=multi_processing", "--direct_num_workers=2"], "tokenizers_parallelism": "false", "loader_epochs": 3, "num_variants": 10,
+            "docs": {"1x": 10, "10x": 100}, "write": {f"{s}x": v for s, v in sizes.items()},
+            "bytes": {"1x": {"lmforge": side, "datasets": side}, "10x": {"lmforge": side, "datasets": side}},
+            "masking": {"rows": 100, "seconds": 1.0, "rows_per_s": 100.0},
+            "loader": {"lmforge_rows": 700, "datasets_rows": 701, "by_batch": {16: loader}},
+            "steps": [{"seconds_per_step": s, "steps": 20, "warmup": 2, "parameters": 1_000_000, "batch_size": 16,
+                       "threads": t} for t, s in ((1, 0.25), (2, 0.02))]}
+
+
+def test_report_verdicts_follow_the_numbers():
+    slow = render(_measured(lm_rate=10_000, peer_rate=100_000))
+    assert "1x 0.11x (**not met**), 10x 0.20x (**not met**)" in slow
+    assert "the smallest ratio above is 2.2x (**not met**)" in slow  # 900 / 400
+    assert "| 1 | 0.250 | 1.11 | 0.44% |" in slow and "| 2 | 0.020 | 1.11 | 5.26% |" in slow
+    assert "Goal under 5%: at most 5.26% (**not met**)" in slow  # the shorter step decides
+    fast = render(_measured(lm_rate=300_000, peer_rate=100_000))
+    assert "1x 3.30x (met), 10x 6.00x (met)" in fast
