@@ -342,26 +342,62 @@ def run_stage(inputs: Path, out: Path, beam_args: list[str], max_rss: int = 0) -
             "quarantined": c["quarantined"], "output_mb": round(sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) / MB, 1)}
 
 
-def run_incremental(inputs: Path, out: Path, beam_args: list[str], max_rss: int, files_per_snapshot: int) -> dict[str, Any]:
+def _committed_generations(index: Path) -> int:
+    f = index / "INDEX.json"
+    return len(json.loads(f.read_text())["generations"]) if f.exists() else 0
+
+
+def _row_from_manifest(run_dir: Path) -> dict[str, Any]:
+    """A finished snapshot whose process was not watched by this run (the bench was interrupted
+    and resumed before its row was saved): wall time and counts from its manifest; peak RSS was
+    not recorded and is reported as unmeasured, not guessed."""
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    c = manifest["counts"]
+    wall = manifest["wall_seconds"]
+    return {"wall_s": round(wall, 2), "stage_wall_s": wall, "docs_in": c["in"], "docs_per_s": round(c["in"] / wall, 1),
+            "peak_rss_tree_mb": None, "peak_rss_largest_mb": None, "loadavg_1m_before": None, "loadavg_1m_after": None,
+            "kept": c["kept"], "dropped": sum(c["dropped"].values()), "duplicates_by_kind": c.get("duplicates_by_kind", {}),
+            "quarantined": c["quarantined"], "output_mb": None, "from_manifest": True}
+
+
+def run_incremental(inputs: Path, out: Path, beam_args: list[str], max_rss: int, files_per_snapshot: int,
+                    resume: bool = False) -> dict[str, Any]:
     """The same documents as a recurring refresh: consecutive snapshots of `files_per_snapshot`
     input files, each run deduplicated against the band index of the ones before. Time adds
-    up; memory is the largest snapshot's."""
+    up; memory is the largest snapshot's. With `resume`, snapshots already committed to the
+    index (an earlier, interrupted run) are reported from their saved rows, not rerun."""
     files = sorted(inputs.glob("*.jsonl.zst"))
     chunks = [files[i:i + files_per_snapshot] for i in range(0, len(files), files_per_snapshot)]
-    shutil.rmtree(out, ignore_errors=True)
     index = out / "index"
+    done = _committed_generations(index) if resume else 0
+    if not resume:
+        shutil.rmtree(out, ignore_errors=True)
     runs = []
     for k, chunk in enumerate(chunks):
+        run_dir, row_file = out / f"run-{k:02d}", out / f"run-{k:02d}.row.json"
+        if k < done:
+            if row_file.exists():
+                r = json.loads(row_file.read_text())
+            elif (run_dir / "manifest.json").exists():
+                r = _row_from_manifest(run_dir)
+            else:
+                raise SystemExit(f"bench scale: --resume: the index has {done} generation(s) but snapshot {k + 1} "
+                                 f"left neither {row_file} nor {run_dir}/manifest.json; rerun without --resume")
+            print(f"bench scale:   snapshot {k + 1}/{len(chunks)}: committed by an earlier run, reusing its row", flush=True)
+            runs.append(r)
+            continue
         snap = out / f"snapshot-{k:02d}"
+        shutil.rmtree(snap, ignore_errors=True)
         snap.mkdir(parents=True)
         for f in chunk:
             (snap / f.name).symlink_to(f)
         print(f"bench scale:   snapshot {k + 1}/{len(chunks)} ({len(chunk)} files) ...", flush=True)
-        r = run_stage(snap, out / f"run-{k:02d}", [*beam_args, "--index", str(index)], max_rss)
+        r = run_stage(snap, run_dir, [*beam_args, "--index", str(index)], max_rss)
         runs.append(r)
         if "failed" in r:
             return {**r, "failed": f"snapshot {k + 1}/{len(chunks)}: {r['failed']}"}
-        shutil.rmtree(out / f"run-{k:02d}" / "data", ignore_errors=True)  # keep manifests, free the disk
+        row_file.write_text(json.dumps(r))
+        shutil.rmtree(run_dir / "data", ignore_errors=True)  # keep manifests, free the disk
     wall = sum(r["wall_s"] for r in runs)
     dups: dict[str, int] = {}
     for r in runs:
@@ -370,13 +406,16 @@ def run_incremental(inputs: Path, out: Path, beam_args: list[str], max_rss: int,
     docs = sum(r["docs_in"] for r in runs)
     return {"mode": f"incremental: {len(runs)} snapshots x {len(chunks[0])} files through one band index",
             "wall_s": round(wall, 2), "docs_in": docs, "docs_per_s": round(docs / wall, 1),
-            "peak_rss_tree_mb": max(r["peak_rss_tree_mb"] for r in runs),
-            "peak_rss_largest_mb": max(r["peak_rss_largest_mb"] for r in runs),
+            "peak_rss_tree_mb": max((r["peak_rss_tree_mb"] for r in runs if r["peak_rss_tree_mb"] is not None), default=None),
+            "peak_rss_largest_mb": max((r["peak_rss_largest_mb"] for r in runs if r["peak_rss_largest_mb"] is not None),
+                                       default=None),
+            "snapshots_rss_unmeasured": [k + 1 for k, r in enumerate(runs) if r["peak_rss_tree_mb"] is None],
             "snapshot_wall_s": [r["wall_s"] for r in runs], "snapshot_peak_rss_tree_mb": [r["peak_rss_tree_mb"] for r in runs],
-            "loadavg_1m_before": runs[0]["loadavg_1m_before"], "loadavg_1m_after": runs[-1]["loadavg_1m_after"],
+            "loadavg_1m_before": next((r["loadavg_1m_before"] for r in runs if r["loadavg_1m_before"] is not None), None),
+            "loadavg_1m_after": runs[-1]["loadavg_1m_after"],
             "kept": sum(r["kept"] for r in runs), "dropped": sum(r["dropped"] for r in runs), "duplicates_by_kind": dups,
             "quarantined": sum(r["quarantined"] for r in runs),
-            "output_mb": round(sum(r["output_mb"] for r in runs), 1)}
+            "output_mb": round(sum(r["output_mb"] or 0 for r in runs), 1)}
 
 
 def load_rows(path: Path, sizes: list[int]) -> dict[int, dict[str, Any]]:
@@ -459,9 +498,13 @@ def render(rows: list[dict[str, Any]], grow: list[dict[str, Any]], beam_args: li
         if "snapshot_wall_s" in r:
             lines += ["", f"{r['docs_in']:,} documents as {len(r['snapshot_wall_s'])} snapshots: wall s per snapshot "
                       f"{', '.join(f'{w:.0f}' for w in r['snapshot_wall_s'])}; peak RSS tree MB per snapshot "
-                      f"{', '.join(f'{m:,}' for m in r['snapshot_peak_rss_tree_mb'])}. Memory is the largest snapshot's, "
+                      f"{', '.join('not recorded' if m is None else f'{m:,}' for m in r['snapshot_peak_rss_tree_mb'])}. Memory is the largest snapshot's, "
                       "time adds up; a snapshot's cost grows slowly with the index it reads (band keys of every kept "
-                      "document, hashes of the candidates only)."]
+                      "document, hashes of the candidates only)."
+                      + (f" Snapshot(s) {', '.join(map(str, r['snapshots_rss_unmeasured']))} finished in an earlier, "
+                         "interrupted run of the bench (--resume): their wall time and counts come from their manifests, "
+                         "their memory was not recorded, so the peak RSS of this row is that of the other snapshots."
+                         if r.get("snapshots_rss_unmeasured") else "")]
     if grow:
         lines += ["", "Growth between sizes (exponent k in cost ~ n^k; k <= 1 is at most linear):", "",
                   "| sizes | docs x | wall x (k) | peak RSS tree x (k) | largest process x (k) | marginal ms/doc | marginal KB/doc tree / largest |",
@@ -495,6 +538,9 @@ def main(argv: list[str] | None = None) -> int:
                          "through one band index (default: 1000000; the DirectRunner holds every shuffle in memory, "
                          "~24 KB per document here, so 1M in one pipeline does not fit in 24 GB)")
     ap.add_argument("--snapshot-files", type=int, default=2, help="input files per snapshot (16 files per size; default 2)")
+    ap.add_argument("--resume", action="store_true",
+                    help="for sizes run as snapshots: keep the snapshots an earlier, interrupted run already committed "
+                         "to the band index and run only the rest (default: start from an empty index)")
     ap.add_argument("--reuse-rows", type=Path, help="JSON lines of rows measured by an earlier run of the same code (its "
                     "<cache>/rows.jsonl or the {\"size\": ...} lines of its log): those sizes are reported, not rerun")
     a = ap.parse_args(argv)
@@ -518,7 +564,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench scale: {n:,} documents ({meta['kinds']}) from {inputs}; running the stage ...", flush=True)
         out = (a.cache / "runs" / f"n{n}").resolve()
         limit = int(a.max_rss_gb * 2**30)
-        stats = (run_incremental(inputs, out, beam_args, limit, a.snapshot_files) if n in a.incremental_sizes
+        stats = (run_incremental(inputs, out, beam_args, limit, a.snapshot_files, a.resume) if n in a.incremental_sizes
                  else run_stage(inputs, out, beam_args, limit))
         row = {"size": n, **stats, "input_mb": round(sum(f.stat().st_size for f in inputs.glob("*.zst")) / MB, 1),
                "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "code": code_version()}

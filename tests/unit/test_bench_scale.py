@@ -108,3 +108,43 @@ def test_reused_rows_come_from_json_lines_and_skip_failures(tmp_path):
     assert rows[10_000]["reused_from"] == str(log)
     text = render([rows[10_000]], [], [])
     assert "reused here: 10,000 at 2026-11-23 13:52 UTC" in text
+
+
+def test_resume_reuses_committed_snapshots_and_runs_only_the_rest(tmp_path, monkeypatch):
+    """An interrupted incremental run: snapshot 1 is in the index (its manifest, no saved row),
+    snapshot 2 is not; --resume reports 1 from its manifest with memory unrecorded and runs 2."""
+    import json
+
+    from lmforge.bench import scale
+
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    for i in range(4):
+        (inputs / f"part-{i:03d}.jsonl.zst").write_bytes(b"")
+    out = tmp_path / "out"
+    (out / "index").mkdir(parents=True)
+    (out / "index" / "INDEX.json").write_text(json.dumps({"generations": [{"name": "gen-00001"}]}))
+    (out / "run-00").mkdir()
+    (out / "run-00" / "manifest.json").write_text(json.dumps({"wall_seconds": 100.0, "counts": {
+        "in": 1000, "kept": 900, "dropped": {"c4": 50}, "duplicates_by_kind": {"near": 50}, "quarantined": 0}}))
+    ran = []
+
+    def fake_stage(snap, run_dir, beam_args, max_rss):
+        ran.append(sorted(p.name for p in snap.iterdir()))
+        assert beam_args[-2:] == ["--index", str(out / "index")]
+        return {"wall_s": 120.0, "docs_in": 1000, "docs_per_s": 8.3, "peak_rss_tree_mb": 700, "peak_rss_largest_mb": 700,
+                "loadavg_1m_before": 1.0, "loadavg_1m_after": 1.5, "kept": 880, "dropped": 60,
+                "duplicates_by_kind": {"near": 55, "exact": 5}, "quarantined": 0, "output_mb": 1.0}
+
+    monkeypatch.setattr(scale, "run_stage", fake_stage)
+    row = scale.run_incremental(inputs, out, [], 0, 2, resume=True)
+    assert ran == [["part-002.jsonl.zst", "part-003.jsonl.zst"]]  # only the uncommitted snapshot ran
+    assert row["docs_in"] == 2000 and row["wall_s"] == 220.0 and row["kept"] == 1780
+    assert row["duplicates_by_kind"] == {"near": 105, "exact": 5}
+    assert row["peak_rss_tree_mb"] == 700 and row["snapshots_rss_unmeasured"] == [1]
+    assert (out / "run-01.row.json").exists()  # a later resume reuses the measured row, not the manifest
+    assert "not recorded, 700" in scale.render([{"size": 2000, **row}], [], [])
+    # without --resume the index is started afresh and every snapshot runs
+    ran.clear()
+    scale.run_incremental(inputs, out, [], 0, 2)
+    assert len(ran) == 2
