@@ -59,6 +59,11 @@ class PretrainConfig:
     log_every: int = opt(10, help="Optimizer steps between progress lines.")
     eval_batches: int = opt(10, help="Validation batches per process after training; 0 skips validation.")
     tensorboard: bool = opt(True, help="Also write a TensorBoard event log to output/tensorboard (if installed).")
+    save_every: int = opt(0, help="Also save a checkpoint every N optimizer steps (0: only at the end), so a run "
+                                  "that dies can continue with --resume.")
+    resume: bool = opt(False, help="Continue from the newest checkpoint in output/checkpoints: weights, optimizer, "
+                                   "LR schedule, loader position and each rank's RNG. The finished run then matches "
+                                   "one that never stopped. The training options and world size must be the same.")
 
     def __post_init__(self) -> None:
         preset(self.model)  # raises on an unknown name
@@ -71,6 +76,17 @@ class PretrainConfig:
         require(self.zero_stage in (0, 1, 2), f"zero_stage must be 0, 1 or 2, got {self.zero_stage}")
         require(self.log_every >= 1, f"log_every must be >= 1, got {self.log_every}")
         require(self.eval_batches >= 0, f"eval_batches must be >= 0, got {self.eval_batches}")
+        require(self.save_every >= 0, f"save_every must be >= 0, got {self.save_every}")
+
+
+# Options that may change between a run and its --resume (a moved output directory included):
+# they do not touch the weights.
+RESUME_FREE = frozenset({"output", "resume", "save_every", "log_every", "eval_batches", "tensorboard"})
+
+
+def resume_mismatch(saved: dict[str, Any], now: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """Options whose change would make a resumed run differ from an uninterrupted one: (saved, now)."""
+    return {k: (saved.get(k), v) for k, v in now.items() if k not in RESUME_FREE and saved.get(k) != v}
 
 
 def deepspeed_config(cfg: PretrainConfig) -> dict[str, Any]:
@@ -116,6 +132,10 @@ def run(cfg: PretrainConfig) -> Path:
     if rank == 0:
         out.mkdir(parents=True, exist_ok=True)
         (out / MANIFEST_NAME).unlink(missing_ok=True)
+    ckpt_dir = out / "checkpoints"
+    if cfg.resume and not (ckpt_dir / "latest").exists():
+        raise SystemExit(f"pretrain --resume: no checkpoint to resume in {ckpt_dir} (no 'latest' file); "
+                         "run without --resume to start from scratch")
 
     # --- setup: data, model, engine -----------------------------------------------------------
     shards = ShardSet.open(cfg.shards)
@@ -146,7 +166,11 @@ def run(cfg: PretrainConfig) -> Path:
     acc = torch.zeros(4, dtype=torch.float64)  # this step: loss sum, micro-batches, tokens, masked
     seen = torch.zeros(4, dtype=torch.float64)  # whole run, all ranks
     step, micro = 0, 0
-    epoch, start = loader.position  # (0, 0); a resumed run would load_state_dict() first
+    if cfg.resume:
+        step, micro, curve, seen = resume(engine, loader, ckpt_dir, cfg, rank, world)
+        log.info("resumed from %s at step %d/%d (epoch %d, batch %d)", ckpt_dir, step, total, *loader.position)
+    epoch, start = loader.position  # (0, 0) for a fresh run
+    resumed_at = step
     t_fit = t_log = time.time()
     engine.train()
     while step < total:
@@ -178,6 +202,8 @@ def run(cfg: PretrainConfig) -> Path:
                          curve[-1]["lr"], dt / len(window), f"{tokens_per_step * len(window) / dt:,.0f}")
             if step >= total:
                 break
+            if cfg.save_every and step % cfg.save_every == 0:
+                save_checkpoint(engine, ckpt_dir, cfg, rank, world, step, micro, loader, curve, seen)
         else:
             epoch, start = epoch + 1, 0
     fit_seconds = time.time() - t_fit
@@ -190,10 +216,7 @@ def run(cfg: PretrainConfig) -> Path:
             writer.add_scalar("valid/loss", valid_loss, step)
 
     # --- save ---------------------------------------------------------------------------------
-    # The loader's position (same on every rank) lets a resumed run see exactly the batches this
-    # one would have seen next: RankLoader.load_state_dict(client_state["loader"]).
-    client_state = {"step": step, "epoch": epoch, "config": config_to_dict(cfg), "loader": loader.state_dict()}
-    engine.save_checkpoint(str(out / "checkpoints"), client_state=client_state)
+    save_checkpoint(engine, ckpt_dir, cfg, rank, world, step, micro, loader, curve, seen)
     if rank == 0:
         if writer is not None:
             writer.close()
@@ -211,12 +234,53 @@ def run(cfg: PretrainConfig) -> Path:
             "tokens_seen": counts["tokens"], "sequences_seen": counts["sequences"], "steps": step,
             "world_size": world, "global_batch": cfg.micro_batch_size * cfg.grad_accum * world,
             "seq_len": shards.seq_len, "model": cfg.model, "num_parameters": num_parameters(model),
-            "fit_seconds": fit_seconds, "seconds_per_step": fit_seconds / max(step, 1),
+            "fit_seconds": fit_seconds, "seconds_per_step": fit_seconds / max(step - resumed_at, 1),
+            "resumed_from_step": resumed_at if cfg.resume else None,
             "wall_seconds": time.time() - t0,
         }
         write_outputs(cfg, engine.module.mlm, tokenizer, metrics, counts, t0, step)
     dist.barrier()
     return out
+
+
+def save_checkpoint(engine, ckpt_dir: Path, cfg: PretrainConfig, rank: int, world: int, step: int, micro: int,
+                    loader: RankLoader, curve: list[dict[str, Any]], seen: torch.Tensor) -> None:
+    """A DeepSpeed checkpoint tagged global_step<step> that --resume continues from exactly.
+
+    DeepSpeed saves weights, ZeRO optimizer partitions and the LR scheduler, plus rank 0's
+    client state: the loader position (the same on every rank), the loss curve and token counts
+    so far. Dropout draws from each rank's own torch RNG, so every rank writes its RNG state
+    into the tag directory first; DeepSpeed writes `latest` last, so a crash mid-save leaves
+    `latest` on the previous, complete checkpoint."""
+    tag = f"global_step{step}"
+    (ckpt_dir / tag).mkdir(parents=True, exist_ok=True)
+    torch.save({"torch": torch.get_rng_state()}, ckpt_dir / tag / f"rng_rank{rank}.pt")
+    client_state = {"step": step, "micro": micro, "epoch": loader.position[0], "world_size": world,
+                    "config": config_to_dict(cfg), "loader": loader.state_dict(), "curve": curve, "seen": seen.tolist()}
+    engine.save_checkpoint(str(ckpt_dir), tag=tag, client_state=client_state)
+
+
+def resume(engine, loader: RankLoader, ckpt_dir: Path, cfg: PretrainConfig, rank: int,
+           world: int) -> tuple[int, int, list[dict[str, Any]], torch.Tensor]:
+    """Load the newest checkpoint into `engine` and `loader`; returns (step, micro, curve, seen)."""
+    tag = (ckpt_dir / "latest").read_text().strip()
+    path, client = engine.load_checkpoint(str(ckpt_dir), tag=tag)
+    if path is None:
+        raise SystemExit(f"pretrain --resume: DeepSpeed could not load a checkpoint from {ckpt_dir}")
+    diff = resume_mismatch(client["config"], config_to_dict(cfg))
+    if client["world_size"] != world:
+        diff["world_size"] = (client["world_size"], world)
+    if diff:
+        raise SystemExit(f"pretrain --resume: {ckpt_dir / tag} was saved with other options, so the resumed run would not "
+                         "match an uninterrupted one (saved, now): "
+                         + ", ".join(f"{k}={a!r} vs {b!r}" for k, (a, b) in sorted(diff.items())))
+    loader.load_state_dict(client["loader"])
+    rng = ckpt_dir / tag / f"rng_rank{rank}.pt"
+    if not rng.exists():
+        raise SystemExit(f"pretrain --resume: {rng} is missing (the checkpoint was written by an older lmforge "
+                         "or another world size); dropout would differ from an uninterrupted run")
+    torch.set_rng_state(torch.load(rng)["torch"])
+    return client["step"], client["micro"], client["curve"], torch.tensor(client["seen"], dtype=torch.float64)
 
 
 def evaluate(engine, shards: ShardSet, rank: int, world: int, cfg: PretrainConfig) -> float | None:

@@ -51,7 +51,8 @@ def replicate(table: pa.Table, copies: int) -> pa.Table:
     """`copies` copies of a corpus table; copy 0 keeps the ids, copy r > 0 gets `<id>~r`, so
     every id stays distinct and the shards stage hashes the copies to different shards."""
     ids = table.column("id").to_pylist()
-    parts = [table] + [table.set_column(table.schema.get_field_index("id"), "id", pa.array([f"{i}~{r}" for i in ids]))
+    col, field = table.schema.get_field_index("id"), table.schema.field("id")  # keeps `not null`, so the parts concat
+    parts = [table] + [table.set_column(col, field, pa.array([f"{i}~{r}" for i in ids], field.type))
                        for r in range(1, copies)]
     return pa.concat_tables(parts)
 

@@ -55,3 +55,40 @@ def test_pretrain_two_processes_zero2(tmp_path):
     assert metrics["last_loss"] < metrics["first_loss"] - 0.5, (metrics["first_loss"], metrics["last_loss"])
     assert (out / "tensorboard").is_dir()
 
+
+
+def test_resume_after_a_crash_matches_the_uninterrupted_run(tmp_path):
+    """Run 12 steps saving every 4. Then leave a copy of its output as a crash right after step
+    4 would have (checkpoint global_step4 is `latest`, nothing after it, no manifest) and
+    --resume it: weights, loss curve and the final checkpoint's loader state must equal the
+    uninterrupted run's exactly (torch AdamW, per-rank dropout RNG restored)."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file
+
+    tok = make_tokenizer(tmp_path / "tokenizer")
+    shards = make_shards(tmp_path / "shards", tok, seq_len=32, num_variants=2, train_rows=40, valid_rows=8)
+    # 40 rows / 2 ranks / micro batch 4 = 5 batches per epoch: the resume point (step 4) is mid-epoch
+    # and the run crosses two epoch boundaries after it.
+    base = dict(shards=str(shards), tokenizer=str(tok), model="tiny", steps=12, micro_batch_size=4, lr=3e-3,
+                log_every=4, zero_stage=2, seed=0, save_every=4, eval_batches=2, tensorboard=False)
+    full = launch_pretrain(PretrainConfig(output=str(tmp_path / "full"), **base), nproc=2)
+    assert sorted(p.name for p in (full / "checkpoints").glob("global_step*")) == [
+        "global_step12", "global_step4", "global_step8"]
+
+    crashed = tmp_path / "crashed"
+    shutil.copytree(full / "checkpoints" / "global_step4", crashed / "checkpoints" / "global_step4")
+    (crashed / "checkpoints" / "latest").write_text("global_step4")
+    resumed = launch_pretrain(PretrainConfig(output=str(crashed), resume=True, **base), nproc=2)
+
+    a, b = load_file(full / "hf" / "model.safetensors"), load_file(resumed / "hf" / "model.safetensors")
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a), [k for k in a if not torch.equal(a[k], b[k])][:5]
+    ma, mb = (json.loads((d / "metrics.json").read_text()) for d in (full, resumed))
+    assert mb["loss_curve"] == ma["loss_curve"] and mb["valid_loss"] == ma["valid_loss"]
+    assert mb["resumed_from_step"] == 4 and ma["resumed_from_step"] is None
+    assert read_manifest(resumed)["counts"]["tokens"] == read_manifest(full)["counts"]["tokens"]
+    state = [torch.load(d / "checkpoints" / "global_step12" / "mp_rank_00_model_states.pt", weights_only=False)
+             for d in (full, resumed)]
+    assert state[0]["loader"] == state[1]["loader"] and state[0]["step"] == state[1]["step"] == 12

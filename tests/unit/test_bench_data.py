@@ -22,6 +22,10 @@ def test_replicate_keeps_copy_zero_and_makes_ids_distinct():
     assert r.column("id").to_pylist() == ["a", "b", "a~1", "b~1", "a~2", "b~2"]
     assert r.column("text").to_pylist() == ["x y", "z"] * 3 and r.column("url").to_pylist() == ["u1", "u2"] * 3
     assert replicate(t, 1).equals(t)
+    # the corpus schema's `id` is `not null`: the copies keep it, or the parts do not concatenate
+    strict = t.cast(pa.schema([pa.field("id", pa.string(), nullable=False), pa.field("text", pa.string()),
+                               pa.field("url", pa.string())]))
+    assert replicate(strict, 2).schema == strict.schema
 
 
 def test_stage_workers():

@@ -62,3 +62,16 @@ def test_config_validation_and_plan():
     ds = deepspeed_config(cfg)
     assert ds["zero_optimization"] == {"stage": 2} and ds["gradient_accumulation_steps"] == 2
     assert ds["train_micro_batch_size_per_gpu"] == 8 and ds["gradient_clipping"] == 1.0
+
+
+def test_resume_mismatch_names_options_that_change_the_run():
+    from lmforge.config import config_to_dict
+    from training.pretrain import resume_mismatch
+
+    saved = config_to_dict(PretrainConfig(shards="s", tokenizer="t", output="o", steps=10))
+    # logging, validation and checkpoint cadence may change; resume itself obviously does
+    same = config_to_dict(PretrainConfig(shards="s", tokenizer="t", output="o", steps=10, resume=True,
+                                         save_every=5, log_every=3, eval_batches=0, tensorboard=False))
+    assert resume_mismatch(saved, same) == {}
+    other = config_to_dict(PretrainConfig(shards="s", tokenizer="t", output="o", steps=20, lr=1e-4, resume=True))
+    assert resume_mismatch(saved, other) == {"steps": (10, 20), "lr": (1e-3, 1e-4)}
