@@ -92,7 +92,7 @@ def _write_section(d: dict[str, Any]) -> list[str]:
     if d.get("masking"):
         m = d["masking"]
         rows = d["write"][big][LM]["rows"]
-        out += ["", f"Masking alone (the stage's `mask_variants`, K={k}, re-run on {m['rows']:,} written rows in one "
+        out += ["", f"Masking alone (the stage's `mlm_block`, K={k}, re-run on {m['rows']:,} written rows in one "
                 f"process): {m['rows_per_s']:,.0f} rows/s, so the {rows:,} rows of {big} cost about {rows / m['rows_per_s']:,.0f} "
                 f"CPU seconds, {rows / m['rows_per_s'] / w:,.1f} s of wall time over {w} workers "
                 f"(lmforge's {big} run took {d['write'][big][LM]['seconds']:.1f} s)."]

@@ -1,8 +1,11 @@
 """Pure masking, precomputed: K variants per packed row for five objectives, stored as (positions, tokens).
 
 Each variant k of a row is a pair of arrays: `positions` (int16, strictly ascending, < length) and
-`tokens` (int32, one per position). Every draw comes from np.random.default_rng([seed, shard,
-row, k]), so the same input gives byte-identical shards on any machine, and the loader picks
+`tokens` (int32, one per position). Every draw is a pure function of (seed, shard, row, k): mlm
+hashes counters (splitmix64 over (seed, shard, row, k, position), `counter_bits`), so a whole
+group of rows is masked in a few numpy calls (`mlm_block`); the other objectives draw from
+np.random.default_rng([seed, shard, row, k]). The same input gives byte-identical shards on any
+machine, and the loader picks
 variant epoch % K (BERT's dupe factor). Ids in the vocabulary's special set (pad, unk, cls, sep,
 bos, eos, mask and the T5 sentinels) and padding (positions >= length) are never selected;
 random replacements are drawn uniformly from the complement of that set (T5 puts its sentinels
@@ -11,7 +14,8 @@ at the END of the vocabulary, so the specials are not a prefix).
 n = the row's maskable tokens, budget = max(1, round(rate * n)); costs are for seq_len 128 with
 n = 126 (128 minus [CLS] and [SEP]), rate 0.15 and 10 variants, next to 128 * 4 = 512 bytes of ids:
 
-- mlm (BERT): `budget` positions drawn uniformly without replacement; per position 80% [MASK],
+- mlm (BERT): `budget` positions drawn uniformly without replacement (the `budget` smallest
+  hashed keys among the maskable positions); per position 80% [MASK],
   10% a random id, 10% unchanged. round(0.15 * 126) = 19 positions * (2 + 4) bytes * 10 = 1,140 bytes.
 - whole_word (BERT whole-word masking, Google's create_pretraining_data.py --do_whole_word_mask):
   shuffle the words, walk them and take a word whole if the total stays <= budget, else skip it
@@ -169,9 +173,12 @@ def mask_variants(input_ids: np.ndarray, length: int, vocab: MaskVocab, cfg: Mas
     special = vocab.is_special[ids]
     maskable = np.flatnonzero(~special)
     budget = max(1, round(cfg.rate * maskable.size)) if maskable.size else 0
-    rngs = [np.random.default_rng([cfg.seed, shard, row, k]) for k in range(cfg.num_variants)]
     if cfg.objective == "mlm":
-        return _mlm(rngs, ids, maskable, budget, vocab, cfg)
+        pos, tok, counts = mlm_block(np.asarray(input_ids)[None, :], np.array([length]), vocab, cfg, shard,
+                                     np.array([row]))
+        cuts = np.cumsum(counts)[:-1]
+        return np.split(pos, cuts), np.split(tok, cuts)
+    rngs = [np.random.default_rng([cfg.seed, shard, row, k]) for k in range(cfg.num_variants)]
     if cfg.objective == "t5_span":
         pairs = [_t5_noise(rng, maskable, vocab, cfg, where) for rng in rngs]
         return [p for p, _ in pairs], [t for _, t in pairs]
@@ -196,18 +203,96 @@ def mask_variants(input_ids: np.ndarray, length: int, vocab: MaskVocab, cfg: Mas
     return positions, tokens
 
 
-def _mlm(rngs: list[np.random.Generator], ids: np.ndarray, maskable: np.ndarray, budget: int, vocab: MaskVocab,
-         cfg: MaskConfig) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """All K variants at once: each generator draws n keys | budget u | budget v in one call, then numpy
-    works on the K x budget block. The positions are those with the `budget` smallest keys: uniform
-    without replacement, as rng.choice, for one call per variant. Building the K generators is
-    then most of the cost (~15 us each)."""
-    n = maskable.size
-    draws = np.stack([rng.random(n + 2 * budget) for rng in rngs])
-    pick = np.argpartition(draws[:, :n], budget - 1, axis=1)[:, :budget] if budget else np.zeros((len(rngs), 0), int)
-    pos = np.sort(maskable[pick], axis=1)
-    tok = _replace(ids, pos, draws[:, n:n + budget], draws[:, n + budget:], vocab, cfg)
-    return list(pos.astype(np.int16)), list(tok)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+_U_STREAM, _V_STREAM = 1 << 16, 2 << 16  # counters of the 80/10/10 draws: past any position (< 2**15)
+_POS_BITS = 15  # positions < MAX_SEQ_LEN = 2**15 fill a key's low bits, so keys of a row never tie
+MLM_BLOCK_ROWS = 1024  # rows hashed at once: K x 1024 x seq_len uint64 (10 MB at K=10, seq 128)
+
+
+def _mix(z: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser, elementwise on uint64 (wrapping arithmetic)."""
+    z = (z ^ (z >> np.uint64(30))) * _MIX1
+    z = (z ^ (z >> np.uint64(27))) * _MIX2
+    return z ^ (z >> np.uint64(31))
+
+
+def variant_states(seed: int, shard: int, rows: np.ndarray, k: int) -> np.ndarray:
+    """(len(rows), k) uint64: the hash state of each (seed, shard, row, variant); counter c of a
+    variant draws _mix(state + c * golden), splitmix64's stream."""
+    with np.errstate(over="ignore"):
+        h = _mix(np.array([seed % 2**64], np.uint64) + _GOLDEN)
+        h = _mix(h + np.uint64(shard % 2**64) * _GOLDEN)
+        h = _mix(h + np.asarray(rows, np.uint64) * _GOLDEN)
+        return _mix(h[:, None] + np.arange(1, k + 1, dtype=np.uint64)[None, :] * _GOLDEN)
+
+
+def counter_bits(states: np.ndarray, counters: np.ndarray) -> np.ndarray:
+    """64 hashed bits per (state, counter), broadcasting."""
+    with np.errstate(over="ignore"):
+        return _mix(states + np.asarray(counters, np.uint64) * _GOLDEN)
+
+
+def _unit(bits: np.ndarray) -> np.ndarray:
+    """Uniform float64 in [0, 1) from the top 53 bits."""
+    return (bits >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
+
+
+def mlm_block(input_ids: np.ndarray, lengths: np.ndarray, vocab: MaskVocab, cfg: MaskConfig, shard: int,
+              rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """BERT mlm for a block of rows at once: (positions int16, tokens int32, counts) flat in (row,
+    variant, position) order, counts[i * K + k] the size of row i's variant k.
+
+    Variant k of row r keeps the `budget` maskable positions with the smallest keys, a key being
+    the top 49 hashed bits of (seed, shard, r, k, position) with the position in the low 15 bits
+    (distinct within a row, so exactly `budget` are taken: uniform without replacement). The
+    80/10/10 draws u and v hash counters of their own per selected position. A row's masks do not
+    depend on the other rows of the block: `mask_variants` on one row gives the same arrays."""
+    ids = np.asarray(input_ids)
+    if ids.ndim != 2:
+        raise ValueError(f"mlm_block wants a (rows, seq_len) block, got shape {ids.shape}")
+    n_rows, seq_len = ids.shape
+    lengths = np.asarray(lengths, np.int64)
+    rows = np.asarray(rows, np.int64)
+    k = cfg.num_variants
+    if seq_len > MAX_SEQ_LEN:
+        raise ValueError(f"rows of {seq_len} tokens; int16 positions hold rows of at most {MAX_SEQ_LEN}")
+    if lengths.shape != (n_rows,) or rows.shape != (n_rows,):
+        raise ValueError(f"mlm_block: {n_rows} rows but {lengths.shape} lengths and {rows.shape} row numbers")
+    if n_rows == 0:
+        return np.zeros(0, np.int16), np.zeros(0, np.int32), np.zeros(0, np.int64)
+    if lengths.min() < 0 or lengths.max() > seq_len:
+        raise ValueError(f"lengths {lengths.min()}..{lengths.max()} fall outside [0, {seq_len}]")
+    real = np.arange(seq_len)[None, :] < lengths[:, None]
+    live = ids[real]
+    if live.size and (live.min() < 0 or live.max() >= vocab.vocab_size):
+        bad = np.flatnonzero(((ids < 0) | (ids >= vocab.vocab_size)).any(axis=1) & real.any(axis=1))
+        raise ValueError(f"shard {shard} row {int(rows[bad[0]])}: token ids {live.min()}..{live.max()} fall outside "
+                         f"the vocabulary [0, {vocab.vocab_size})")
+    maskable = real & ~vocab.is_special[np.clip(ids, 0, vocab.vocab_size - 1)]
+    n = maskable.sum(axis=1)
+    budget = np.where(n > 0, np.maximum(1, np.round(cfg.rate * n)), 0).astype(np.int64)
+    positions, tokens = [], []
+    for a in range(0, n_rows, MLM_BLOCK_ROWS):
+        b = min(a + MLM_BLOCK_ROWS, n_rows)
+        states = variant_states(cfg.seed, shard, rows[a:b], k)  # (R, K)
+        keys = counter_bits(states[:, :, None], np.arange(seq_len, dtype=np.uint64)[None, None, :])
+        keys = (keys >> np.uint64(_POS_BITS)) << np.uint64(_POS_BITS) | np.arange(seq_len, dtype=np.uint64)
+        keys[~np.broadcast_to(maskable[a:b, None, :], keys.shape)] = np.iinfo(np.uint64).max
+        bud = budget[a:b]
+        kth = np.take_along_axis(np.sort(keys, axis=2), np.maximum(bud - 1, 0)[:, None, None].repeat(k, 1), axis=2)
+        sel = (keys <= kth) & (bud > 0)[:, None, None]
+        r_i, k_i, pos = np.nonzero(sel)  # row, then variant, then ascending position
+        st = states[r_i, k_i]
+        u = _unit(counter_bits(st, pos.astype(np.uint64) + np.uint64(_U_STREAM)))
+        v = _unit(counter_bits(st, pos.astype(np.uint64) + np.uint64(_V_STREAM)))
+        tok = ids[a + r_i, pos].astype(np.int32)
+        tok[u < cfg.mask_fraction] = vocab.mask_id
+        rnd = (u >= cfg.mask_fraction) & (u < cfg.mask_fraction + cfg.random_fraction)
+        tok[rnd] = vocab.replaceable[(v[rnd] * vocab.replaceable.size).astype(np.intp)]
+        positions.append(pos.astype(np.int16))
+        tokens.append(tok)
+    return np.concatenate(positions), np.concatenate(tokens), np.repeat(budget, k)
 
 
 def _replace(ids: np.ndarray, pos: np.ndarray, u: np.ndarray, v: np.ndarray, vocab: MaskVocab,

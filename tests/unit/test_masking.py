@@ -369,3 +369,41 @@ def test_t5_more_spans_than_sentinels_is_an_error():
     full = np.full(SEQ_LEN, T5_VOCAB[PIECES[0]], np.int32)
     with pytest.raises(ValueError, match=r"shard 0 row 5: t5_span needs 6 sentinels .* has 3"):
         mask_variants(full, SEQ_LEN, few, MaskConfig(objective="t5_span"), 0, 5)
+
+
+def test_mlm_block_equals_row_by_row_and_selects_every_position_alike(masked):
+    """The shards stage masks a whole group with mlm_block (hashed keys, blocks of MLM_BLOCK_ROWS);
+    each row must come out as mask_variants gives it alone, and the hashed keys must not favour
+    any position (a key's low bits hold the position: a bias there would show up here)."""
+    from pipelines.shards.masking import MLM_BLOCK_ROWS, mlm_block
+
+    ids = np.stack([r[0] for r in BERT_ROWS])
+    lengths = np.array([r[1] for r in BERT_ROWS])
+    assert len(BERT_ROWS) > MLM_BLOCK_ROWS  # the block boundary is crossed
+    pos, tok, counts = mlm_block(ids, lengths, BERT, MaskConfig(), 0, np.arange(len(BERT_ROWS)))
+    assert counts.shape == (len(BERT_ROWS) * K,) and counts.sum() == pos.size == tok.size
+    cuts = np.cumsum(counts)[:-1]
+    flat = [(p, t) for row in masked["mlm"] for p, t in zip(row[1], row[2])]
+    assert all(np.array_equal(p, bp) and np.array_equal(t, bt)
+               for (p, t), bp, bt in zip(flat, np.split(pos, cuts), np.split(tok, cuts)))
+    # per position: chosen / maskable ~ 0.15 everywhere (full rows have n = 126 maskable... or fewer
+    # when a document boundary falls inside; the rate is budget / n per row, ~0.15 each)
+    chosen, maskable = np.zeros(SEQ_LEN), np.zeros(SEQ_LEN)
+    for (row_ids, length, _), positions, _ in masked["mlm"]:
+        ok = ~BERT.is_special[row_ids[:length]]
+        maskable[:length] += ok * K
+        for p in positions:
+            chosen[p] += 1
+    live = maskable > 2000
+    rate = chosen[live] / maskable[live]
+    sd = np.sqrt(0.15 * 0.85 / maskable[live])
+    assert np.all(np.abs(rate - 0.15) < 5 * sd + 0.005), np.flatnonzero(np.abs(rate - 0.15) >= 5 * sd + 0.005)
+
+
+def test_mlm_block_rejects_ids_outside_the_vocabulary():
+    from pipelines.shards.masking import mlm_block
+
+    ids = np.stack([BERT_ROWS[0][0], BERT_ROWS[1][0]])
+    ids[1, 5] = BERT.vocab_size
+    with pytest.raises(ValueError, match="row 8: token ids"):
+        mlm_block(ids, np.array([SEQ_LEN, SEQ_LEN]), BERT, MaskConfig(), 0, np.array([7, 8]))

@@ -306,3 +306,31 @@ def test_v1_shards_still_read_as_bert_mlm(tmp_path):
     assert (build_batch(table, np.arange(3), 1)["labels"] != IGNORE_INDEX).any()
     with pytest.raises(ValueError, match="objective 'mlm', but the manifest says 'causal'"):
         open_shard(root / "train" / "shard-00000-000.arrow", objective="causal")
+
+
+@pytest.mark.parametrize("kind", ["mlm", "span"])
+def test_the_loaders_fast_mlm_path_equals_build_batch(shards, objective_shards, kind):
+    """RankLoader batches MLM shards through MlmView (numpy views of the mapped buffers). Over a
+    table of several record batches, some of them slices (their buffers start mid-array), every
+    batch must equal build_batch's, tensor for tensor, for every variant."""
+    from training.data import MlmView
+
+    table = (shards if kind == "mlm" else objective_shards["span"]).read("train")
+    cut = table.num_rows // 3
+    chunked = pa.concat_tables([table.slice(0, cut), table.slice(cut, 2), table.slice(cut + 2)])
+    assert chunked.num_rows == table.num_rows and len(chunked.to_batches()) >= 4
+    view = MlmView(chunked)
+    rng = np.random.default_rng(0)
+    k = len(table["mask_positions"][0])
+    for variant in range(k):
+        for size in (1, 5, table.num_rows):
+            rows = rng.permutation(table.num_rows)[:size]
+            fast, slow = view.batch(rows, variant), build_batch(table, rows, variant)
+            assert fast.keys() == slow.keys()
+            for name in slow:
+                assert fast[name].dtype == slow[name].dtype and torch.equal(fast[name], slow[name]), (variant, name)
+    loader = RankLoader(chunked, 0, 1, 4, seed=0, num_variants=k)
+    assert loader.view is not None
+    first = next(loader.epoch(1))
+    rows, _ = epoch_batches(loader.split.rows, 4, 0, 1, 0)
+    assert torch.equal(first["labels"], build_batch(table, rows[0], loader.variant(1))["labels"])
