@@ -267,6 +267,10 @@ def resume(engine, loader: RankLoader, ckpt_dir: Path, cfg: PretrainConfig, rank
     path, client = engine.load_checkpoint(str(ckpt_dir), tag=tag)
     if path is None:
         raise SystemExit(f"pretrain --resume: DeepSpeed could not load a checkpoint from {ckpt_dir}")
+    missing = [k for k in ("step", "micro", "world_size", "config", "loader", "curve", "seen") if k not in client]
+    if missing:
+        raise SystemExit(f"pretrain --resume: {ckpt_dir / tag} lacks {', '.join(missing)} in its client state "
+                         "(written by an older lmforge, without --save-every); it cannot be resumed exactly")
     diff = resume_mismatch(client["config"], config_to_dict(cfg))
     if client["world_size"] != world:
         diff["world_size"] = (client["world_size"], world)
