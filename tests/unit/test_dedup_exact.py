@@ -43,3 +43,23 @@ def test_sign_shingles_by_language():
     (h_ja, keys_ja), (h_en, keys_en) = sign_records([{"text": ja, "language": "ja"}, {"text": TEXT, "language": "en"}], cfg, 16, 8)
     assert np.array_equal(h_ja, shingle_hashes(ja, 5, "char")) and np.array_equal(h_en, shingle_hashes(TEXT, 5))
     assert len(keys_ja) == len(keys_en) == 16 and keys_ja != keys_en
+
+
+def test_shingle_hashes_are_the_documented_polynomial_of_xxh64_units():
+    """The band index stores these hashes (scheme in MINHASH_SCHEME), so an implementation change
+    must not move a single value: compare with the definition, n-gram by n-gram in Python ints."""
+    import xxhash
+
+    from pipelines.corpus.dedup import _units, shingle_hashes
+
+    text = ("Debian will remain 100% free. We will give back to the free software community; "
+            "Всё смешалось в доме Облонских. Жена узнала, что муж был в связи с гувернанткой. free software")
+    for n in (1, 3, 5):
+        units = _units(text, "word")
+        want = set()
+        for i in range(len(units) - n + 1):
+            h = 0
+            for u in units[i:i + n]:
+                h = (h * 0x100000001B3 + xxhash.xxh64_intdigest(u.encode())) % 2**64
+            want.add(h)
+        assert shingle_hashes(text, n).tolist() == sorted(want)
