@@ -25,6 +25,7 @@ docs/benchmarks/data-tokenize-pack-shard-and-load.json. About 5-10 minutes on 2 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -157,6 +158,7 @@ def run_datasets(files: list[Path], tokenizer: Path, out: Path, cache: Path, num
 def bench_write(corpus: Path, tokenizer: Path, work: Path, repeat: int, workers: int, seq_len: int,
                 num_shards: int) -> dict[str, Any]:
     """Each contender `repeat` times, interleaved; the best run counts. The last run's outputs stay."""
+    from pipelines.shards.rows import tokenizer_threads
     from pipelines.tokenizer import corpus_files
 
     files = corpus_files(corpus)
@@ -170,7 +172,10 @@ def bench_write(corpus: Path, tokenizer: Path, work: Path, repeat: int, workers:
                 r = run_lmforge(corpus, tokenizer, out, seq_len, num_shards)
             else:
                 cache = Path(tempfile.mkdtemp(prefix="hf-cache-", dir=work))
-                r = run_datasets(files, tokenizer, out, cache, num_proc, seq_len)
+                # One process gets the tokenizer's thread pool, as the stage's workers do; forked
+                # worker processes get one thread each (a pool live across a fork can deadlock).
+                with tokenizer_threads() if num_proc == 1 else contextlib.nullcontext():
+                    r = run_datasets(files, tokenizer, out, cache, num_proc, seq_len)
                 shutil.rmtree(cache)
             r["dir"] = str(out)
             runs.setdefault(name, []).append(r)
@@ -355,6 +360,7 @@ def main(argv: list[str] | None = None) -> int:
     if min(a.copies, a.repeat, a.repeat_large, a.loader_epochs, a.train_steps, *a.batch_sizes) < 1:
         ap.error("--copies, --repeat, --repeat-large, --loader-epochs, --train-steps and --batch-sizes must be >= 1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # as the lmforge CLI sets it for every stage
+    # (the stage's encode and the peer at num_proc=1 switch the tokenizer's thread pool on for their calls)
     # Imported before any timing, so neither side's first run pays for them.
     import apache_beam  # noqa: F401
     import datasets

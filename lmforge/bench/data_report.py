@@ -168,6 +168,8 @@ def render(d: dict[str, Any]) -> str:
         + (f" (`{d['corpus']}` as it is)" if s == sizes[0] else f" (its texts {d['copies']} times under distinct ids)")
         for s in sizes)
     head = [f"Same text, same tokenizer (`{d['tokenizer']}`; the peer loads it with `AutoTokenizer.from_pretrained`), "
-            f"seq {d['seq_len']}, TOKENIZERS_PARALLELISM={d['tokenizers_parallelism']} (one tokenizer thread per process "
-            f"on both sides, as lmforge's CLI sets it). Inputs: {inputs}.", ""]
+            f"seq {d['seq_len']}. Tokenizer threads: the stage encodes each shard group with HF tokenizers' thread pool "
+            f"(`pipelines.shards.rows.tokenizer_threads`) in each of its Beam workers; the peer at num_proc=1 gets the "
+            f"same pool, at num_proc=2 one thread per forked worker (TOKENIZERS_PARALLELISM="
+            f"{d['tokenizers_parallelism']}, as a pool live across a fork can deadlock). Inputs: {inputs}.", ""]
     return "\n".join(head + _write_section(d) + _loader_section(d) + _bytes_section(d)) + "\n"

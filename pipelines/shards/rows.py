@@ -10,8 +10,10 @@ files of another size never changes a mask. The Beam shell and `stage.run_local`
 """
 from __future__ import annotations
 
+import os
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -137,15 +139,36 @@ def shard_setup(tok: Any, seq_len: int, cfg: MaskConfig, packing: str) -> tuple[
     return spec, MaskVocab.from_special_ids(ids, tok.get_vocab_size())
 
 
+@contextmanager
+def tokenizer_threads() -> Iterator[None]:
+    """HF tokenizers' Rust thread pool on for the calls inside, whatever TOKENIZERS_PARALLELISM says.
+
+    The lmforge CLI sets TOKENIZERS_PARALLELISM=false process-wide, so that no process forks
+    while the pool is live (a forked child that used it could deadlock). Encoding a shard
+    group is one large `encode_batch` that forks nothing; with the pool it uses every core
+    instead of one. tokenizers reads the variable at each call, so setting it around the call
+    is enough, and the old value is back afterwards."""
+    old = os.environ.get("TOKENIZERS_PARALLELISM")
+    os.environ["TOKENIZERS_PARALLELISM"] = "true"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("TOKENIZERS_PARALLELISM", None)
+        else:
+            os.environ["TOKENIZERS_PARALLELISM"] = old
+
+
 def encode(tok: Any, texts: list[str], with_words: bool) -> tuple[list[list[int]], list[np.ndarray] | None]:
     """Token ids of each text without special tokens (a `tokenizers.Tokenizer` set up by `load_tokenizer`),
-    and the word starts when asked."""
-    if with_words:
-        encs = tok.encode_batch(texts, add_special_tokens=False)
-        return [e.ids for e in encs], [word_starts(e.word_ids) for e in encs]
-    # encode_batch_fast skips character offsets (and so word ids): ~30% less time here
-    fast = getattr(tok, "encode_batch_fast", tok.encode_batch)
-    return [e.ids for e in fast(texts, add_special_tokens=False)], None
+    and the word starts when asked; on every core (`tokenizer_threads`)."""
+    with tokenizer_threads():
+        if with_words:
+            encs = tok.encode_batch(texts, add_special_tokens=False)
+            return [e.ids for e in encs], [word_starts(e.word_ids) for e in encs]
+        # encode_batch_fast skips character offsets (and so word ids): ~30% less time here
+        fast = getattr(tok, "encode_batch_fast", tok.encode_batch)
+        return [e.ids for e in fast(texts, add_special_tokens=False)], None
 
 
 def load_tokenizer(tokenizer_json: str | Path) -> Any:

@@ -156,3 +156,22 @@ def test_shards_config_validates():
         ShardsConfig(**base, target_shard_mb=0)
     with pytest.raises(ValueError, match="objective"):
         ShardsConfig(**base, mask={"objective": "bart"})
+
+
+def test_tokenizer_threads_is_on_inside_and_restores_the_setting(monkeypatch):
+    import os
+
+    from pipelines.shards.rows import tokenizer_threads
+
+    for before in ("false", None):
+        if before is None:
+            monkeypatch.delenv("TOKENIZERS_PARALLELISM", raising=False)
+        else:
+            monkeypatch.setenv("TOKENIZERS_PARALLELISM", before)
+        try:
+            with tokenizer_threads():
+                assert os.environ["TOKENIZERS_PARALLELISM"] == "true"
+                raise KeyError("inside")  # restored on error too
+        except KeyError:
+            pass
+        assert os.environ.get("TOKENIZERS_PARALLELISM") == before
