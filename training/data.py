@@ -128,7 +128,7 @@ class ShardSet:
         """A clear error when a trainer cannot use these shards' objective."""
         if self.objective not in allowed:
             raise ValueError(f"{self.root / MANIFEST_NAME}: objective {self.objective!r}; {who} trains on "
-                             f"{', '.join(allowed)} shards only (t5_span and causal models are not trained yet)")
+                             f"{', '.join(allowed)} shards only")
 
 
 def open_shard(path: str | Path, seq_len: int | None = None, num_variants: int | None = None, *,

@@ -1,7 +1,9 @@
-"""Model presets: small typed configs that become a Hugging Face `BertConfig` / `BertForMaskedLM`.
+"""Model presets: small typed configs that become a Hugging Face model for the shards' objective.
 
-The model is HF-native so every later stage (finetune, evaluate, distill) loads it with
-`AutoModelForMaskedLM.from_pretrained`; only the sizes live here. Presets are plain functions
+MLM shards (mlm, whole_word, span) train a `BertForMaskedLM`, causal shards a GPT-2
+(`GPT2LMHeadModel`), t5_span shards a T5 (`T5ForConditionalGeneration`), all of the preset's
+sizes. The models are HF-native, so later stages load them with `AutoModelForMaskedLM`,
+`AutoModelForCausalLM` or `AutoModelForSeq2SeqLM`; only the sizes live here. Presets are plain functions
 (torchtitan's `debug()` style); add one by writing a function and listing it in PRESETS.
 """
 from __future__ import annotations
@@ -13,6 +15,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from transformers import BertConfig, BertForMaskedLM
+
+from schemas.shards import MLM_OBJECTIVES
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,56 @@ def bert_config(m: ModelConfig, vocab_size: int, pad_id: int, max_position: int)
     )
 
 
+def gpt2_config(m: ModelConfig, vocab_size: int, pad_id: int, eos_id: int | None, max_position: int):
+    """A GPT-2 of the preset's sizes: learned positions up to the shards' seq_len, tied embeddings."""
+    from transformers import GPT2Config
+
+    return GPT2Config(vocab_size=vocab_size, n_positions=max_position, n_embd=m.hidden_size, n_layer=m.num_layers,
+                      n_head=m.num_heads, n_inner=m.intermediate_size, resid_pdrop=m.dropout, embd_pdrop=m.dropout,
+                      attn_pdrop=m.dropout, pad_token_id=pad_id, bos_token_id=eos_id, eos_token_id=eos_id,
+                      tie_word_embeddings=True)
+
+
+def t5_config(m: ModelConfig, vocab_size: int, pad_id: int, eos_id: int | None):
+    """A T5 (v1.0 layout, ReLU feed-forward) with as many encoder and decoder blocks as the preset
+    has layers; decoding starts from pad, as HF's T5 `_shift_right` (and the loader) do."""
+    from transformers import T5Config
+
+    return T5Config(vocab_size=vocab_size, d_model=m.hidden_size, d_kv=m.hidden_size // m.num_heads,
+                    d_ff=m.intermediate_size, num_layers=m.num_layers, num_decoder_layers=m.num_layers,
+                    num_heads=m.num_heads, dropout_rate=m.dropout, feed_forward_proj="relu", pad_token_id=pad_id,
+                    eos_token_id=eos_id, decoder_start_token_id=pad_id, tie_word_embeddings=True)
+
+
+def build_for_objective(objective: str, m: ModelConfig, vocab_size: int, pad_id: int, eos_id: int | None,
+                        seq_len: int) -> torch.nn.Module:
+    """The training module for the shards' objective: forward(**batch) -> loss, `.hf` the HF model to export."""
+    if objective in MLM_OBJECTIVES:
+        return SparseMLM(build_model(bert_config(m, vocab_size, pad_id, seq_len)))
+    if objective == "causal":
+        from transformers import GPT2LMHeadModel
+
+        return HFLoss(GPT2LMHeadModel(gpt2_config(m, vocab_size, pad_id, eos_id, seq_len)))
+    if objective == "t5_span":
+        from transformers import T5ForConditionalGeneration
+
+        return HFLoss(T5ForConditionalGeneration(t5_config(m, vocab_size, pad_id, eos_id)))
+    raise ValueError(f"no model for objective {objective!r}")
+
+
+class HFLoss(torch.nn.Module):
+    """A HF model whose own forward computes the loss from the loader's batch: GPT-2 shifts the
+    labels itself (the loader's causal labels are the inputs, -100 at padding); T5 takes
+    input_ids, attention_mask, labels and decoder_input_ids as the loader builds them."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.hf = model
+
+    def forward(self, **batch: torch.Tensor) -> torch.Tensor:
+        return self.hf(**batch).loss
+
+
 def build_model(config: BertConfig) -> BertForMaskedLM:
     """A freshly initialised masked LM (call torch.manual_seed first for a reproducible init)."""
     return BertForMaskedLM(config)
@@ -104,6 +158,11 @@ class SparseMLM(torch.nn.Module):
     def __init__(self, mlm: BertForMaskedLM):
         super().__init__()
         self.mlm = mlm
+
+    @property
+    def hf(self) -> BertForMaskedLM:
+        """The model to export (HFLoss has the same attribute)."""
+        return self.mlm
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         hidden = self.mlm.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state

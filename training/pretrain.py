@@ -1,4 +1,5 @@
-"""MLM pretraining of a BERT under DeepSpeed ZeRO, on CPU processes talking over gloo.
+"""Pretraining under DeepSpeed ZeRO, on CPU processes talking over gloo: a BERT on MLM shards
+(mlm, whole_word, span), a GPT-2 on causal shards, a T5 on t5_span shards (`training.model`).
 
 Run with two CPU processes:
 
@@ -35,7 +36,10 @@ from schemas.manifest import MANIFEST_NAME, Manifest, atomic_write_json, describ
 from schemas.shards import MLM_OBJECTIVES
 from training.data import RankLoader, ShardSet
 from training.export import HF_DIR, METRICS_NAME, check_tokenizer, load_tokenizer, loss_summary, save_hf
-from training.model import SparseMLM, bert_config, build_model, num_parameters, param_groups, preset
+from training.model import build_for_objective, num_parameters, param_groups, preset
+
+TRAINABLE = (*MLM_OBJECTIVES, "causal", "t5_span")
+"""MLM shards train a BERT, causal a GPT-2, t5_span a T5 (training.model.build_for_objective)."""
 
 log = logging.getLogger("lmforge.pretrain")
 
@@ -139,19 +143,21 @@ def run(cfg: PretrainConfig) -> Path:
 
     # --- setup: data, model, engine -----------------------------------------------------------
     shards = ShardSet.open(cfg.shards)
-    shards.require_objective(MLM_OBJECTIVES, "pretrain (BertForMaskedLM)")
+    shards.require_objective(TRAINABLE, "pretrain")
     tokenizer = load_tokenizer(cfg.tokenizer, max_length=shards.seq_len)
     check_tokenizer(tokenizer, shards.vocab_size, shards.pad_id, shards.mask_id, f"{cfg.shards}/manifest.json")
     loader = RankLoader(shards.read("train"), rank, world, cfg.micro_batch_size, cfg.seed, shards.num_variants)
     total = plan_steps(cfg, loader.batches_per_epoch)
 
     torch.manual_seed(cfg.seed)  # same init everywhere; DeepSpeed also broadcasts rank 0's weights
-    model = build_model(bert_config(preset(cfg.model), shards.vocab_size, shards.pad_id, shards.seq_len))
+    module = build_for_objective(shards.objective, preset(cfg.model), shards.vocab_size, shards.pad_id,
+                                 shards.eos_id, shards.seq_len)
+    model = module.hf
     torch.manual_seed(cfg.seed + rank)  # different dropout masks per rank
     optimizer = torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-6)
     warmup = int(cfg.warmup_ratio * total)
     engine, _, _, _ = deepspeed.initialize(
-        model=SparseMLM(model), optimizer=optimizer, config=deepspeed_config(cfg),
+        model=module, optimizer=optimizer, config=deepspeed_config(cfg),
         lr_scheduler=lambda opt: get_linear_schedule_with_warmup(opt, warmup, total),
     )
     tokens_per_step = cfg.micro_batch_size * cfg.grad_accum * world * shards.seq_len
@@ -238,7 +244,7 @@ def run(cfg: PretrainConfig) -> Path:
             "resumed_from_step": resumed_at if cfg.resume else None,
             "wall_seconds": time.time() - t0,
         }
-        write_outputs(cfg, engine.module.mlm, tokenizer, metrics, counts, t0, step)
+        write_outputs(cfg, engine.module.hf, tokenizer, metrics, counts, t0, step)
     dist.barrier()
     return out
 
@@ -288,7 +294,9 @@ def resume(engine, loader: RankLoader, ckpt_dir: Path, cfg: PretrainConfig, rank
 
 
 def evaluate(engine, shards: ShardSet, rank: int, world: int, cfg: PretrainConfig) -> float | None:
-    """Mean MLM loss per masked token over up to eval_batches batches per rank (variant 0)."""
+    """Mean loss per labelled token over up to eval_batches batches per rank (variant 0): masked
+    tokens for MLM, target tokens for T5, real tokens for causal (each batch's loss weighted by
+    its labels; GPT-2 averages over one position fewer per row, as it shifts the labels)."""
     import torch.distributed as dist
 
     table = shards.read("valid") if shards.splits.get("valid") else None

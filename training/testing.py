@@ -129,3 +129,27 @@ def make_corpus(out_dir: str | Path, texts: list[str], lang: str = "en") -> Path
     write_manifest(out_dir, Manifest(stage="corpus", config={"fixture": True}, counts={"kept": len(texts)},
                                      outputs=describe_outputs(out_dir, [rel])))
     return out_dir
+
+
+OBJECTIVE_TOKENIZERS = {"t5_span": ("unigram", 400), "causal": ("byte_bpe", 500), "span": ("byte_bpe", 500)}
+"""The tokenizer family (and a small vocabulary) each non-BERT test objective is built with."""
+
+
+def make_objective_shards(root: str | Path, objective: str, num_variants: int = 2, seq_len: int = 48) -> Path:
+    """Real shards from the stage's local path (no Beam) for `objective`, over 180 vaderSentiment
+    texts, with the tokenizer of OBJECTIVE_TOKENIZERS (trained once under root/<model>)."""
+    from pipelines.shards.stage import ShardsConfig, run_local
+    from pipelines.tokenizer import TokenizerConfig
+    from pipelines.tokenizer import run as run_tokenizer
+
+    root = Path(root)
+    corpus = root / "corpus"
+    if not (corpus / "manifest.json").exists():
+        make_corpus(corpus, vader_texts("tweets", 120) + vader_texts("movieReviewSnippets", 60))
+    model, vocab = OBJECTIVE_TOKENIZERS[objective]
+    tok = root / model
+    if not tok.exists():
+        run_tokenizer(TokenizerConfig(corpus=str(corpus), output=str(tok), model=model, vocab_size=vocab, min_frequency=1))
+    cfg = ShardsConfig(corpus=str(corpus), tokenizer=str(tok), output=str(root / objective), seq_len=seq_len,
+                       valid_per_mille=100, mask=MaskConfig(objective=objective, num_variants=num_variants))
+    return run_local(cfg)
