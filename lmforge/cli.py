@@ -54,7 +54,7 @@ SUMMARIES = {
     "corpus": "Beam: crawl (WARC/WET/JSONL/Parquet) -> clean, deduplicated Parquet",
     "tokenizer": "train a tokenizer (HF tokenizers: WordPiece, BPE, byte-level BPE or Unigram) on the clean corpus",
     "shards": "Beam: encode, pack and mask into Arrow token shards",
-    "pretrain": "DeepSpeed ZeRO-2 MLM pretraining, 2 processes (torchrun)",
+    "pretrain": "DeepSpeed ZeRO-2 pretraining, 2 processes (torchrun): BERT on MLM shards, GPT-2 on causal, T5 on t5_span",
     "finetune": "fine-tune on binary sentiment (VADER human-scored sentences)",
     "distill": "DistilBERT-style student from the pretrained teacher",
     "evaluate": "MLM loss, accuracy, parameters, throughput -> eval/report.{json,md}",
