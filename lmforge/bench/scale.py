@@ -474,10 +474,12 @@ def code_version() -> str:
 
 def render(rows: list[dict[str, Any]], grow: list[dict[str, Any]], beam_args: list[str], note: str = "",
            source: str = "samples/crawl cleaned by the stage's pure core") -> str:
+    codes = "; ".join(f"{r['size']:,}: {r.get('code') or code_version()}" for r in rows)
     lines = [f"`lmforge corpus` on generated inputs (real pages: {source}; words replaced and lines dropped "
              "per document; 10% planted near-duplicates, 1% exact copies; 16 JSONL.zst files), run as a subprocess with "
              f"the stage's defaults{' plus ' + ' '.join(beam_args) if beam_args else ''}. Peak RSS sampled every 0.2 s "
-             f"over the whole process tree (runner + Beam workers) and for the largest single process. Code: {code_version()}."
+             f"over the whole process tree (runner + Beam workers) and for the largest single process. Code (git describe) "
+             f"of each row: {codes}."
              + (f" {note}" if note else ""), "",
              "| documents in | wall s | docs/s | peak RSS tree MB | peak RSS largest process MB | kept | dropped | duplicates exact / near | quarantined | load 1m before |",
              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
