@@ -301,6 +301,23 @@ def bench_step(shards_dir: Path, batch_size: int, steps: int, threads: int, warm
             "parameters": num_parameters(mlm), "batch_size": batch_size}
 
 
+def encode_seconds(corpus: Path, tokenizer: Path) -> dict[str, Any]:
+    """The floor both sides share: HF tokenizers' `encode_batch_fast` alone over every text of
+    `corpus`, one process with the thread pool (all cores), best of 2."""
+    from pipelines.shards.rows import encode, load_tokenizer
+    from pipelines.tokenizer import corpus_files
+
+    texts = [t for f in corpus_files(corpus) for t in pq.read_table(f, columns=["text"]).column("text").to_pylist()]
+    tok = load_tokenizer(tokenizer / "tokenizer.json")
+    best, tokens = float("inf"), 0
+    for _ in range(2):
+        t0 = time.perf_counter()
+        ids, _ = encode(tok, texts, with_words=False)
+        best = min(best, time.perf_counter() - t0)
+        tokens = sum(map(len, ids))
+    return {"documents": len(texts), "tokens": tokens, "seconds": best, "threads": os.cpu_count()}
+
+
 def masking_seconds(shards_dir: Path, tokenizer: Path, limit: int) -> dict[str, Any] | None:
     """CPU seconds the stage's pure mlm masking (`mlm_block` over the rows at once, as the stage
     masks a group; K variants) spends on up to `limit` written rows, one process: the part of
@@ -400,6 +417,7 @@ def main(argv: list[str] | None = None) -> int:
 
         torch.set_num_threads(1)  # one demo rank: training.launch sets OMP_NUM_THREADS=1 per process
         d["masking"] = masking_seconds(lm_dir, tokenizer, a.masking_rows) if a.masking_rows else None
+        d["encode"] = encode_seconds(inputs[list(inputs)[-1]][0], tokenizer)
         d["loader"] = bench_loaders(lm_dir, hf_dir, tokenizer, batch_sizes, a.loader_epochs)
         # One thread is a demo rank; all cores to one process makes the step shorter and the loader's share larger.
         d["steps"] = [bench_step(lm_dir, micro, a.train_steps, t) for t in sorted({1, os.cpu_count() or 1})]

@@ -96,6 +96,12 @@ def _write_section(d: dict[str, Any]) -> list[str]:
                 f"process): {m['rows_per_s']:,.0f} rows/s, so the {rows:,} rows of {big} cost about {rows / m['rows_per_s']:,.0f} "
                 f"CPU seconds, {rows / m['rows_per_s'] / w:,.1f} s of wall time over {w} workers "
                 f"(lmforge's {big} run took {d['write'][big][LM]['seconds']:.1f} s)."]
+    if d.get("encode"):
+        e, peer_s = d["encode"], d["write"][big][peer]["seconds"]
+        out += ["", f"The tokenizer alone (`encode_batch_fast` over the {e['documents']:,} texts of {big}, one process, "
+                f"its thread pool on {e['threads']} cores, nothing else): {e['seconds']:.1f} s for {e['tokens']:,} tokens. "
+                f"Both sides pay this; it is {e['seconds'] / peer_s:.0%} of the peer's whole {big} run ({peer_s:.1f} s), "
+                f"and 2x the peer would mean finishing everything in {peer_s / 2:.1f} s."]
     return out
 
 

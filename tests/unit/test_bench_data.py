@@ -74,3 +74,12 @@ def test_report_verdicts_follow_the_numbers():
     assert "Goal under 5%: at most 5.26% (**not met**)" in slow  # the shorter step decides
     fast = render(_measured(lm_rate=300_000, peer_rate=100_000))
     assert "1x 3.30x (met), 10x 6.00x (met)" in fast
+
+
+def test_report_names_the_tokenizer_floor_against_the_peers_run():
+    d = _measured(lm_rate=10_000, peer_rate=100_000)
+    peer_s = next(r["seconds"] for name, r in d["write"]["10x"].items() if name != "lmforge" and "num_proc=1" not in name)
+    d["encode"] = {"documents": 5, "tokens": 1_000, "seconds": peer_s * 0.6, "threads": 2}
+    text = render(d)
+    assert f"it is 60% of the peer's whole 10x run ({peer_s:.1f} s)" in text
+    assert f"finishing everything in {peer_s / 2:.1f} s" in text
