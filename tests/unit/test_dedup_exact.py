@@ -63,3 +63,22 @@ def test_shingle_hashes_are_the_documented_polynomial_of_xxh64_units():
                 h = (h * 0x100000001B3 + xxhash.xxh64_intdigest(u.encode())) % 2**64
             want.add(h)
         assert shingle_hashes(text, n).tolist() == sorted(want)
+
+
+def test_batched_signatures_are_datasketchs_minhash_bit_for_bit():
+    """signatures_from_hashes computes datasketch's affine32 MinHash for a whole batch in numpy;
+    every value must equal MinHash.bulk's on the same 32-bit inputs, for an empty document too."""
+    import numpy as np
+    from datasketch import MinHash
+
+    from pipelines.corpus import dedup
+
+    texts = [" ".join(f"w{(i * 7 + j) % 97}" for j in range(20 + 13 * i)) for i in range(40)] + ["", "two words"]
+    hashes = [dedup.shingle_hashes(t, 5) for t in texts] + [np.zeros(0, np.uint64)]
+    inputs = [(h >> np.uint64(32)).astype(np.uint32) if h.size else np.zeros(1, np.uint32) for h in hashes]
+    for seed, num_perm in ((1, 128), (7, 64)):
+        want = np.stack([m.hashvalues for m in MinHash.bulk(inputs, num_perm=num_perm, seed=seed,
+                                                            hashfunc=lambda x: x, scheme="affine32")])
+        got = dedup.signatures_from_hashes(hashes, num_perm, seed)
+        assert got.dtype == np.uint32 and np.array_equal(got, want)
+        assert np.array_equal(dedup.signatures_from_hashes(hashes[5:9], num_perm, seed), want[5:9])
