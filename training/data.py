@@ -1,6 +1,6 @@
 """Reading token shards for training: the pure core, no DeepSpeed and no process group.
 
-A shard directory (`schemas.shards`, `lmforge.token_shard/v2`) holds Arrow IPC stream files
+A shard directory (`schemas.shards`, `lmforge.token_shard/v3`) holds Arrow IPC stream files
 that are memory-mapped, so a rank's RSS grows only with the rows it touches. Each epoch a
 rank sees its own rows (row i belongs to rank i % world), reshuffled from (seed, epoch, rank),
 with the precomputed mask variant `epoch % K` applied.
@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 import torch
 
 from schemas.manifest import MANIFEST_NAME, read_manifest, sha256_file
-from schemas.shards import MLM_OBJECTIVES, READABLE_SCHEMA_VERSIONS, SHARD_SCHEMA_VERSION, TOKEN_SHARD_SCHEMA, ShardMeta
+from schemas.shards import MLM_OBJECTIVES, READABLE_SCHEMA_VERSIONS, SHARD_SCHEMA_VERSION, ShardMeta
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +153,7 @@ def open_shard(path: str | Path, seq_len: int | None = None, num_variants: int |
         raise ValueError(f"{path}: shard schema {meta.version or '(none)'!r}, expected {SHARD_SCHEMA_VERSION!r}")
     if objective is not None and meta.objective != objective:
         raise ValueError(f"{path}: objective {meta.objective!r}, but the manifest says {objective!r}")
-    for want in TOKEN_SHARD_SCHEMA:
+    for want in meta.schema():  # the columns at the widths its metadata names
         got = table.schema.field(want.name) if want.name in table.schema.names else None
         if got is None or not got.type.equals(want.type):
             raise ValueError(f"{path}: column {want.name!r} is {got.type if got else 'missing'}, expected {want.type}")

@@ -27,7 +27,7 @@ from pipelines.shards.packing import Frame, frame_for, pack, word_starts
 from pipelines.shards.write import split_parts
 from pipelines.tokenizer import special_ids
 from schemas.manifest import atomic_write_bytes
-from schemas.shards import MLM_OBJECTIVES, SHARD_SCHEMA_VERSION, ShardMeta, shard_file_name
+from schemas.shards import MLM_OBJECTIVES, SHARD_SCHEMA_VERSION, ShardMeta, mask_token_bits, shard_file_name
 
 VALID_SHARD_OFFSET = 1_000_000
 """Masks of valid rows are seeded with shard + this, so they never repeat a train shard's."""
@@ -63,11 +63,12 @@ def check_objective(ids: Mapping[str, Any], objective: str, where: str) -> None:
                          "has none; train a unigram tokenizer with extra_ids > 0")
 
 
-def shard_meta(ids: Mapping[str, Any], seq_len: int, cfg: MaskConfig, packing: str) -> ShardMeta:
-    """The facts every shard file carries in its schema metadata."""
+def shard_meta(ids: Mapping[str, Any], seq_len: int, cfg: MaskConfig, packing: str, vocab_size: int) -> ShardMeta:
+    """The facts every shard file carries in its schema metadata (mask tokens int16 when the vocabulary fits)."""
     enc, tgt = t5_lengths(seq_len, cfg) if cfg.objective == "t5_span" else (None, None)
     return ShardMeta(SHARD_SCHEMA_VERSION, seq_len, cfg.variants(), cfg.objective, ids["family"], packing,
-                     int(ids["pad"]), None if ids.get("eos") is None else int(ids["eos"]), enc, tgt)
+                     int(ids["pad"]), None if ids.get("eos") is None else int(ids["eos"]), enc, tgt,
+                     mask_token_bits(vocab_size))
 
 
 def _lists(values: np.ndarray, lengths: np.ndarray) -> pa.ListArray:
@@ -98,7 +99,8 @@ def build_table_flat(input_ids: np.ndarray, length: np.ndarray, doc_starts: list
         _lists(np.concatenate(doc_starts).astype(np.int32) if doc_starts else np.zeros(0, np.int32),
                np.array([len(d) for d in doc_starts], np.int64)),
         _lists(_lists(positions.astype(np.int16), per_variant), per_row),
-        _lists(_lists(tokens.astype(np.int32), per_variant), per_row),
+        _lists(_lists(tokens.astype(schema.field("mask_tokens").type.value_type.value_type.to_pandas_dtype()),
+                      per_variant), per_row),
     ]
     return pa.Table.from_arrays(columns, schema=schema)
 
@@ -134,7 +136,7 @@ def group_table(ids: Sequence[Sequence[int]], words: Sequence[Sequence[bool]] | 
 def shard_setup(tok: Any, seq_len: int, cfg: MaskConfig, packing: str) -> tuple[ShardSpec, MaskVocab]:
     """What every group of a run shares, from the tokenizer and the config."""
     ids = special_ids(tok)
-    meta = shard_meta(ids, seq_len, cfg, packing)
+    meta = shard_meta(ids, seq_len, cfg, packing, tok.get_vocab_size())
     spec = ShardSpec(seq_len, frame_for(ids, cfg.objective), meta.pad_id, packing, meta.schema())
     return spec, MaskVocab.from_special_ids(ids, tok.get_vocab_size())
 

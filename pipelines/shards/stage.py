@@ -134,7 +134,7 @@ def prepare(cfg: ShardsConfig) -> Prepared:
     (out / MANIFEST_NAME).unlink(missing_ok=True)  # first: a crashed rerun never looks finished
     for split in SPLITS:
         shutil.rmtree(out / split, ignore_errors=True)
-    return Prepared(tokenizer_json, digest, ids, tok.get_vocab_size(), shard_meta(ids, cfg.seq_len, cfg.mask, cfg.packing))
+    return Prepared(tokenizer_json, digest, ids, tok.get_vocab_size(), shard_meta(ids, cfg.seq_len, cfg.mask, cfg.packing, tok.get_vocab_size()))
 
 
 def run(cfg: ShardsConfig, beam_args: list[str] | None = None) -> Path:

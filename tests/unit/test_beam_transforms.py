@@ -132,7 +132,7 @@ def test_encode_pack_write_writes_a_readable_masked_shard(tmp_path):
         assert_that(res | beam.Map(lambda r: (r["path"], r["part"])), equal_to([("train/shard-00000-000.arrow", 0)]))
     path = tmp_path / "out" / "train" / "shard-00000-000.arrow"
     table = pa.ipc.open_stream(pa.memory_map(str(path))).read_all()
-    assert table.schema.metadata[b"lmforge.schema"] == b"lmforge.token_shard/v2"
+    assert table.schema.metadata[b"lmforge.schema"] == b"lmforge.token_shard/v3"
     assert all(len(v) == 3 for v in table.column("mask_positions").to_pylist())
     ds = datasets.Dataset.from_file(str(path))
     assert len(ds) == table.num_rows and len(ds[0]["input_ids"]) == 16

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 import torch
 
@@ -344,3 +345,33 @@ def test_the_objectives_model_learns_from_the_loaders_batches(objective_shards, 
         opt.step()
         losses.append(loss.item())
     assert np.isfinite(losses).all() and losses[-1] < losses[0] - 1.0, losses
+
+
+def test_mask_tokens_are_int16_when_the_vocabulary_fits_and_v2_int32_files_still_read(objective_shards, tmp_path):
+    """v3 stores mask_tokens as int16 for vocabularies of at most 32,768 ids (t5_span's -1 too);
+    a v2 file (int32, no width key) reads as before, and a width that contradicts the metadata
+    is an error naming the column."""
+    from schemas.shards import ShardMeta, mask_token_bits
+
+    assert (mask_token_bits(30_522), mask_token_bits(32_100), mask_token_bits(32_768), mask_token_bits(50_265)) == (
+        16, 16, 16, 32)
+    for name in ("t5_span", "span"):
+        s = objective_shards[name]
+        table = s.read("train")
+        assert table.schema.field("mask_tokens").type == pa.list_(pa.list_(pa.int16()))
+        assert ShardMeta.from_schema(table.schema).mask_token_bits == 16
+    t5 = objective_shards["t5_span"].read("train")
+    assert pc.min(pc.list_flatten(pc.list_flatten(t5["mask_tokens"]))).as_py() == -1  # the span marker survives
+    tok = make_tokenizer(tmp_path / "tokenizer")
+    root = make_shards(tmp_path / "v2", tok, train_rows=6, valid_rows=2, train_files=1,
+                       schema_version="lmforge.token_shard/v2")
+    table = ShardSet.open(root).read("train")
+    assert table.schema.field("mask_tokens").type == pa.list_(pa.list_(pa.int32()))
+    assert (build_batch(table, np.arange(3), 1)["labels"] != IGNORE_INDEX).any()
+    # metadata says 16 bits, the column is int32: refused, naming the column and both types
+    f = root / "train" / "shard-00000-000.arrow"
+    bad = table.replace_schema_metadata({**table.schema.metadata, b"lmforge.mask_token_bits": b"16"})
+    with pa.OSFile(str(f), "wb") as sink, pa.ipc.new_stream(sink, bad.schema) as w:
+        w.write_table(bad)
+    with pytest.raises(ValueError, match="column 'mask_tokens' is list<item: list<item: int32>>"):
+        open_shard(f)
