@@ -254,7 +254,7 @@ class MlmView:
     `build_batch` gives, tensor for tensor; it is the loader's path for mlm, whole_word and span."""
 
     def __init__(self, table: pa.Table):
-        self.chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self.chunks: list[tuple[np.ndarray, np.ndarray, tuple[np.ndarray, ...], tuple[np.ndarray, ...]]] = []
         starts = [0]
         for rb in table.to_batches():
             if rb.num_rows == 0:
@@ -265,9 +265,10 @@ class MlmView:
             seq_len = int(off[1] - off[0])
             ids2d = flat[off[0]:off[-1]].reshape(rb.num_rows, seq_len)
             pos, tok = rb.column("mask_positions"), rb.column("mask_tokens")
-            self.chunks.append((ids2d, rb.column("length").to_numpy(), pos.offsets.to_numpy(),
-                                pos.values.offsets.to_numpy(), pos.values.values.to_numpy(),
-                                tok.values.values.to_numpy()))
+            # each column with its own offsets: equal lengths are checked on open, equal buffers are not
+            self.chunks.append((ids2d, rb.column("length").to_numpy(),
+                                (pos.offsets.to_numpy(), pos.values.offsets.to_numpy(), pos.values.values.to_numpy()),
+                                (tok.offsets.to_numpy(), tok.values.offsets.to_numpy(), tok.values.values.to_numpy())))
             starts.append(starts[-1] + rb.num_rows)
         self.starts = np.array(starts, np.int64)
         if self.starts[-1] != table.num_rows:
@@ -283,16 +284,17 @@ class MlmView:
         for c in np.unique(which):
             at = np.flatnonzero(which == c)
             local = rows[at] - self.starts[c]
-            ids2d, length, outer, inner, pos_values, tok_values = self.chunks[c]
+            ids2d, length, pos, tok = self.chunks[c]
             ids[at] = ids2d[local]
             lengths[at] = length[local]
-            j = outer[local] + variant  # this variant's list among all (row, variant) lists
-            s, e = inner[j], inner[j + 1]
-            n = e - s
-            idx = np.arange(n.sum()) + np.repeat(s - np.concatenate([[0], np.cumsum(n)[:-1]]), n)
+            n = None
+            for (outer, inner, values), into in ((pos, positions), (tok, tokens)):
+                j = outer[local] + variant  # this variant's list among all (row, variant) lists
+                s, e = inner[j], inner[j + 1]
+                n = e - s
+                into.append(values[np.arange(n.sum()) + np.repeat(s - np.concatenate([[0], np.cumsum(n)[:-1]]), n)]
+                            .astype(np.int64))
             row_of.append(np.repeat(at, n))
-            positions.append(pos_values[idx].astype(np.int64))
-            tokens.append(tok_values[idx].astype(np.int64))
         row_of, positions, tokens = np.concatenate(row_of), np.concatenate(positions), np.concatenate(tokens)
         labels = np.full_like(ids, IGNORE_INDEX)
         labels[row_of, positions] = ids[row_of, positions]

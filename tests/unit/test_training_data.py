@@ -375,3 +375,23 @@ def test_mask_tokens_are_int16_when_the_vocabulary_fits_and_v2_int32_files_still
         w.write_table(bad)
     with pytest.raises(ValueError, match="column 'mask_tokens' is list<item: list<item: int32>>"):
         open_shard(f)
+
+
+def test_the_fast_path_reads_each_mask_column_through_its_own_offsets(shards):
+    """Another writer may lay mask_tokens out with other buffers than mask_positions (here: three
+    junk values ahead of the real ones, offsets shifted to match); batches must not change."""
+    from training.data import MlmView
+
+    table = shards.read("train").combine_chunks()
+    tok = table.column("mask_tokens").chunk(0)
+    inner = tok.values
+    shifted_inner = pa.ListArray.from_arrays(
+        pa.array(inner.offsets.to_numpy() + 3, pa.int32()),
+        pa.concat_arrays([pa.array([7, 7, 7], inner.type.value_type), inner.values]))
+    shifted = pa.ListArray.from_arrays(tok.offsets, shifted_inner)
+    assert shifted.to_pylist() == tok.to_pylist()
+    odd = table.set_column(table.schema.get_field_index("mask_tokens"), table.schema.field("mask_tokens"), shifted)
+    rows = np.arange(table.num_rows)
+    for variant in range(2):
+        fast, slow = MlmView(odd).batch(rows, variant), build_batch(table, rows, variant)
+        assert all(torch.equal(fast[k], slow[k]) for k in slow)
