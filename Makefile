@@ -39,6 +39,7 @@ bench: setup
 	$(BIN)/lmforge bench extraction
 	$(BIN)/lmforge bench langid
 	$(BIN)/lmforge bench scale
+	$(BIN)/lmforge bench tokenizer
 	$(BIN)/lmforge bench data
 
 # The Prefect UI on http://127.0.0.1:4200 (then run flows with PREFECT_API_URL set, see README).
