@@ -68,6 +68,9 @@ def _quiet_logs() -> None:
     for noisy in ("apache_beam", "absl", "DeepSpeed"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    # Prefect's embedded server otherwise logs an ERROR every few minutes on an offline machine
+    # ("Failed to send telemetry"); export PREFECT_SERVER_ANALYTICS_ENABLED=true to send it.
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
 
 def _bench(rest: list[str]) -> int:
