@@ -199,7 +199,7 @@ def mask_variants(input_ids: np.ndarray, length: int, vocab: MaskVocab, cfg: Mas
             pos = np.flatnonzero(unit >= 0)
             u = rng.random(len(spans))[unit[pos]]  # one decision per span
         positions.append(pos.astype(np.int16))
-        tokens.append(_replace(ids, pos, u, rng.random(pos.size), vocab, cfg))
+        tokens.append(_replace(ids[pos], u, rng.random(pos.size), vocab, cfg))
     return positions, tokens
 
 
@@ -286,20 +286,17 @@ def mlm_block(input_ids: np.ndarray, lengths: np.ndarray, vocab: MaskVocab, cfg:
         st = states[r_i, k_i]
         u = _unit(counter_bits(st, pos.astype(np.uint64) + np.uint64(_U_STREAM)))
         v = _unit(counter_bits(st, pos.astype(np.uint64) + np.uint64(_V_STREAM)))
-        tok = ids[a + r_i, pos].astype(np.int32)
-        tok[u < cfg.mask_fraction] = vocab.mask_id
-        rnd = (u >= cfg.mask_fraction) & (u < cfg.mask_fraction + cfg.random_fraction)
-        tok[rnd] = vocab.replaceable[(v[rnd] * vocab.replaceable.size).astype(np.intp)]
+        tok = _replace(ids[a + r_i, pos], u, v, vocab, cfg)
         positions.append(pos.astype(np.int16))
         tokens.append(tok)
     return np.concatenate(positions), np.concatenate(tokens), np.repeat(budget, k)
 
 
-def _replace(ids: np.ndarray, pos: np.ndarray, u: np.ndarray, v: np.ndarray, vocab: MaskVocab,
-             cfg: MaskConfig) -> np.ndarray:
-    """The 80/10/10, for any shape of pos: u < mask_fraction -> [MASK]; u < mask_fraction + random_fraction ->
-    the non-special id number floor(v * m) (m of them; < m for every v < 1); else unchanged."""
-    tok = ids[pos].astype(np.int32)
+def _replace(original: np.ndarray, u: np.ndarray, v: np.ndarray, vocab: MaskVocab, cfg: MaskConfig) -> np.ndarray:
+    """The 80/10/10 on the selected tokens `original` (any shape): u < mask_fraction -> [MASK];
+    u < mask_fraction + random_fraction -> the non-special id number floor(v * m) (m of them;
+    < m for every v < 1); else unchanged."""
+    tok = original.astype(np.int32)
     tok[u < cfg.mask_fraction] = vocab.mask_id
     rnd = (u >= cfg.mask_fraction) & (u < cfg.mask_fraction + cfg.random_fraction)
     tok[rnd] = vocab.replaceable[(v[rnd] * vocab.replaceable.size).astype(np.intp)]
