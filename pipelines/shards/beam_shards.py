@@ -5,7 +5,8 @@ Run alone:
     lmforge shards --corpus runs/demo/corpus --tokenizer runs/demo/tokenizer --output runs/demo/shards \\
         [--mask-objective mlm|whole_word|span|t5_span|causal] [--packing concat|document] [--target-shard-mb 4]
 
-Documents are assigned to (split, shard) by a hash of their id; each shard is one GroupByKey
+Documents are assigned to (split, shard) by a hash of their id, a Parquet batch at a time (the
+shuffle moves Arrow tables, not one Python object per document); each shard is one GroupByKey
 group, encoded with the trained tokenizer (any family the tokenizer stage writes), packed in id
 order between the family's special tokens, masked K times for the objective, and written as
 consecutive Arrow IPC stream files of at most the target size (`train/shard-00003-000.arrow`,
@@ -21,30 +22,30 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from pipelines.io import shard_of
 from pipelines.shards.masking import MaskConfig
-from pipelines.shards.rows import split_of
+from pipelines.shards.rows import key_batch
 
 
 class EncodePackWrite(beam.DoFn):
     """One (split, shard) group of documents -> its shard files (`rows.write_group`); yields one record per file."""
 
     def __init__(self, tokenizer_json: str, out: str, seq_len: int, mask: MaskConfig, packing: str = "concat",
-                 target_bytes: int = 4 << 20):
+                 target_bytes: int = 4 << 20, fast_encode: bool = True):
         self.tokenizer_json, self.out, self.seq_len, self.mask = tokenizer_json, out, seq_len, mask
-        self.packing, self.target_bytes = packing, target_bytes
+        self.packing, self.target_bytes, self.fast_encode = packing, target_bytes, fast_encode
 
     def setup(self) -> None:
-        from pipelines.shards.rows import load_tokenizer, shard_setup
+        from pipelines.shards.rows import DocEncoder, load_tokenizer, shard_setup
 
-        self.tok = load_tokenizer(self.tokenizer_json)
-        self.spec, self.vocab = shard_setup(self.tok, self.seq_len, self.mask, self.packing)
+        tok = load_tokenizer(self.tokenizer_json)
+        self.enc = DocEncoder(tok, self.fast_encode)  # one word cache per worker, across its groups
+        self.spec, self.vocab = shard_setup(tok, self.seq_len, self.mask, self.packing)
 
-    def process(self, item: tuple[tuple[str, int], Iterable[dict[str, Any]]]) -> Iterable[dict[str, Any]]:
+    def process(self, item: tuple[tuple[str, int], Iterable[Any]]) -> Iterable[dict[str, Any]]:
         from pipelines.shards.rows import write_group
 
         (split, shard), docs = item
-        files, counts = write_group(self.out, split, shard, docs, self.tok, self.spec, self.vocab, self.mask,
+        files, counts = write_group(self.out, split, shard, docs, self.enc, self.spec, self.vocab, self.mask,
                                     self.target_bytes)
         for name, n in counts.items():
             Metrics.counter("shards", f"{split}_{name}").inc(n)
@@ -53,16 +54,16 @@ class EncodePackWrite(beam.DoFn):
 
 class ShardsPipeline(beam.PTransform):
     def __init__(self, corpus_glob: str, tokenizer_json: str, out: str, seq_len: int, mask: MaskConfig,
-                 num_shards: int, valid_per_mille: int, packing: str = "concat", target_bytes: int = 4 << 20):
+                 num_shards: int, valid_per_mille: int, packing: str = "concat", target_bytes: int = 4 << 20,
+                 fast_encode: bool = True):
         super().__init__()
         self.corpus_glob, self.num_shards, self.valid_per_mille = corpus_glob, num_shards, valid_per_mille
-        self.write = EncodePackWrite(tokenizer_json, out, seq_len, mask, packing, target_bytes)
+        self.write = EncodePackWrite(tokenizer_json, out, seq_len, mask, packing, target_bytes, fast_encode)
 
     def expand(self, pbegin):
         num_shards, valid_per_mille = self.num_shards, self.valid_per_mille
         return (pbegin
-                | "ReadCorpus" >> beam.io.ReadFromParquet(self.corpus_glob, columns=["id", "text"])
-                | "KeyBySplitShard" >> beam.Map(lambda d: ((s := split_of(d["id"], valid_per_mille),
-                                                             shard_of(d["id"], num_shards if s == "train" else 1)), d))
+                | "ReadCorpus" >> beam.io.ReadFromParquetBatched(self.corpus_glob, columns=["id", "text"])
+                | "KeyBySplitShard" >> beam.FlatMap(key_batch, num_shards, valid_per_mille)
                 | "GroupShards" >> beam.GroupByKey()
                 | "EncodePackWrite" >> beam.ParDo(self.write))

@@ -1,0 +1,258 @@
+"""Exact and faster encoding for tokenizers with BERT's pre-tokenizer: one model call per distinct word.
+
+    enc = WordCacheEncoder.for_tokenizer(tok)     # None when the tokenizer is not of this kind
+    flat, doc_lens, starts = enc.encode(texts, with_words=True)
+
+HF tokenizers runs the model (WordPiece here) on every word of every document. Natural text
+repeats its words (Zipf): the demo corpus has 2.6% distinct words, a large crawl far fewer. This
+encoder gives exactly the ids `Tokenizer.encode_batch(texts, add_special_tokens=False)` gives,
+but asks the tokenizer's own model only once per distinct word and gathers the rest in numpy:
+
+1. normalise each text with the tokenizer's own normalizer (`normalize_str`, in Rust). The
+   lmforge WordPiece tokenizer's normalizer is NFC then Strip; a text whose every character is
+   NFC-inert (canonical combining class 0 and NFC quick check Yes, so NFC leaves it as it is in
+   every Unicode version that assigns it) is already its own NFC and skips that call (Strip only
+   removes whitespace the pre-tokenizer drops anyway). Any other text, or another normalizer,
+   goes through `normalize_str`;
+2. split it into words as `BertPreTokenizer` does (whitespace removed, each punctuation mark a
+   word of its own) with one regular expression. Which characters are whitespace and which are
+   punctuation is asked of the tokenizer's pre-tokenizer itself, once per distinct character
+   (the `tokenizers` crate and Python's `unicodedata` disagree on about 60 code points, from
+   different Unicode versions), so the split is the pre-tokenizer's;
+3. look every word up in a cache of its piece ids; a word not seen yet goes to the tokenizer's
+   model (`Model.tokenize`), which is what the pipeline runs on each pre-token;
+4. gather the pieces of all words of all documents into one int32 array with a few numpy calls.
+
+Only tokenizers where this holds are served (`why_not` says why another is not): the
+pre-tokenizer is `BertPreTokenizer`, and every added token is special and not extracted from the
+text (`encode_special_tokens`, as `rows.load_tokenizer` sets), so added tokens never split a text.
+Other tokenizers (byte-level BPE, Metaspace) go through `encode_batch` as before.
+"""
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+__all__ = ["WordCacheEncoder", "why_not"]
+
+
+def why_not(tok: Any) -> str | None:
+    """None when `WordCacheEncoder` gives `tok`'s exact ids, else the reason it would not."""
+    pre = getattr(tok, "pre_tokenizer", None)
+    if pre is None or type(pre).__name__ != "BertPreTokenizer":
+        return f"pre-tokenizer is {type(pre).__name__ if pre is not None else None}, not BertPreTokenizer"
+    added = tok.get_added_tokens_decoder().values()
+    if any(not a.special for a in added):
+        return "it has non-special added tokens, which split texts before pre-tokenization"
+    if added and not tok.encode_special_tokens:
+        return "special tokens are extracted from the text (encode_special_tokens is off)"
+    if tok.padding is not None or tok.truncation is not None:
+        return "padding or truncation is on"
+    return None
+
+
+NFC_ONLY = ("NFC", "Strip")
+"""Normalizers that leave a text of NFC-inert characters with the same words (see `nfc_inert`)."""
+
+
+@lru_cache(maxsize=1)
+def composition_seconds() -> frozenset[int]:
+    """Code points that may compose with the character before them (NFC quick check Maybe) though
+    their combining class is 0: the second half of a primary composite, and Hangul V and T jamo."""
+    seconds = set(range(0x1161, 0x1176)) | set(range(0x11A8, 0x11C3))
+    for cp in range(0x30000):  # every canonical decomposition lies below U+2FA1E
+        d = unicodedata.decomposition(chr(cp))
+        if d and not d.startswith("<"):
+            parts = d.split()
+            if len(parts) == 2 and unicodedata.normalize("NFC", chr(cp)) == chr(cp):
+                seconds.add(int(parts[1], 16))
+    return frozenset(seconds)
+
+
+def nfc_inert(cp: int) -> bool:
+    """True when NFC leaves this character alone in any text: assigned (in Python's Unicode),
+    combining class 0, its own NFC, and never the second half of a composition. Such properties
+    never change once assigned (Unicode's normalization stability policy), so a text of inert
+    characters is NFC for the `tokenizers` crate too, whichever Unicode version it was built with."""
+    c = chr(cp)
+    return (unicodedata.category(c) != "Cn" and not unicodedata.combining(c)
+            and unicodedata.normalize("NFC", c) == c and cp not in composition_seconds())
+
+
+def normalizer_kinds(tok: Any) -> list[str] | None:
+    """The types of the tokenizer's normalizers in order ([] for none), or None if unreadable."""
+    spec = json.loads(tok.to_str()).get("normalizer")
+    if spec is None:
+        return []
+    if spec.get("type") == "Sequence":
+        return [n.get("type") for n in spec.get("normalizers", [])]
+    return [spec.get("type")]
+
+
+class _WordIndex(dict):
+    """word -> its index in the encoder's piece arrays; a missing word is added by `add`."""
+
+    def __init__(self, add):
+        super().__init__()
+        self.add = add
+
+    def __missing__(self, word: str) -> int:
+        return self.add(word)
+
+
+class WordCacheEncoder:
+    """Encodes documents to the ids of `tok` (see module doc); the word cache lives as long as the encoder."""
+
+    def __init__(self, tok: Any):
+        reason = why_not(tok)
+        if reason is not None:
+            raise ValueError(f"WordCacheEncoder cannot reproduce this tokenizer: {reason}")
+        self.tok = tok
+        self.normalizer = tok.normalizer
+        kinds = normalizer_kinds(tok)
+        self.nfc_only = kinds is not None and all(k in NFC_ONLY for k in kinds)
+        self.non_inert: set[int] = set()
+        self.model = tok.model
+        self.pre = tok.pre_tokenizer
+        # char class of every code point asked so far: 0 word, 1 whitespace, 2 punctuation
+        self.char_class: dict[int, int] = {}
+        self.space: list[str] = []
+        self.punct: list[str] = []
+        self.pattern: re.Pattern[str] | None = None
+        self.word_index = _WordIndex(self._add_word)
+        self._piece_ids: list[int] = []
+        self._piece_start: list[int] = []
+        self._piece_len: list[int] = []
+        self._arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    @classmethod
+    def for_tokenizer(cls, tok: Any) -> WordCacheEncoder | None:
+        return cls(tok) if why_not(tok) is None else None
+
+    # -- characters --------------------------------------------------------------------------------
+    def _classify(self, cp: int) -> int:
+        parts = self.pre.pre_tokenize_str("a" + chr(cp) + "b")
+        if len(parts) == 1:
+            return 0
+        if len(parts) == 2:
+            return 1
+        if len(parts) == 3:
+            return 2
+        raise AssertionError(f"BertPreTokenizer split 'a{chr(cp)!r}b' into {parts}")
+
+    def _learn_chars(self, texts: Sequence[str]) -> None:
+        """Classify every code point of `texts` not seen yet; rebuild the splitting pattern if needed."""
+        grew = self.pattern is None
+        if grew:  # ASCII up front: most texts are ASCII only and skip the scan below
+            for cp in range(128):
+                grew |= self._learn(cp)
+        joined = "".join(t for t in texts if not t.isascii())
+        if joined:
+            codes = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), np.uint32)
+            for cp in np.flatnonzero(np.bincount(codes)).tolist():
+                if cp not in self.char_class:
+                    grew |= self._learn(cp)
+        if grew:
+            self._compile()
+
+    def _learn(self, cp: int) -> bool:
+        """Record the pre-tokenizer's class of `cp`; True if it is whitespace or punctuation."""
+        cls = self.char_class[cp] = self._classify(cp)
+        if self.nfc_only and not nfc_inert(cp):
+            self.non_inert.add(cp)
+        if cls == 1:
+            self.space.append(chr(cp))
+        elif cls == 2:
+            self.punct.append(chr(cp))
+        return cls != 0
+
+    def _normalize(self, texts: Sequence[str]) -> list[str]:
+        """The normalizer's output for each text, with every character of it classified."""
+        if self.normalizer is None:
+            self._learn_chars(texts)
+            return list(texts)
+        norm = self.normalizer.normalize_str
+        if not self.nfc_only:
+            out = [norm(t) for t in texts]
+            self._learn_chars(out)
+            return out
+        self._learn_chars(texts)  # also finds the characters that are not NFC-inert
+        if not self.non_inert:
+            return list(texts)
+        bad = re.compile("[" + "".join(re.escape(chr(c)) for c in sorted(self.non_inert)) + "]").search
+        out, changed = [], []
+        for t in texts:
+            if not t.isascii() and bad(t):
+                t = norm(t)
+                changed.append(t)
+            out.append(t)
+        self._learn_chars(changed)  # NFC may compose characters not seen before
+        return out
+
+    def _compile(self) -> None:
+        def cls(chars: list[str]) -> str:
+            return "".join(re.escape(c) for c in sorted(chars))
+
+        space, punct = cls(self.space), cls(self.punct)
+        word = f"[^{space}{punct}]+" if space or punct else "[\\s\\S]+"
+        self.pattern = re.compile(f"{word}|[{punct}]" if punct else word)
+
+    # -- words -------------------------------------------------------------------------------------
+    def _add_word(self, word: str) -> int:
+        ids = [t.id for t in self.model.tokenize(word)]
+        i = len(self._piece_start)
+        self.word_index[word] = i
+        self._piece_start.append(len(self._piece_ids))
+        self._piece_len.append(len(ids))
+        self._piece_ids.extend(ids)
+        self._arrays = None
+        return i
+
+    def _word_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self._arrays is None:
+            self._arrays = (np.array(self._piece_ids, np.int32), np.array(self._piece_start, np.int64),
+                            np.array(self._piece_len, np.int64))
+        return self._arrays
+
+    @property
+    def distinct_words(self) -> int:
+        return len(self._piece_start)
+
+    # -- documents ---------------------------------------------------------------------------------
+    def encode(self, texts: Sequence[str], with_words: bool = False
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """(ids of all texts back to back int32, tokens per text int64, word-start flags or None).
+
+        `ids[sum(lens[:i]):sum(lens[:i+1])]` equals `tok.encode(texts[i], add_special_tokens=False).ids`;
+        the flags are True on the first token of every pre-tokenizer word (as `word_ids` give)."""
+        norm = self._normalize(texts)
+        findall = self.pattern.findall
+        words: list[str] = []
+        per_doc = np.zeros(len(norm), np.int64)
+        for i, t in enumerate(norm):
+            w = findall(t)
+            per_doc[i] = len(w)
+            words += w
+        # a word not in the index runs the model once (`_WordIndex.__missing__`), then is looked up
+        idx = np.fromiter(map(self.word_index.__getitem__, words), np.int64, count=len(words))
+        pieces, start, plen = self._word_arrays()
+        lens = plen[idx]
+        total = int(lens.sum())
+        ends = np.cumsum(lens)
+        # position k of the output takes pieces[start[word] + (k - first position of word)]
+        gather = np.repeat(start[idx] - (ends - lens), lens) + np.arange(total, dtype=np.int64)
+        flat = pieces[gather]
+        word_end = np.cumsum(per_doc)  # words up to and including each document
+        doc_end = np.where(word_end > 0, ends[np.maximum(word_end - 1, 0)], 0) if len(words) else word_end
+        doc_tokens = np.diff(np.concatenate([[0], doc_end])).astype(np.int64)
+        starts = None
+        if with_words:
+            starts = np.zeros(total, bool)
+            starts[(ends - lens)[lens > 0]] = True
+        return flat, doc_tokens, starts
