@@ -99,12 +99,14 @@ def input_ref(path: str | os.PathLike) -> InputRef:
 
 
 def describe_outputs(stage_dir: str | os.PathLike, files: list[str | os.PathLike]) -> list[OutputFile]:
+    """Path, size and sha256 of each file (hashed on a few threads: hashlib releases the GIL)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     stage_dir = Path(stage_dir)
-    out = []
-    for f in sorted({Path(f) for f in files}):
-        full = f if f.is_absolute() else stage_dir / f
-        out.append(OutputFile(str(full.relative_to(stage_dir)), full.stat().st_size, sha256_file(full)))
-    return out
+    full = [f if f.is_absolute() else stage_dir / f for f in sorted({Path(f) for f in files})]
+    with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
+        digests = list(pool.map(sha256_file, full))
+    return [OutputFile(str(f.relative_to(stage_dir)), f.stat().st_size, d) for f, d in zip(full, digests)]
 
 
 def write_manifest(stage_dir: str | os.PathLike, manifest: Manifest) -> Path:

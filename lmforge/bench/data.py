@@ -156,14 +156,15 @@ def run_datasets(files: list[Path], tokenizer: Path, out: Path, cache: Path, num
 
 
 def bench_write(corpus: Path, tokenizer: Path, work: Path, repeat: int, workers: int, seq_len: int,
-                num_shards: int) -> dict[str, Any]:
-    """Each contender `repeat` times, interleaved; the best run counts. The last run's outputs stay."""
+                num_shards: int, single: bool = True) -> dict[str, Any]:
+    """Each contender `repeat` times, interleaved; the best run counts. The last run's outputs stay.
+    `single`: also the peer at num_proc=1."""
     from pipelines.shards.rows import tokenizer_threads
     from pipelines.tokenizer import corpus_files
 
     files = corpus_files(corpus)
     runs: dict[str, list[dict]] = {}
-    contenders = {"lmforge": None, f"datasets num_proc={workers}": workers, "datasets num_proc=1": 1}
+    contenders = {"lmforge": None, f"datasets num_proc={workers}": workers, **({"datasets num_proc=1": 1} if single else {})}
     for rep in range(repeat):
         for name, num_proc in contenders.items():
             out = work / name.replace(" ", "_").replace("=", "")
@@ -302,20 +303,37 @@ def bench_step(shards_dir: Path, batch_size: int, steps: int, threads: int, warm
 
 
 def encode_seconds(corpus: Path, tokenizer: Path) -> dict[str, Any]:
-    """The floor both sides share: HF tokenizers' `encode_batch_fast` alone over every text of
-    `corpus`, one process with the thread pool (all cores), best of 2."""
-    from pipelines.shards.rows import encode, load_tokenizer
+    """The tokenizer alone over every text of `corpus`, one process, best of 2: HF tokenizers'
+    `encode_batch_fast` with its thread pool (all cores), as the peer and the stage's other
+    families encode, and the stage's word-cache encoder (`rows.DocEncoder`, one thread, its
+    64th-document check against HF included), with the ids of the two compared on every text."""
+    from pipelines.shards.rows import DocEncoder, encode, load_tokenizer
     from pipelines.tokenizer import corpus_files
 
     texts = [t for f in corpus_files(corpus) for t in pq.read_table(f, columns=["text"]).column("text").to_pylist()]
     tok = load_tokenizer(tokenizer / "tokenizer.json")
-    best, tokens = float("inf"), 0
+    out: dict[str, Any] = {"documents": len(texts), "threads": os.cpu_count()}
+    hf_ids: list = []
+    best = float("inf")
     for _ in range(2):
         t0 = time.perf_counter()
-        ids, _ = encode(tok, texts, with_words=False)
+        hf_ids, _ = encode(tok, texts, with_words=False)
         best = min(best, time.perf_counter() - t0)
-        tokens = sum(map(len, ids))
-    return {"documents": len(texts), "tokens": tokens, "seconds": best, "threads": os.cpu_count()}
+    out.update(seconds=best, tokens=sum(map(len, hf_ids)))
+    enc = DocEncoder(tok)
+    if enc.cache is not None:
+        best = float("inf")
+        for _ in range(2):
+            enc = DocEncoder(tok)  # a cold word cache each time, as a Beam worker starts
+            t0 = time.perf_counter()
+            ids, _ = enc(texts, False)
+            best = min(best, time.perf_counter() - t0)
+        out["word_cache"] = {"seconds": best, "tokens": int(sum(map(len, ids))), "threads": 1,
+                             "distinct_words": enc.cache.distinct_words,
+                             "same_ids": all(np.array_equal(a, b) for a, b in zip(ids, hf_ids)) and len(ids) == len(hf_ids)}
+    else:
+        out["word_cache"] = {"unavailable": enc.why_slow}
+    return out
 
 
 def masking_seconds(shards_dir: Path, tokenizer: Path, limit: int) -> dict[str, Any] | None:
@@ -356,10 +374,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--corpus", default="runs/demo/corpus", help="a finished corpus stage directory (default: runs/demo/corpus)")
     ap.add_argument("--tokenizer", default="runs/demo/tokenizer",
                     help="a finished tokenizer stage directory, BERT specials (default: runs/demo/tokenizer)")
-    ap.add_argument("--copies", type=int, default=10,
-                    help="the larger input: the corpus texts this many times, distinct ids; 1 = only the corpus as it is (default: 10)")
+    ap.add_argument("--copies", type=int, nargs="+", default=[10, 100],
+                    help="the larger inputs: the corpus texts this many times each, distinct ids; 1 = only the corpus as it "
+                         "is (default: 10 100)")
+    ap.add_argument("--single-up-to", type=int, default=10,
+                    help="run the peer with num_proc=1 too on inputs of at most this many copies (default: 10; it takes "
+                         "about 2x the num_proc=2 time, 3 min at 100x)")
     ap.add_argument("--repeat", type=int, default=3, help="timed runs of each writer on the corpus as it is; best counts (default: 3)")
-    ap.add_argument("--repeat-large", type=int, default=1, help="timed runs of each writer on the larger input (default: 1)")
+    ap.add_argument("--repeat-large", type=int, default=1, help="timed runs of each writer on each larger input (default: 1)")
     ap.add_argument("--seq-len", type=int, default=pre["shards"]["seq_len"], help="tokens per packed row, both sides (default: the demo's, %(default)s)")
     ap.add_argument("--num-shards", type=int, default=pre["shards"]["num_shards"], help="lmforge train shards (default: the demo's, %(default)s)")
     ap.add_argument("--batch-sizes", type=int, nargs="+", default=[16],
@@ -374,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
         if not (Path(path) / MANIFEST_NAME).exists():
             ap.error(f"{flag} {path}: no {MANIFEST_NAME} there, so that stage has not finished; "
                      "run `make demo` (or `lmforge corpus` / `lmforge tokenizer`) first, or pass another directory")
-    if min(a.copies, a.repeat, a.repeat_large, a.loader_epochs, a.train_steps, *a.batch_sizes) < 1:
+    if min(*a.copies, a.repeat, a.repeat_large, a.loader_epochs, a.train_steps, *a.batch_sizes) < 1:
         ap.error("--copies, --repeat, --repeat-large, --loader-epochs, --train-steps and --batch-sizes must be >= 1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # as the lmforge CLI sets it for every stage
     # (the stage's encode and the peer at num_proc=1 switch the tokenizer's thread pool on for their calls)
@@ -398,16 +420,18 @@ def main(argv: list[str] | None = None) -> int:
     from pipelines.tokenizer import corpus_files
 
     try:
-        inputs = {"1x": (corpus, a.repeat)}
-        if a.copies > 1:
-            inputs[f"{a.copies}x"] = (write_replicated_corpus(corpus, work / f"corpus-{a.copies}x", a.copies), a.repeat_large)
-        d: dict[str, Any] = {"corpus": str(corpus), "tokenizer": str(tokenizer), "copies": a.copies, "repeat": a.repeat,
+        inputs = {"1x": (corpus, a.repeat, 1)}
+        for c in sorted(set(a.copies) - {1}):
+            inputs[f"{c}x"] = (write_replicated_corpus(corpus, work / f"corpus-{c}x", c), a.repeat_large, c)
+        d: dict[str, Any] = {"corpus": str(corpus), "tokenizer": str(tokenizer), "copies": sorted(set(a.copies) - {1}),
+                             "single_up_to": a.single_up_to, "repeat": a.repeat,
                              "repeat_large": a.repeat_large, "seq_len": a.seq_len, "num_shards": a.num_shards,
                              "workers": workers, "beam_args": beam_args, "tokenizers_parallelism": os.environ["TOKENIZERS_PARALLELISM"],
                              "loader_epochs": a.loader_epochs, "write": {}, "bytes": {}, "docs": {}}
-        for label, (src, repeat) in inputs.items():
+        for label, (src, repeat, copies) in inputs.items():
             d["docs"][label] = sum(pq.ParquetFile(f).metadata.num_rows for f in corpus_files(src))
-            runs = d["write"][label] = bench_write(src, tokenizer, work / label, repeat, workers, a.seq_len, a.num_shards)
+            runs = d["write"][label] = bench_write(src, tokenizer, work / label, repeat, workers, a.seq_len, a.num_shards,
+                                                   single=copies <= a.single_up_to)
             lm, hf = runs["lmforge"], runs[f"datasets num_proc={workers}"]
             d["bytes"][label] = {"lmforge": shard_bytes(Path(lm["dir"]), lm["tokens"]),
                                  "datasets": hf_bytes(Path(hf["dir"]), hf["tokens"])}
@@ -417,7 +441,9 @@ def main(argv: list[str] | None = None) -> int:
 
         torch.set_num_threads(1)  # one demo rank: training.launch sets OMP_NUM_THREADS=1 per process
         d["masking"] = masking_seconds(lm_dir, tokenizer, a.masking_rows) if a.masking_rows else None
-        d["encode"] = encode_seconds(inputs[list(inputs)[-1]][0], tokenizer)
+        # the tokenizer alone on the largest input of at most 10 copies (at 100x HF alone takes minutes)
+        enc_label = [label for label, (_, _, c) in inputs.items() if c <= 10][-1]
+        d["encode"] = {"input": enc_label, **encode_seconds(inputs[enc_label][0], tokenizer)}
         d["loader"] = bench_loaders(lm_dir, hf_dir, tokenizer, batch_sizes, a.loader_epochs)
         # One thread is a demo rank; all cores to one process makes the step shorter and the loader's share larger.
         d["steps"] = [bench_step(lm_dir, micro, a.train_steps, t) for t in sorted({1, os.cpu_count() or 1})]

@@ -6,8 +6,8 @@ Run alone:
         [--mask-objective mlm|whole_word|span|t5_span|causal] [--packing concat|document] [--target-shard-mb 4]
 
 Documents are assigned to (split, shard) by a hash of their id, a Parquet batch at a time (the
-shuffle moves Arrow tables, not one Python object per document); each shard is one GroupByKey
-group, encoded with the trained tokenizer (any family the tokenizer stage writes), packed in id
+shuffle moves zstd-compressed Arrow streams, not one Python object per document); each shard is
+one GroupByKey group, encoded with the trained tokenizer (any family the tokenizer stage writes), packed in id
 order between the family's special tokens, masked K times for the objective, and written as
 consecutive Arrow IPC stream files of at most the target size (`train/shard-00003-000.arrow`,
 `-001`, ...), each under a temporary name and then renamed. Beam has no Arrow IPC sink; writing

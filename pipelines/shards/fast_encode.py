@@ -125,11 +125,18 @@ class WordCacheEncoder:
         self.space: list[str] = []
         self.punct: list[str] = []
         self.pattern: re.Pattern[str] | None = None
-        self.word_index = _WordIndex(self._add_word)
+        self.word_pieces: dict[str, list[int]] = {}  # pre-tokenizer word -> the model's ids
+        self.chunk_index = _WordIndex(self._add_chunk)  # whitespace-free chunk -> index in the arrays below
         self._piece_ids: list[int] = []
+        self._piece_first: list[bool] = []  # the piece begins a pre-tokenizer word
         self._piece_start: list[int] = []
         self._piece_len: list[int] = []
-        self._arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._arrays: tuple[np.ndarray, ...] | None = None
+        # Python's str.split() cuts at these, but the pre-tokenizer keeps them inside words
+        # (U+001C..U+001F): a text holding one is cut into words by the pattern instead
+        py_space = [c for c in range(0x3001) if chr(c).isspace()]  # U+3000 is the last
+        self._learn_chars([chr(c) for c in py_space])
+        self.odd_space = tuple(chr(c) for c in py_space if self.char_class[c] != 1)
 
     @classmethod
     def for_tokenizer(cls, tok: Any) -> WordCacheEncoder | None:
@@ -185,7 +192,12 @@ class WordCacheEncoder:
         self._learn_chars(texts)  # also finds the characters that are not NFC-inert
         if not self.non_inert:
             return list(texts)
-        bad = re.compile("[" + "".join(re.escape(chr(c)) for c in sorted(self.non_inert)) + "]").search
+        marks = [chr(c) for c in sorted(self.non_inert)]
+        if len(marks) <= 8:  # a few substring scans beat a character class
+            def bad(t: str) -> bool:
+                return any(m in t for m in marks)
+        else:
+            bad = re.compile("[" + "".join(re.escape(m) for m in marks) + "]").search
         out, changed = [], []
         for t in texts:
             if not t.isascii() and bad(t):
@@ -203,25 +215,42 @@ class WordCacheEncoder:
         word = f"[^{space}{punct}]+" if space or punct else "[\\s\\S]+"
         self.pattern = re.compile(f"{word}|[{punct}]" if punct else word)
 
-    # -- words -------------------------------------------------------------------------------------
-    def _add_word(self, word: str) -> int:
-        ids = [t.id for t in self.model.tokenize(word)]
+    # -- words and chunks ----------------------------------------------------------------------------
+    def _add_chunk(self, chunk: str) -> int:
+        """Index of a new whitespace-free chunk ("word," is the words "word" and ","): its words by the
+        pre-tokenizer's pattern, each word's pieces from the model (once per distinct word)."""
+        ids: list[int] = []
+        first: list[bool] = []
+        known = self.word_pieces
+        for word in self.pattern.findall(chunk):
+            pieces = known.get(word)
+            if pieces is None:
+                pieces = known[word] = [t.id for t in self.model.tokenize(word)]
+            if pieces:
+                first.append(True)
+                first += [False] * (len(pieces) - 1)
+                ids += pieces
         i = len(self._piece_start)
-        self.word_index[word] = i
+        self.chunk_index[chunk] = i
         self._piece_start.append(len(self._piece_ids))
         self._piece_len.append(len(ids))
-        self._piece_ids.extend(ids)
+        self._piece_ids += ids
+        self._piece_first += first
         self._arrays = None
         return i
 
-    def _word_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _chunk_arrays(self) -> tuple[np.ndarray, ...]:
         if self._arrays is None:
-            self._arrays = (np.array(self._piece_ids, np.int32), np.array(self._piece_start, np.int64),
-                            np.array(self._piece_len, np.int64))
+            self._arrays = (np.array(self._piece_ids, np.int32), np.array(self._piece_first, bool),
+                            np.array(self._piece_start, np.int64), np.array(self._piece_len, np.int64))
         return self._arrays
 
     @property
     def distinct_words(self) -> int:
+        return len(self.word_pieces)
+
+    @property
+    def distinct_chunks(self) -> int:
         return len(self._piece_start)
 
     # -- documents ---------------------------------------------------------------------------------
@@ -232,27 +261,25 @@ class WordCacheEncoder:
         `ids[sum(lens[:i]):sum(lens[:i+1])]` equals `tok.encode(texts[i], add_special_tokens=False).ids`;
         the flags are True on the first token of every pre-tokenizer word (as `word_ids` give)."""
         norm = self._normalize(texts)
-        findall = self.pattern.findall
-        words: list[str] = []
+        # Whitespace is where both str.split() and the pre-tokenizer cut and drop, so a text is its
+        # whitespace-free chunks back to back; the pattern cuts texts holding a space only Python sees.
+        findall, odd = self.pattern.findall, self.odd_space
+        chunks: list[str] = []
         per_doc = np.zeros(len(norm), np.int64)
         for i, t in enumerate(norm):
-            w = findall(t)
-            per_doc[i] = len(w)
-            words += w
-        # a word not in the index runs the model once (`_WordIndex.__missing__`), then is looked up
-        idx = np.fromiter(map(self.word_index.__getitem__, words), np.int64, count=len(words))
-        pieces, start, plen = self._word_arrays()
+            c = findall(t) if any(o in t for o in odd) else t.split()  # `in`: a fast substring scan
+            per_doc[i] = len(c)
+            chunks += c
+        # a chunk not in the index is cut into words once (`_WordIndex.__missing__`), then looked up
+        idx = np.fromiter(map(self.chunk_index.__getitem__, chunks), np.int64, count=len(chunks))
+        pieces, first, start, plen = self._chunk_arrays()
         lens = plen[idx]
         total = int(lens.sum())
         ends = np.cumsum(lens)
-        # position k of the output takes pieces[start[word] + (k - first position of word)]
+        # position k of the output takes pieces[start[chunk] + (k - first position of chunk)]
         gather = np.repeat(start[idx] - (ends - lens), lens) + np.arange(total, dtype=np.int64)
         flat = pieces[gather]
-        word_end = np.cumsum(per_doc)  # words up to and including each document
-        doc_end = np.where(word_end > 0, ends[np.maximum(word_end - 1, 0)], 0) if len(words) else word_end
+        chunk_end = np.cumsum(per_doc)  # chunks up to and including each document
+        doc_end = np.where(chunk_end > 0, ends[np.maximum(chunk_end - 1, 0)], 0) if len(chunks) else chunk_end
         doc_tokens = np.diff(np.concatenate([[0], doc_end])).astype(np.int64)
-        starts = None
-        if with_words:
-            starts = np.zeros(total, bool)
-            starts[(ends - lens)[lens > 0]] = True
-        return flat, doc_tokens, starts
+        return flat, doc_tokens, first[gather] if with_words else None

@@ -1,6 +1,7 @@
 """Driver for the shards stage: check the inputs, run the Beam pipeline, describe the shards in the manifest."""
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -189,12 +190,16 @@ def finish(cfg: ShardsConfig, prep: Prepared, metrics: dict[str, int], t0: float
     out = Path(cfg.output)
     splits: dict[str, list[str]] = {}
     shards: list[dict[str, Any]] = []
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1))  # Arrow reads release the GIL
     for split in SPLITS:
         files = sorted((out / split).glob("shard-*.arrow"), key=lambda f: shard_file_key(f.name))
         splits[split] = [str(f.relative_to(out)) for f in files]
-        for f, rel in zip(files, splits[split]):
+        for f, rel, described in zip(files, splits[split], pool.map(describe_shard, files)):
             shard, part = shard_file_key(f.name)
-            shards.append({"path": rel, "split": split, "shard": shard, "part": part, **describe_shard(f)})
+            shards.append({"path": rel, "split": split, "shard": shard, "part": part, **described})
+    pool.shutdown()
     outputs = describe_outputs(out, [s["path"] for s in shards])
     digests = {o.path: o.sha256 for o in outputs}
     for s in shards:

@@ -109,7 +109,7 @@ def reference(wordpiece, texts):
 
 def test_same_ids_and_word_starts_as_hf_on_the_sample_crawl(wordpiece, texts, reference):
     enc = assert_same(wordpiece, texts, want=reference)
-    assert enc.distinct_words > 1000
+    assert enc.distinct_words > 1000 and enc.distinct_chunks > enc.distinct_words
     assert {c for c in enc.char_class if c > 0x400}, "the sample crawl has non-Latin pages"
 
 
