@@ -107,14 +107,16 @@ def write_replicated_corpus(src: Path, dst: Path, copies: int) -> Path:
 
 
 def run_lmforge(corpus: Path, tokenizer: Path, out: Path, seq_len: int, num_shards: int) -> dict[str, Any]:
-    """The shards stage, timed end to end (Beam start, workers, manifest with sha256s)."""
-    from pipelines.shards.stage import ShardsConfig, run
+    """The shards stage, timed end to end (Beam start, workers, manifest with sha256s), with the
+    DirectRunner mode it picks for this input (`stage.auto_mode`)."""
+    from pipelines.shards.stage import ShardsConfig, auto_mode, run
 
     t0 = time.perf_counter()
     run(ShardsConfig(corpus=str(corpus), tokenizer=str(tokenizer), output=str(out), seq_len=seq_len, num_shards=num_shards))
     seconds = time.perf_counter() - t0
     tokens, rows = shard_tokens(out)
-    return {"seconds": seconds, "tokens": tokens, "rows": rows, "tokens_per_s": tokens / seconds, "bytes": dir_bytes(out)}
+    return {"seconds": seconds, "tokens": tokens, "rows": rows, "tokens_per_s": tokens / seconds, "bytes": dir_bytes(out),
+            "mode": auto_mode(corpus)}
 
 
 def shard_tokens(shards_dir: Path) -> tuple[int, int]:
@@ -306,7 +308,8 @@ def encode_seconds(corpus: Path, tokenizer: Path) -> dict[str, Any]:
     """The tokenizer alone over every text of `corpus`, one process, best of 2: HF tokenizers'
     `encode_batch_fast` with its thread pool (all cores), as the peer and the stage's other
     families encode, and the stage's word-cache encoder (`rows.DocEncoder`, one thread, its
-    64th-document check against HF included), with the ids of the two compared on every text."""
+    64th-document check against HF included, a cold cache each run), with the ids of the two
+    compared on every text."""
     from pipelines.shards.rows import DocEncoder, encode, load_tokenizer
     from pipelines.tokenizer import corpus_files
 
@@ -329,7 +332,8 @@ def encode_seconds(corpus: Path, tokenizer: Path) -> dict[str, Any]:
             ids, _ = enc(texts, False)
             best = min(best, time.perf_counter() - t0)
         out["word_cache"] = {"seconds": best, "tokens": int(sum(map(len, ids))), "threads": 1,
-                             "distinct_words": enc.cache.distinct_words,
+                             "distinct_words": enc.cache.distinct_words, "distinct_chunks": enc.cache.distinct_chunks,
+                             "chunks": sum(len(t.split()) for t in texts),
                              "same_ids": all(np.array_equal(a, b) for a, b in zip(ids, hf_ids)) and len(ids) == len(hf_ids)}
     else:
         out["word_cache"] = {"unavailable": enc.why_slow}
@@ -391,7 +395,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--masking-rows", type=int, default=20000, help="rows re-masked to time the masking alone; 0 skips (default: 20000)")
     ap.add_argument("--workdir", default=None, help="where outputs and caches go (default: a new temporary directory, removed after)")
     ap.add_argument("--out", default="docs/BENCHMARKS.md", help="report to update (default: docs/BENCHMARKS.md)")
+    ap.add_argument("--render", metavar="JSON", default=None,
+                    help="write the report from a run's saved measurements (the JSON it prints) without measuring")
     a = ap.parse_args(argv)
+    if a.render:
+        d = json.loads(Path(a.render).read_text())
+        body = render(d)
+        write_section(Path(a.out), "data: tokenize, pack, shard and load", body, d)
+        print(body)
+        return 0
     for flag, path in (("--corpus", a.corpus), ("--tokenizer", a.tokenizer)):
         if not (Path(path) / MANIFEST_NAME).exists():
             ap.error(f"{flag} {path}: no {MANIFEST_NAME} there, so that stage has not finished; "
@@ -444,6 +456,8 @@ def main(argv: list[str] | None = None) -> int:
         # the tokenizer alone on the largest input of at most 10 copies (at 100x HF alone takes minutes)
         enc_label = [label for label, (_, _, c) in inputs.items() if c <= 10][-1]
         d["encode"] = {"input": enc_label, **encode_seconds(inputs[enc_label][0], tokenizer)}
+        # and on the corpus as it is: its first sight of every word, the word cache's worst case
+        d["encode_cold"] = {"input": "1x", **encode_seconds(corpus, tokenizer)} if enc_label != "1x" else None
         d["loader"] = bench_loaders(lm_dir, hf_dir, tokenizer, batch_sizes, a.loader_epochs)
         # One thread is a demo rank; all cores to one process makes the step shorter and the loader's share larger.
         d["steps"] = [bench_step(lm_dir, micro, a.train_steps, t) for t in sorted({1, os.cpu_count() or 1})]

@@ -197,8 +197,8 @@ class DocEncoder:
     """A group's documents -> token ids per document (no special tokens) and word starts when asked.
 
     With `fast` (the default) and a tokenizer `fast_encode.WordCacheEncoder` can reproduce (BERT's
-    pre-tokenizer: the wordpiece family), the ids come from its word cache, 2-3x faster than
-    `encode_batch` on every core; otherwise from `encode`. Every `check_every`-th document of
+    pre-tokenizer: the wordpiece family), the ids come from its word cache, on one core in less
+    time than `encode_batch` on every core; otherwise from `encode`. Every `check_every`-th document of
     each group (0 turns this off) is encoded again by HF tokenizers, and a difference stops the
     run with the document's id, so a wrong id can never reach a shard silently."""
 
@@ -243,7 +243,7 @@ class DocEncoder:
                     at = next((j for j, (a, b) in enumerate(zip(got, ref)) if a != b), min(len(got), len(ref)))
                     what = f"token {at}: {got[at:at + 5]} vs HF {ref[at:at + 5]}"
                 raise RuntimeError(f"shards: the word-cache encoder and HF tokenizers disagree on document {name} "
-                                   f"({what}); please report it, and rerun with --fast-encode false")
+                                   f"({what}); please report it, and rerun with --no-fast-encode")
         self.checked += len(picked)
 
 

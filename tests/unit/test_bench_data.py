@@ -87,15 +87,30 @@ def test_report_judges_the_goal_at_the_largest_input():
 def test_report_compares_the_encoders_against_the_peers_run():
     d = _measured(lm_rate=10_000, peer_rate=100_000)
     peer_s = d["write"]["10x"]["datasets num_proc=2"]["seconds"]
+    wc = {"tokens": 1_000, "threads": 1, "distinct_words": 40, "distinct_chunks": 50, "chunks": 800, "same_ids": True}
     d["encode"] = {"input": "10x", "documents": 5, "tokens": 1_000, "seconds": peer_s * 0.6, "threads": 2,
-                   "word_cache": {"seconds": peer_s * 0.2, "tokens": 1_000, "threads": 1, "distinct_words": 40,
-                                  "same_ids": True}}
+                   "word_cache": {**wc, "seconds": peer_s * 0.2}}
+    d["encode_cold"] = {"input": "1x", "documents": 1, "tokens": 100, "seconds": 1.0, "threads": 2,
+                        "word_cache": {**wc, "seconds": 0.5, "chunks": 100}}
     text = render(d)
-    assert f"against the peer's whole 10x run ({peer_s:.1f} s)" in text
-    assert f"| 2 | {peer_s * 0.6:.1f} | 1,000 | 60% |" in text and f"| 1 | {peer_s * 0.2:.1f} | 1,000 | 20% |" in text
-    assert "3.0x less time on one core than HF tokenizers on 2" in text
-    assert "Its ids equal HF tokenizers' on every one of the 5 texts" in text
+    assert f"| 10x | HF tokenizers `encode_batch_fast` | 2 | {peer_s * 0.6:.2f} | 1,000 | 60% |  |" in text
+    assert f"| 10x | lmforge word cache | 1 | {peer_s * 0.2:.2f} | 1,000 | 20% | 6.2% |" in text
+    assert "| 1x | lmforge word cache | 1 | 0.50 |" in text
+    assert "Its ids equal HF tokenizers' on every one of the 1 texts of 1x and 5 texts of 10x" in text
+    assert "where 50.0% of the chunks are distinct, the cold word cache on one core takes 0.50 s against HF " \
+           "tokenizers' 1.00 s on 2, so 4.0x less CPU time; at 10x, 6.0x" in text
     d["encode"]["word_cache"]["same_ids"] = False
-    assert "on **not every** one of the 5 texts" in render(d)
+    assert "on **not every one** of the" in render(d)
     d["encode"]["word_cache"] = {"unavailable": "pre-tokenizer is ByteLevel, not BertPreTokenizer"}
     assert "The word-cache encoder did not apply: pre-tokenizer is ByteLevel" in render(d)
+
+
+def test_report_with_a_largest_input_the_single_process_peer_skipped():
+    d = _measured(lm_rate=150_000, peer_rate=100_000)
+    big = {name: {**r, "tokens": r["tokens"] * 10, "seconds": r["seconds"] * 10}
+           for name, r in d["write"]["10x"].items() if name != "datasets num_proc=1"}
+    d["write"]["100x"], d["docs"]["100x"], d["bytes"]["100x"] = big, 1000, d["bytes"]["10x"]
+    text = render(d)
+    assert "judged at the largest input, 100x: 3.00x (met)" in text
+    assert "A straight line through 1x and 100x" in text and "datasets num_proc=1 " not in text.split("straight line")[1]
+    assert "**100x** = 1,000 documents (its texts 100 times under distinct ids)" in text

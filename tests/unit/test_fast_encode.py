@@ -177,7 +177,7 @@ def test_doc_encoder_matches_hf_and_stops_on_a_difference(wordpiece, texts, refe
 
     monkeypatch.setattr(enc.cache, "encode", off_by_one)
     batch = [t for t in texts if t.strip()][:6]
-    with pytest.raises(RuntimeError, match=r"disagree on document doc-5 \(token .*--fast-encode false"):
+    with pytest.raises(RuntimeError, match=r"disagree on document doc-5 \(token .*--no-fast-encode"):
         enc(batch, False, names[:6])
     ids, _ = DocEncoder(wordpiece, check_every=0)(batch, False)  # unchecked: nothing compares
     assert len(ids) == 6
