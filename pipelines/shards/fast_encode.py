@@ -114,7 +114,7 @@ class _WordIndex(dict):
 class WordCacheEncoder:
     """Encodes documents to the ids of `tok` (see module doc); the word cache lives as long as the encoder."""
 
-    def __init__(self, tok: Any):
+    def __init__(self, tok: Any, max_chunks: int = 2_000_000):
         reason = why_not(tok)
         if reason is not None:
             raise ValueError(f"WordCacheEncoder cannot reproduce this tokenizer: {reason}")
@@ -130,6 +130,17 @@ class WordCacheEncoder:
         self.space: list[str] = []
         self.punct: list[str] = []
         self.pattern: re.Pattern[str] | None = None
+        self.max_chunks = max_chunks
+        self.resets = 0
+        self._clear()
+        # Python's str.split() cuts at these, but the pre-tokenizer keeps them inside words
+        # (U+001C..U+001F): a text holding one is cut into words by the pattern instead
+        py_space = [c for c in range(0x3001) if chr(c).isspace()]  # U+3000 is the last
+        self._learn_chars([chr(c) for c in py_space])
+        self.odd_space = tuple(chr(c) for c in py_space if self.char_class[c] != 1)
+
+    def _clear(self) -> None:
+        """An empty word cache (the character classes stay)."""
         self.word_pieces: dict[str, list[int]] = {}  # pre-tokenizer word -> the model's ids
         self.chunk_index = _WordIndex(self._add_chunk)  # whitespace-free chunk -> index in the arrays below
         self._piece_ids: list[int] = []
@@ -137,11 +148,6 @@ class WordCacheEncoder:
         self._piece_start: list[int] = []
         self._piece_len: list[int] = []
         self._arrays: tuple[np.ndarray, ...] | None = None
-        # Python's str.split() cuts at these, but the pre-tokenizer keeps them inside words
-        # (U+001C..U+001F): a text holding one is cut into words by the pattern instead
-        py_space = [c for c in range(0x3001) if chr(c).isspace()]  # U+3000 is the last
-        self._learn_chars([chr(c) for c in py_space])
-        self.odd_space = tuple(chr(c) for c in py_space if self.char_class[c] != 1)
 
     @classmethod
     def for_tokenizer(cls, tok: Any) -> WordCacheEncoder | None:
@@ -265,6 +271,9 @@ class WordCacheEncoder:
 
         `ids[sum(lens[:i]):sum(lens[:i+1])]` equals `tok.encode(texts[i], add_special_tokens=False).ids`;
         the flags are True on the first token of every pre-tokenizer word (as `word_ids` give)."""
+        if self.distinct_chunks > self.max_chunks:  # a long run's rare chunks: memory stays bounded
+            self._clear()  # (about 200 bytes a chunk; the common ones come back at once)
+            self.resets += 1
         norm = self._normalize(texts)
         # Whitespace is where both str.split() and the pre-tokenizer cut and drop, so a text is its
         # whitespace-free chunks back to back; the pattern cuts texts holding a space only Python sees.

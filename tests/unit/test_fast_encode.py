@@ -181,3 +181,11 @@ def test_doc_encoder_matches_hf_and_stops_on_a_difference(wordpiece, texts, refe
         enc(batch, False, names[:6])
     ids, _ = DocEncoder(wordpiece, check_every=0)(batch, False)  # unchecked: nothing compares
     assert len(ids) == 6
+
+
+def test_a_full_cache_starts_over_and_stays_exact(wordpiece, texts, reference):
+    enc = WordCacheEncoder(wordpiece, max_chunks=500)
+    got_ids, got_words = fast(enc, texts, 40)
+    assert enc.resets > 3 and enc.distinct_chunks < 500 + 40 * 2000
+    assert got_ids == reference[0]
+    assert all(np.array_equal(a, b) for a, b in zip(got_words, reference[1]))
