@@ -1,4 +1,4 @@
-"""Exact and faster encoding for tokenizers with BERT's pre-tokenizer: one model call per distinct word.
+"""Exact and faster encoding for tokenizers that cut words at spaces: one model call per distinct word.
 
     enc = WordCacheEncoder.for_tokenizer(tok)     # None when the tokenizer is not of this kind
     flat, doc_lens, starts = enc.encode(texts, with_words=True)
@@ -28,10 +28,17 @@ model only once per distinct word and leaves the per-token work to C and numpy:
    what the pipeline runs on each pre-token;
 4. gather the pieces of all chunks of all documents into one int32 array with a few numpy calls.
 
+The same holds for the Metaspace pre-tokenizer of the unigram (T5) and character-BPE families
+(`prepend_scheme="always"`, `split=True`): it turns each " " into "▁" and starts a word at each
+"▁", so a text is its `split(" ")` chunks, each chunk the words of "▁" + chunk (the first chunk
+without the "▁" when the text starts with " " or "▁", as Metaspace prepends only then). Their
+normalizer is NFC alone (Strip would change Metaspace's words, so it is not skipped there).
+
 Only tokenizers where this holds are served (`why_not` says why another is not): the
-pre-tokenizer is `BertPreTokenizer`, and every added token is special and not extracted from the
-text (`encode_special_tokens`, as `rows.load_tokenizer` sets), so added tokens never split a text.
-Other tokenizers (byte-level BPE, Metaspace) go through `encode_batch` as before.
+pre-tokenizer is `BertPreTokenizer` or such a Metaspace, and every added token is special and
+not extracted from the text (`encode_special_tokens`, as `rows.load_tokenizer` sets), so added
+tokens never split a text. Byte-level BPE (GPT-2's regex over bytes) goes through
+`encode_batch` as before.
 """
 from __future__ import annotations
 
@@ -47,11 +54,28 @@ import numpy as np
 __all__ = ["WordCacheEncoder", "why_not"]
 
 
+def pre_tokenizer_kind(tok: Any) -> tuple[str | None, str | None]:
+    """("bert", None) for BertPreTokenizer, ("metaspace", replacement) for a splitting Metaspace that
+    always prepends, else (None, why not)."""
+    pre = getattr(tok, "pre_tokenizer", None)
+    name = type(pre).__name__ if pre is not None else None
+    if name == "BertPreTokenizer":
+        return "bert", None
+    if name == "Metaspace":
+        spec = json.loads(tok.to_str()).get("pre_tokenizer") or {}
+        rep = spec.get("replacement", "")
+        if spec.get("prepend_scheme") != "always" or not spec.get("split", False) or len(rep) != 1:
+            return None, (f"Metaspace with prepend_scheme={spec.get('prepend_scheme')!r}, split={spec.get('split')!r}, "
+                          f"replacement={rep!r} (the word cache knows prepend_scheme='always', split=True)")
+        return "metaspace", rep
+    return None, f"pre-tokenizer is {name}, not BertPreTokenizer or Metaspace"
+
+
 def why_not(tok: Any) -> str | None:
     """None when `WordCacheEncoder` gives `tok`'s exact ids, else the reason it would not."""
-    pre = getattr(tok, "pre_tokenizer", None)
-    if pre is None or type(pre).__name__ != "BertPreTokenizer":
-        return f"pre-tokenizer is {type(pre).__name__ if pre is not None else None}, not BertPreTokenizer"
+    kind, reason = pre_tokenizer_kind(tok)
+    if kind is None:
+        return reason
     added = tok.get_added_tokens_decoder().values()
     if any(not a.special for a in added):
         return "it has non-special added tokens, which split texts before pre-tokenization"
@@ -62,8 +86,9 @@ def why_not(tok: Any) -> str | None:
     return None
 
 
-NFC_ONLY = ("NFC", "Strip")
-"""Normalizers that leave a text of NFC-inert characters with the same words (see `nfc_inert`)."""
+NFC_ONLY = {"bert": ("NFC", "Strip"), "metaspace": ("NFC",)}
+"""Normalizers that leave a text of NFC-inert characters with the same words (see `nfc_inert`), by
+pre-tokenizer: Strip only removes whitespace BERT's drops anyway, but Metaspace turns it into words."""
 
 
 @lru_cache(maxsize=1)
@@ -120,8 +145,9 @@ class WordCacheEncoder:
             raise ValueError(f"WordCacheEncoder cannot reproduce this tokenizer: {reason}")
         self.tok = tok
         self.normalizer = tok.normalizer
+        self.kind, self.replacement = pre_tokenizer_kind(tok)
         kinds = normalizer_kinds(tok)
-        self.nfc_only = kinds is not None and all(k in NFC_ONLY for k in kinds)
+        self.nfc_only = kinds is not None and all(k in NFC_ONLY[self.kind] for k in kinds)
         self.non_inert: set[int] = set()
         self.model = tok.model
         self.pre = tok.pre_tokenizer
@@ -135,9 +161,14 @@ class WordCacheEncoder:
         self._clear()
         # Python's str.split() cuts at these, but the pre-tokenizer keeps them inside words
         # (U+001C..U+001F): a text holding one is cut into words by the pattern instead
-        py_space = [c for c in range(0x3001) if chr(c).isspace()]  # U+3000 is the last
-        self._learn_chars([chr(c) for c in py_space])
-        self.odd_space = tuple(chr(c) for c in py_space if self.char_class[c] != 1)
+        self.odd_space: tuple[str, ...] = ()
+        if self.kind == "bert":
+            py_space = [c for c in range(0x3001) if chr(c).isspace()]  # U+3000 is the last
+            self._learn_chars([chr(c) for c in py_space])
+            self.odd_space = tuple(chr(c) for c in py_space if self.char_class[c] != 1)
+        else:  # Metaspace: words are the replacement and what follows it, up to the next one
+            rep = re.escape(self.replacement)
+            self.pattern = re.compile(f"{rep}[^{rep}]*|[^{rep}]+")
 
     def _clear(self) -> None:
         """An empty word cache (the character classes stay)."""
@@ -176,12 +207,12 @@ class WordCacheEncoder:
             for cp in np.flatnonzero(np.bincount(codes)).tolist():
                 if cp not in self.char_class:
                     grew |= self._learn(cp)
-        if grew:
+        if grew and self.kind == "bert":
             self._compile()
 
     def _learn(self, cp: int) -> bool:
         """Record the pre-tokenizer's class of `cp`; True if it is whitespace or punctuation."""
-        cls = self.char_class[cp] = self._classify(cp)
+        cls = self.char_class[cp] = self._classify(cp) if self.kind == "bert" else 0
         if self.nfc_only and not nfc_inert(cp):
             self.non_inert.add(cp)
         if cls == 1:
@@ -233,7 +264,11 @@ class WordCacheEncoder:
         ids: list[int] = []
         first: list[bool] = []
         known = self.word_pieces
-        for word in self.pattern.findall(chunk):
+        if self.kind == "metaspace":  # a space before the chunk became the replacement; a tuple: no space
+            text = chunk[0] if isinstance(chunk, tuple) else self.replacement + chunk
+        else:
+            text = chunk
+        for word in self.pattern.findall(text):
             pieces = known.get(word)
             if pieces is None:
                 pieces = known[word] = [t.id for t in self.model.tokenize(word)]
@@ -280,8 +315,14 @@ class WordCacheEncoder:
         findall, odd = self.pattern.findall, self.odd_space
         chunks: list[str] = []
         per_doc = np.zeros(len(norm), np.int64)
+        meta, rep = self.kind == "metaspace", self.replacement
         for i, t in enumerate(norm):
-            c = findall(t) if any(o in t for o in odd) else t.split()  # `in`: a fast substring scan
+            if meta:  # Metaspace cuts at " " only; it prepends the replacement unless the text starts with one
+                c = t.split(" ") if t else []
+                if c and t[0] in (" ", rep):
+                    c[0] = (c[0],)
+            else:
+                c = findall(t) if any(o in t for o in odd) else t.split()  # `in`: a fast substring scan
             per_doc[i] = len(c)
             chunks += c
         # a chunk not in the index is cut into words once (`_WordIndex.__missing__`), then looked up

@@ -75,6 +75,11 @@ def wordpiece(texts, tmp_path_factory):
     return load_tokenizer(path)
 
 
+def load_tokenizer_from(tok, path: Path):
+    tok.save(str(path))
+    return load_tokenizer(path)
+
+
 def hf(tok, texts: list[str]) -> tuple[list[list[int]], list[np.ndarray]]:
     encs = tok.encode_batch(texts, add_special_tokens=False)
     return [e.ids for e in encs], [word_starts(e.word_ids) for e in encs]
@@ -136,12 +141,35 @@ def test_nfc_inert_characters():
     assert 0x0306 in composition_seconds() and 0x0BBE in composition_seconds()
 
 
+METASPACE_EDGE = ["a  b", " a", "a ", "  ", " ", "\u2581", "\u2581a b", "x \u2581y", "a\tb\nc d", "x\u2581\u2581y  z ",
+                  " \u2581lead", "trail  ", "\u00a0nbsp \u3000ideo"]
+
+
+@pytest.mark.parametrize("model", ["unigram", "bpe"])
+def test_metaspace_tokenizers_same_ids_and_word_starts(texts, tmp_path, model):
+    """The unigram (T5) and character-BPE families: Metaspace, prepend_scheme always, NFC."""
+    from pipelines.tokenizer import build
+
+    tok, trainer = build(model, 4000, min_frequency=2)  # unigram keeps every character of the CJK pages
+    tok.train_from_iterator(texts[::6], trainer)
+    tok.save(str(tmp_path / "t.json"))
+    tok = load_tokenizer(tmp_path / "t.json")
+    enc = assert_same(tok, texts + EDGE + METASPACE_EDGE)
+    assert enc.kind == "metaspace" and enc.nfc_only
+    assert_same(tok, METASPACE_EDGE + EDGE, chunk=1)
+
+
 def test_tokenizers_it_cannot_reproduce_are_refused_with_the_reason(wordpiece, tmp_path):
     from pipelines.tokenizer import build
 
     byte_bpe, trainer = build("byte_bpe", 300, min_frequency=1)
     byte_bpe.train_from_iterator(["some text to train on"] * 5, trainer)
     assert "ByteLevel" in why_not(byte_bpe)
+    from tokenizers.pre_tokenizers import Metaspace
+
+    first = load_tokenizer_from(byte_bpe, tmp_path / "first.json")
+    first.pre_tokenizer = Metaspace(prepend_scheme="first")
+    assert "prepend_scheme='first'" in why_not(first)
     assert WordCacheEncoder.for_tokenizer(byte_bpe) is None
     with pytest.raises(ValueError, match="cannot reproduce"):
         WordCacheEncoder(byte_bpe)
