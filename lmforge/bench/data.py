@@ -401,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.render:
         d = json.loads(Path(a.render).read_text())
         body = render(d)
-        write_section(Path(a.out), "data: tokenize, pack, shard and load", body, d)
+        write_section(Path(a.out), "data: tokenize, pack, shard and load", body, d, measured=d.get("measured_utc"))
         print(body)
         return 0
     for flag, path in (("--corpus", a.corpus), ("--tokenizer", a.tokenizer)):
@@ -464,6 +464,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if not a.workdir:
             shutil.rmtree(work, ignore_errors=True)
+    d["measured_utc"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     raw = Path(tempfile.gettempdir(), "lmforge-bench-data.json")  # kept should the report fail to render
     raw.write_text(json.dumps(d, indent=2, default=str))
     print(f"data: measurements in {raw}", flush=True)

@@ -223,10 +223,11 @@ def render(d: dict[str, Any]) -> str:
         + (f" (`{d['corpus']}` as it is)" if s == sizes[0] else f" (its texts {s.rstrip('x')} times under distinct ids)")
         for s in sizes)
     head = [f"Same text, same tokenizer (`{d['tokenizer']}`; the peer loads it with `AutoTokenizer.from_pretrained`), "
-            f"seq {d['seq_len']}. Encoding: the stage's Beam workers encode this WordPiece tokenizer with lmforge's word "
-            f"cache (`pipelines.shards.fast_encode`: HF tokenizers' exact ids, one thread each, checked against HF "
-            f"tokenizers on every 64th document; other tokenizer families use HF tokenizers' thread pool, "
-            f"`pipelines.shards.rows.tokenizer_threads`); the peer at num_proc=1 gets the tokenizers pool, at num_proc="
+            f"seq {d['seq_len']}. Encoding: the stage encodes this WordPiece tokenizer with lmforge's word cache "
+            f"(`pipelines.shards.fast_encode`: HF tokenizers' exact ids, one thread per Beam worker, checked against HF "
+            f"tokenizers on every 64th document; it serves the bpe and unigram families too, while byte-level BPE uses "
+            f"HF tokenizers' thread pool, `pipelines.shards.rows.tokenizer_threads`); the peer at num_proc=1 gets the "
+            f"tokenizers pool, at num_proc="
             f"{d['workers']} one thread per forked worker (TOKENIZERS_PARALLELISM={d['tokenizers_parallelism']}, as a "
             f"pool live across a fork can deadlock). Inputs: {inputs}.", ""]
     return "\n".join(head + _write_section(d) + _loader_section(d) + _bytes_section(d)) + "\n"

@@ -14,10 +14,11 @@ HEADER = ("# Benchmarks\n\nWritten by `lmforge bench <name>`; each section is re
           "again. Peers are measured in the same run on the same machine, so compare ratios.\n")
 
 
-def write_section(path: Path, title: str, body: str, data: dict[str, Any]) -> None:
+def write_section(path: Path, title: str, body: str, data: dict[str, Any], measured: str | None = None) -> None:
+    """Replace the section `title`; `measured` (e.g. "2026-11-23 18:41 UTC") when the numbers are older than now."""
     import os
 
-    stamp = (f"_Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {platform.machine()}, "
+    stamp = (f"_Measured {measured or time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {platform.machine()}, "
              f"{os.cpu_count()} cores, Python {platform.python_version()}._\n\n")
     section = f"## {title}\n\n{stamp}{body}\n"
     text = path.read_text() if path.exists() else HEADER
