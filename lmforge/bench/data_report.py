@@ -225,8 +225,8 @@ def render(d: dict[str, Any]) -> str:
     head = [f"Same text, same tokenizer (`{d['tokenizer']}`; the peer loads it with `AutoTokenizer.from_pretrained`), "
             f"seq {d['seq_len']}. Encoding: the stage encodes this WordPiece tokenizer with lmforge's word cache "
             f"(`pipelines.shards.fast_encode`: HF tokenizers' exact ids, one thread per Beam worker, checked against HF "
-            f"tokenizers on every 64th document; it serves the bpe and unigram families too, while byte-level BPE uses "
-            f"HF tokenizers' thread pool, `pipelines.shards.rows.tokenizer_threads`); the peer at num_proc=1 gets the "
+            f"tokenizers on every 64th document; it serves the other three families too; `--no-fast-encode` uses HF "
+            f"tokenizers' thread pool, `pipelines.shards.rows.tokenizer_threads`); the peer at num_proc=1 gets the "
             f"tokenizers pool, at num_proc="
             f"{d['workers']} one thread per forked worker (TOKENIZERS_PARALLELISM={d['tokenizers_parallelism']}, as a "
             f"pool live across a fork can deadlock). Inputs: {inputs}.", ""]

@@ -1,4 +1,4 @@
-"""Exact and faster encoding for tokenizers that cut words at spaces: one model call per distinct word.
+"""Exact and faster encoding of the tokenizer stage's four families: one model call per distinct word.
 
     enc = WordCacheEncoder.for_tokenizer(tok)     # None when the tokenizer is not of this kind
     flat, doc_lens, starts = enc.encode(texts, with_words=True)
@@ -34,11 +34,15 @@ The same holds for the Metaspace pre-tokenizer of the unigram (T5) and character
 without the "▁" when the text starts with " " or "▁", as Metaspace prepends only then). Their
 normalizer is NFC alone (Strip would change Metaspace's words, so it is not skipped there).
 
+Byte-level BPE (RoBERTa, GPT-2: `ByteLevel` with GPT-2's regex, no prefix space, no normalizer)
+is cut by that regex itself (`GPT2_PATTERN`, with the `regex` module's \p{L} and \p{N}): its
+words are the chunks, each seen by the model as the characters of its UTF-8 bytes
+(`bytes_to_unicode`). Here the regex is the per-token step, so the gain is smaller.
+
 Only tokenizers where this holds are served (`why_not` says why another is not): the
-pre-tokenizer is `BertPreTokenizer` or such a Metaspace, and every added token is special and
-not extracted from the text (`encode_special_tokens`, as `rows.load_tokenizer` sets), so added
-tokens never split a text. Byte-level BPE (GPT-2's regex over bytes) goes through
-`encode_batch` as before.
+pre-tokenizer is `BertPreTokenizer`, such a Metaspace or such a ByteLevel, and every added token
+is special and not extracted from the text (`encode_special_tokens`, as `rows.load_tokenizer`
+sets), so added tokens never split a text. Others go through `encode_batch` as before.
 """
 from __future__ import annotations
 
@@ -52,6 +56,23 @@ from typing import Any
 import numpy as np
 
 __all__ = ["WordCacheEncoder", "why_not"]
+
+
+GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+"""The regex of HF tokenizers' ByteLevel pre-tokenizer (GPT-2's)."""
+
+
+def bytes_to_unicode() -> list[str]:
+    """GPT-2's byte -> character table, which ByteLevel applies to each word's UTF-8 bytes."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("\u00a1"), ord("\u00ac") + 1), *range(ord("\u00ae"), 256)]
+    table, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            table[b] = chr(b)
+        else:
+            table[b] = chr(256 + extra)
+            extra += 1
+    return [table[b] for b in range(256)]
 
 
 def pre_tokenizer_kind(tok: Any) -> tuple[str | None, str | None]:
@@ -68,7 +89,13 @@ def pre_tokenizer_kind(tok: Any) -> tuple[str | None, str | None]:
             return None, (f"Metaspace with prepend_scheme={spec.get('prepend_scheme')!r}, split={spec.get('split')!r}, "
                           f"replacement={rep!r} (the word cache knows prepend_scheme='always', split=True)")
         return "metaspace", rep
-    return None, f"pre-tokenizer is {name}, not BertPreTokenizer or Metaspace"
+    if name == "ByteLevel":
+        spec = json.loads(tok.to_str()).get("pre_tokenizer") or {}
+        if not spec.get("use_regex", True) or spec.get("add_prefix_space", False):
+            return None, ("ByteLevel with use_regex off or add_prefix_space on (the word cache knows GPT-2's regex "
+                          "without a prefix space)")
+        return "bytelevel", None
+    return None, f"pre-tokenizer is {name}, not BertPreTokenizer, Metaspace or ByteLevel"
 
 
 def why_not(tok: Any) -> str | None:
@@ -86,7 +113,7 @@ def why_not(tok: Any) -> str | None:
     return None
 
 
-NFC_ONLY = {"bert": ("NFC", "Strip"), "metaspace": ("NFC",)}
+NFC_ONLY = {"bert": ("NFC", "Strip"), "metaspace": ("NFC",), "bytelevel": ("NFC",)}
 """Normalizers that leave a text of NFC-inert characters with the same words (see `nfc_inert`), by
 pre-tokenizer: Strip only removes whitespace BERT's drops anyway, but Metaspace turns it into words."""
 
@@ -166,9 +193,14 @@ class WordCacheEncoder:
             py_space = [c for c in range(0x3001) if chr(c).isspace()]  # U+3000 is the last
             self._learn_chars([chr(c) for c in py_space])
             self.odd_space = tuple(chr(c) for c in py_space if self.char_class[c] != 1)
-        else:  # Metaspace: words are the replacement and what follows it, up to the next one
+        elif self.kind == "metaspace":  # words are the replacement and what follows it, up to the next one
             rep = re.escape(self.replacement)
             self.pattern = re.compile(f"{rep}[^{rep}]*|[^{rep}]+")
+        else:  # ByteLevel: GPT-2's regex cuts the words, each then seen as its UTF-8 bytes' characters
+            import regex  # the \p{L} and \p{N} classes; a dependency of transformers
+
+            self.pattern = regex.compile(GPT2_PATTERN)
+            self.byte_char = bytes_to_unicode()
 
     def _clear(self) -> None:
         """An empty word cache (the character classes stay)."""
@@ -224,7 +256,8 @@ class WordCacheEncoder:
     def _normalize(self, texts: Sequence[str]) -> list[str]:
         """The normalizer's output for each text, with every character of it classified."""
         if self.normalizer is None:
-            self._learn_chars(texts)
+            if self.kind == "bert":  # the splitting pattern needs each character's class
+                self._learn_chars(texts)
             return list(texts)
         norm = self.normalizer.normalize_str
         if not self.nfc_only:
@@ -265,10 +298,12 @@ class WordCacheEncoder:
         first: list[bool] = []
         known = self.word_pieces
         if self.kind == "metaspace":  # a space before the chunk became the replacement; a tuple: no space
-            text = chunk[0] if isinstance(chunk, tuple) else self.replacement + chunk
+            words = self.pattern.findall(chunk[0] if isinstance(chunk, tuple) else self.replacement + chunk)
+        elif self.kind == "bytelevel":  # a chunk is one of the regex's words, in byte characters
+            words = ["".join(map(self.byte_char.__getitem__, chunk.encode("utf-8")))]
         else:
-            text = chunk
-        for word in self.pattern.findall(text):
+            words = self.pattern.findall(chunk)
+        for word in words:
             pieces = known.get(word)
             if pieces is None:
                 pieces = known[word] = [t.id for t in self.model.tokenize(word)]
@@ -315,12 +350,14 @@ class WordCacheEncoder:
         findall, odd = self.pattern.findall, self.odd_space
         chunks: list[str] = []
         per_doc = np.zeros(len(norm), np.int64)
-        meta, rep = self.kind == "metaspace", self.replacement
+        meta, rep, byte_level = self.kind == "metaspace", self.replacement, self.kind == "bytelevel"
         for i, t in enumerate(norm):
             if meta:  # Metaspace cuts at " " only; it prepends the replacement unless the text starts with one
                 c = t.split(" ") if t else []
                 if c and t[0] in (" ", rep):
                     c[0] = (c[0],)
+            elif byte_level:  # GPT-2's regex: its words are the chunks
+                c = findall(t)
             else:
                 c = findall(t) if any(o in t for o in odd) else t.split()  # `in`: a fast substring scan
             per_doc[i] = len(c)

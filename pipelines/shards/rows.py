@@ -197,7 +197,8 @@ class DocEncoder:
     """A group's documents -> token ids per document (no special tokens) and word starts when asked.
 
     With `fast` (the default) and a tokenizer `fast_encode.WordCacheEncoder` can reproduce (BERT's
-    pre-tokenizer or Metaspace: the wordpiece, bpe and unigram families), the ids come from its word cache, on one core in less
+    pre-tokenizer, Metaspace or GPT-2's ByteLevel: all four families of the tokenizer stage), the ids
+    come from its word cache, on one core in less
     time than `encode_batch` on every core; otherwise from `encode`. Every `check_every`-th document of
     each group (0 turns this off) is encoded again by HF tokenizers, and a difference stops the
     run with the document's id, so a wrong id can never reach a shard silently."""

@@ -40,9 +40,9 @@ class ShardsConfig:
                                  "document: one document per row, padded (a longer one continues in the next rows)")
     target_shard_mb: float = opt(4.0, "largest shard file in MiB; a group is cut into equal consecutive files up to "
                                       "this (the demo's 7.5 MiB of train rows make 3 files; MosaicML streaming uses 64)")
-    fast_encode: bool = opt(True, "wordpiece, bpe and unigram tokenizers: encode through a word cache (HF tokenizers' "
-                                  "ids, checked against them on every 64th document; a fraction of their CPU time, see "
-                                  "docs/BENCHMARKS.md); byte_bpe always uses HF tokenizers")
+    fast_encode: bool = opt(True, "encode through a word cache: HF tokenizers' ids (checked against them on every 64th "
+                                  "document) for a fraction of their CPU time, see docs/BENCHMARKS.md; off: HF "
+                                  "tokenizers' encode_batch on every core")
     mask: MaskConfig = field(default_factory=MaskConfig, metadata={"help": "masking"})
 
     def __post_init__(self) -> None:

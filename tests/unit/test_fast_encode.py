@@ -145,9 +145,10 @@ METASPACE_EDGE = ["a  b", " a", "a ", "  ", " ", "\u2581", "\u2581a b", "x \u258
                   " \u2581lead", "trail  ", "\u00a0nbsp \u3000ideo"]
 
 
-@pytest.mark.parametrize("model", ["unigram", "bpe"])
-def test_metaspace_tokenizers_same_ids_and_word_starts(texts, tmp_path, model):
-    """The unigram (T5) and character-BPE families: Metaspace, prepend_scheme always, NFC."""
+@pytest.mark.parametrize("model,kind", [("unigram", "metaspace"), ("bpe", "metaspace"), ("byte_bpe", "bytelevel")])
+def test_other_families_same_ids_and_word_starts(texts, tmp_path, model, kind):
+    """unigram (T5) and character BPE: Metaspace (prepend_scheme always) after NFC; byte-level BPE
+    (RoBERTa/GPT-2): GPT-2's regex over the raw text, each word as its bytes' characters."""
     from pipelines.tokenizer import build
 
     tok, trainer = build(model, 4000, min_frequency=2)  # unigram keeps every character of the CJK pages
@@ -155,24 +156,32 @@ def test_metaspace_tokenizers_same_ids_and_word_starts(texts, tmp_path, model):
     tok.save(str(tmp_path / "t.json"))
     tok = load_tokenizer(tmp_path / "t.json")
     enc = assert_same(tok, texts + EDGE + METASPACE_EDGE)
-    assert enc.kind == "metaspace" and enc.nfc_only
+    assert enc.kind == kind and (enc.nfc_only or model == "byte_bpe")
     assert_same(tok, METASPACE_EDGE + EDGE, chunk=1)
 
 
 def test_tokenizers_it_cannot_reproduce_are_refused_with_the_reason(wordpiece, tmp_path):
     from pipelines.tokenizer import build
 
+    from tokenizers.pre_tokenizers import ByteLevel, Metaspace, Whitespace
+
     byte_bpe, trainer = build("byte_bpe", 300, min_frequency=1)
     byte_bpe.train_from_iterator(["some text to train on"] * 5, trainer)
-    assert "ByteLevel" in why_not(byte_bpe)
-    from tokenizers.pre_tokenizers import Metaspace
-
+    assert "encode_special_tokens" in why_not(byte_bpe)  # as built: "<s>" in a text would become the token
+    byte_bpe = load_tokenizer_from(byte_bpe, tmp_path / "byte_bpe.json")
+    assert why_not(byte_bpe) is None
+    prefixed = load_tokenizer_from(byte_bpe, tmp_path / "prefixed.json")
+    prefixed.pre_tokenizer = ByteLevel(add_prefix_space=True)
+    assert "add_prefix_space" in why_not(prefixed)
+    other = load_tokenizer_from(byte_bpe, tmp_path / "other.json")
+    other.pre_tokenizer = Whitespace()
+    assert "pre-tokenizer is Whitespace" in why_not(other)
+    assert WordCacheEncoder.for_tokenizer(other) is None
+    with pytest.raises(ValueError, match="cannot reproduce"):
+        WordCacheEncoder(other)
     first = load_tokenizer_from(byte_bpe, tmp_path / "first.json")
     first.pre_tokenizer = Metaspace(prepend_scheme="first")
     assert "prepend_scheme='first'" in why_not(first)
-    assert WordCacheEncoder.for_tokenizer(byte_bpe) is None
-    with pytest.raises(ValueError, match="cannot reproduce"):
-        WordCacheEncoder(byte_bpe)
     path = tmp_path / "t.json"
     wordpiece.save(str(path))
     added = load_tokenizer(path)
