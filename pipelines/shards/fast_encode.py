@@ -1,4 +1,4 @@
-"""Exact and faster encoding of the tokenizer stage's four families: one model call per distinct word.
+r"""Exact and faster encoding of the tokenizer stage's four families: one model call per distinct word.
 
     enc = WordCacheEncoder.for_tokenizer(tok)     # None when the tokenizer is not of this kind
     flat, doc_lens, starts = enc.encode(texts, with_words=True)

@@ -4,7 +4,6 @@ Big5, Shift-JIS, ...) and on the characters where Python's Unicode tables and th
 crate's disagree; `rows.DocEncoder` checks it against HF tokenizers and stops on a difference."""
 from __future__ import annotations
 
-import glob
 from pathlib import Path
 
 import numpy as np
@@ -161,9 +160,9 @@ def test_other_families_same_ids_and_word_starts(texts, tmp_path, model, kind):
 
 
 def test_tokenizers_it_cannot_reproduce_are_refused_with_the_reason(wordpiece, tmp_path):
-    from pipelines.tokenizer import build
-
     from tokenizers.pre_tokenizers import ByteLevel, Metaspace, Whitespace
+
+    from pipelines.tokenizer import build
 
     byte_bpe, trainer = build("byte_bpe", 300, min_frequency=1)
     byte_bpe.train_from_iterator(["some text to train on"] * 5, trainer)
