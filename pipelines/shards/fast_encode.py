@@ -153,14 +153,14 @@ def normalizer_kinds(tok: Any) -> list[str] | None:
 
 
 class _WordIndex(dict):
-    """word -> its index in the encoder's piece arrays; a missing word is added by `add`."""
+    """chunk -> its index in the encoder's piece arrays; a missing chunk is added by `add`."""
 
     def __init__(self, add):
         super().__init__()
         self.add = add
 
-    def __missing__(self, word: str) -> int:
-        return self.add(word)
+    def __missing__(self, chunk: str | tuple[str]) -> int:
+        return self.add(chunk)
 
 
 class WordCacheEncoder:
@@ -205,7 +205,7 @@ class WordCacheEncoder:
     def _clear(self) -> None:
         """An empty word cache (the character classes stay)."""
         self.word_pieces: dict[str, list[int]] = {}  # pre-tokenizer word -> the model's ids
-        self.chunk_index = _WordIndex(self._add_chunk)  # whitespace-free chunk -> index in the arrays below
+        self.chunk_index = _WordIndex(self._add_chunk)  # chunk (see `encode`) -> index in the arrays below
         self._piece_ids: list[int] = []
         self._piece_first: list[bool] = []  # the piece begins a pre-tokenizer word
         self._piece_start: list[int] = []
@@ -291,9 +291,10 @@ class WordCacheEncoder:
         self.pattern = re.compile(f"{word}|[{punct}]" if punct else word)
 
     # -- words and chunks ----------------------------------------------------------------------------
-    def _add_chunk(self, chunk: str) -> int:
-        """Index of a new whitespace-free chunk ("word," is the words "word" and ","): its words by the
-        pre-tokenizer's pattern, each word's pieces from the model (once per distinct word)."""
+    def _add_chunk(self, chunk: str | tuple[str]) -> int:
+        """Index of a new chunk: its pre-tokenizer words (BERT: a whitespace-free chunk such as "word,"
+        is the words "word" and ","; Metaspace: "▁" + chunk, or the chunk alone when given as a
+        1-tuple; ByteLevel: the chunk is one word), each word's pieces from the model once."""
         ids: list[int] = []
         first: list[bool] = []
         known = self.word_pieces
