@@ -197,11 +197,11 @@ class DocEncoder:
     """A group's documents -> token ids per document (no special tokens) and word starts when asked.
 
     With `fast` (the default) and a tokenizer `fast_encode.WordCacheEncoder` can reproduce (BERT's
-    pre-tokenizer, Metaspace or GPT-2's ByteLevel: all four families of the tokenizer stage), the ids
-    come from its word cache, on one core in less
-    time than `encode_batch` on every core; otherwise from `encode`. Every `check_every`-th document of
-    each group (0 turns this off) is encoded again by HF tokenizers, and a difference stops the
-    run with the document's id, so a wrong id can never reach a shard silently."""
+    pre-tokenizer, Metaspace or GPT-2's ByteLevel: all four families of the tokenizer stage), the
+    ids come from its word cache, on one core in less time than `encode_batch` takes on every
+    core; otherwise from `encode`. Every `check_every`-th document of each group (0 turns this
+    off) is encoded again by HF tokenizers, and a difference stops the run with the document's
+    id, so a wrong id never reaches a shard silently."""
 
     def __init__(self, tok: Any, fast: bool = True, check_every: int = CHECK_EVERY):
         from pipelines.shards.fast_encode import WordCacheEncoder, why_not
