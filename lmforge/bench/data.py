@@ -109,14 +109,14 @@ def write_replicated_corpus(src: Path, dst: Path, copies: int) -> Path:
 def run_lmforge(corpus: Path, tokenizer: Path, out: Path, seq_len: int, num_shards: int) -> dict[str, Any]:
     """The shards stage, timed end to end (Beam start, workers, manifest with sha256s), with the
     DirectRunner mode it picks for this input (`stage.auto_mode`)."""
-    from pipelines.shards.stage import ShardsConfig, auto_mode, run
+    from pipelines.shards.stage import ShardsConfig, auto_mode, corpus_documents, run
 
     t0 = time.perf_counter()
     run(ShardsConfig(corpus=str(corpus), tokenizer=str(tokenizer), output=str(out), seq_len=seq_len, num_shards=num_shards))
     seconds = time.perf_counter() - t0
     tokens, rows = shard_tokens(out)
     return {"seconds": seconds, "tokens": tokens, "rows": rows, "tokens_per_s": tokens / seconds, "bytes": dir_bytes(out),
-            "mode": auto_mode(corpus)}
+            "mode": auto_mode(corpus_documents(corpus))}
 
 
 def shard_tokens(shards_dir: Path) -> tuple[int, int]:

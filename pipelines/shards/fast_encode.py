@@ -170,7 +170,6 @@ class WordCacheEncoder:
         reason = why_not(tok)
         if reason is not None:
             raise ValueError(f"WordCacheEncoder cannot reproduce this tokenizer: {reason}")
-        self.tok = tok
         self.normalizer = tok.normalizer
         self.kind, self.replacement = pre_tokenizer_kind(tok)
         kinds = normalizer_kinds(tok)
