@@ -12,7 +12,7 @@ import pytest
 from schemas.manifest import read_manifest, verify_outputs
 from training.launch import launch_pretrain
 from training.pretrain import PretrainConfig
-from training.testing import make_shards, make_tokenizer
+from tests.fixtures import make_shards, make_tokenizer
 
 pytestmark = pytest.mark.slow
 
@@ -101,7 +101,7 @@ def test_pretrain_causal_and_t5_shards(tmp_path, objective, auto):
     matching transformers Auto class and generate."""
     import transformers
 
-    from training.testing import OBJECTIVE_TOKENIZERS, make_objective_shards
+    from tests.fixtures import OBJECTIVE_TOKENIZERS, make_objective_shards
 
     shards = make_objective_shards(tmp_path, objective)
     tok = tmp_path / OBJECTIVE_TOKENIZERS[objective][0]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from training.testing import make_corpus, vader_texts
+from tests.fixtures import make_corpus, vader_texts
 
 
 @pytest.mark.slow

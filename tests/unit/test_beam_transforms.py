@@ -122,7 +122,7 @@ def test_encode_pack_write_writes_a_readable_masked_shard(tmp_path):
 
     from pipelines.shards.beam_shards import EncodePackWrite
     from pipelines.shards.masking import MaskConfig
-    from training.testing import SENTENCES, make_tokenizer
+    from tests.fixtures import SENTENCES, make_tokenizer
 
     tok_dir = make_tokenizer(tmp_path / "tok")
     docs = [{"id": f"d{i}", "text": s} for i, s in enumerate(SENTENCES)]

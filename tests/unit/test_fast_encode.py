@@ -123,8 +123,8 @@ def test_same_ids_on_edge_cases_alone_and_mixed_into_pages(wordpiece, texts):
 
 
 def test_a_normalizer_other_than_nfc_goes_through_normalize_str(texts, tmp_path):
-    """training.testing's tokenizer lowercases and strips accents (BertNormalizer): still exact."""
-    from training.testing import make_tokenizer
+    """tests.fixtures's tokenizer lowercases and strips accents (BertNormalizer): still exact."""
+    from tests.fixtures import make_tokenizer
 
     tok = load_tokenizer(make_tokenizer(tmp_path, 800, texts[:100]) / "tokenizer.json")
     enc = assert_same(tok, texts[:60] + EDGE)

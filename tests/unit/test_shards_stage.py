@@ -14,7 +14,7 @@ from pipelines.tokenizer import TokenizerConfig, special_ids
 from pipelines.tokenizer import run as run_tokenizer
 from schemas.manifest import read_manifest, sha256_file
 from schemas.shards import SHARD_SCHEMA_VERSION, ShardMeta
-from training.testing import make_corpus, vader_texts
+from tests.fixtures import make_corpus, vader_texts
 
 # Two pages quote special tokens as text: they must stay text, not become boundaries.
 TEXTS = vader_texts("tweets", 160) + vader_texts("movieReviewSnippets", 80) + [

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from training.data import IGNORE_INDEX, RankLoader, ShardSet, build_batch, epoch_batches, open_shard, rank_rows
-from training.testing import make_shards, make_tokenizer
+from tests.fixtures import make_shards, make_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -218,7 +218,7 @@ def test_rank_zero_state_restores_every_rank_but_not_another_setup(shards):
 @pytest.fixture(scope="module")
 def objective_shards(tmp_path_factory) -> dict[str, ShardSet]:
     """Real shards (the stage without Beam) for t5_span (unigram), causal (byte_bpe) and span (byte_bpe)."""
-    from training.testing import make_objective_shards
+    from tests.fixtures import make_objective_shards
 
     root = tmp_path_factory.mktemp("objectives")
     return {objective: ShardSet.open(make_objective_shards(root, objective)) for objective in ("t5_span", "causal", "span")}

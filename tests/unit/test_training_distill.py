@@ -12,7 +12,7 @@ from training.data import RankLoader, ShardSet
 from training.distill import DistillConfig, distill_loss, distill_step, main, student_from_teacher, student_layers
 from training.export import load_tokenizer, save_hf
 from training.model import ModelConfig, SparseMLM, bert_config, build_model, preset
-from training.testing import make_shards, make_tokenizer
+from tests.fixtures import make_shards, make_tokenizer
 
 
 def _teacher(layers: int = 4, vocab: int = 100):
