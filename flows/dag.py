@@ -24,6 +24,7 @@ from prefect.artifacts import create_markdown_artifact
 from pydantic import BaseModel, Field
 
 from flows.presets import PRESETS
+from pipelines.labeled.registry import SOURCES
 
 
 class DagParams(BaseModel):
@@ -32,7 +33,9 @@ class DagParams(BaseModel):
     run_name: str = Field("demo", description="runs/<run_name>/ receives one folder per stage")
     runs_dir: str = Field("runs", description="parent folder of all runs")
     crawl: list[str] = Field(["samples/crawl"], description="crawl inputs: files, directories or globs (WARC/WET/JSONL/Parquet)")
-    labeled: str = Field("samples/labeled/vader", description="VADER ground-truth folder for the fine-tune task")
+    labeled: str = Field("vader", description="the fine-tune task: a known labelled source prepared from its bundled "
+                         "files (see `lmforge labeled list`), or a `lmforge finetune --config` JSON file naming the data "
+                         "and columns, or one labelled data file (JSONL/CSV/Parquet with text, label and optional split)")
     preset: Literal["demo", "tiny"] = Field("demo", description="stage sizes: demo (bundled sample, <15 min) or tiny (tests)")
     nproc: int = Field(2, ge=1, description="pretraining processes (torchrun --nproc_per_node)")
     dedup_index: str = Field("", description="MinHash band index shared by recurring corpus refreshes: each run "
@@ -54,10 +57,11 @@ def _flags(opts: dict[str, Any]) -> list[str]:
     return argv
 
 
-def launch_stage(stage: str, opts: dict[str, Any], out: Path) -> str:
-    """Run `lmforge <stage>` in a subprocess; its log goes to <out>/../logs/<stage>.log and to our stdout."""
-    cmd = [sys.executable, "-m", "lmforge.cli", stage, *_flags(opts)]
-    log_path = out.parent / "logs" / f"{stage}.log"
+def launch_stage(stage: str, opts: dict[str, Any], out: Path, argv: list[str] = ()) -> str:
+    """Run `lmforge <stage> [argv] <opts as flags>` in a subprocess; its log goes to <run>/logs/<stage>.log
+    and to our stdout."""
+    cmd = [sys.executable, "-m", "lmforge.cli", stage, *argv, *_flags(opts)]
+    log_path = _run_dir(out) / "logs" / f"{stage}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     print(f"[{stage}] {' '.join(cmd[2:])}", flush=True)
@@ -75,6 +79,11 @@ def launch_stage(stage: str, opts: dict[str, Any], out: Path) -> str:
         raise RuntimeError(f"stage {stage} failed (exit {rc}); full log: {log_path}\n{tail}")
     print(f"[{stage}] done in {time.time() - t0:.1f}s -> {out}", flush=True)
     return str(out)
+
+
+def _run_dir(out: Path) -> Path:
+    """runs/<name> for a stage directory runs/<name>/<stage> (or runs/<name>/labeled/<source>)."""
+    return out.parent.parent if out.parent.name == "labeled" else out.parent
 
 
 def _noise(line: str) -> bool:
@@ -113,9 +122,20 @@ def pretrain_task(shards: str, tokenizer: str, run: Path, opts: dict) -> str:
     return launch_stage("pretrain", {"shards": shards, "tokenizer": tokenizer, "output": run / "pretrain", **opts}, run / "pretrain")
 
 
+@task(name="labeled")
+def labeled_task(name: str, run: Path) -> str:
+    """A known source turned into files finetune reads (data.jsonl and the finetune.json that names them)."""
+    out = run / "labeled" / name
+    return launch_stage("labeled", {"output": out}, out, argv=["prepare", name])
+
+
 @task(name="finetune")
 def finetune_task(pretrain: str, labeled: str, run: Path, opts: dict) -> str:
-    return launch_stage("finetune", {"model": Path(pretrain) / "hf", "data": labeled, "output": run / "finetune", **opts}, run / "finetune")
+    prepared = Path(labeled, "finetune.json")
+    source = ({"config": prepared} if prepared.exists() else {"config": labeled} if labeled.endswith(".json")
+              else {"data": [labeled]})
+    return launch_stage("finetune", {"model": Path(pretrain) / "hf", **source, "output": run / "finetune", **opts},
+                        run / "finetune")
 
 
 @task(name="distill")
@@ -144,10 +164,11 @@ def lmforge_dag(params: DagParams = DagParams()) -> dict[str, str]:
     shards = shards_task(corpus, tokenizer, run, opts["shards"])
     pretrain = pretrain_task(shards, tokenizer, run, {**opts["pretrain"], "nproc": params.nproc})
     # finetune and distill only depend on pretrain; run them one after the other on 2 cores.
-    finetune = finetune_task(pretrain, params.labeled, run, opts["finetune"])
+    labeled = labeled_task(params.labeled, run) if params.labeled in SOURCES else params.labeled
+    finetune = finetune_task(pretrain, labeled, run, opts["finetune"])
     distill = distill_task(pretrain, shards, run, opts["distill"])
     evaluation = evaluate_task(run, opts["evaluate"], [finetune, distill])
-    return {"corpus": corpus, "tokenizer": tokenizer, "shards": shards, "pretrain": pretrain,
+    return {"corpus": corpus, "tokenizer": tokenizer, "shards": shards, "pretrain": pretrain, "labeled": labeled,
             "finetune": finetune, "distill": distill, "eval": evaluation}
 
 
@@ -156,7 +177,8 @@ def cli_main(argv: list[str]) -> int:
     ap.add_argument("--name", default="demo", help="run name: outputs go to <runs-dir>/<name>/ (default: demo)")
     ap.add_argument("--runs-dir", default="runs", help="parent folder of runs (default: runs)")
     ap.add_argument("--crawl", nargs="+", default=["samples/crawl"], help="crawl inputs (default: samples/crawl)")
-    ap.add_argument("--labeled", default="samples/labeled/vader", help="VADER folder (default: samples/labeled/vader)")
+    ap.add_argument("--labeled", default="vader", help="fine-tune task: a known source (lmforge labeled list), a finetune "
+                    "--config JSON file or a labelled data file (default: vader)")
     ap.add_argument("--preset", choices=sorted(PRESETS), default="demo", help="stage sizes (default: demo)")
     ap.add_argument("--nproc", type=int, default=2, help="pretraining processes (default: 2)")
     ap.add_argument("--dedup-index", default="", help="band index shared by recurring refreshes: drop pages earlier runs "

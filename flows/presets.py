@@ -17,8 +17,9 @@ def demo() -> dict[str, dict[str, Any]]:
         # 2 procs x 16 rows x 128 tokens = 4,096 tokens/step; 1,000 steps = 4.1M tokens, about 5.5
         # epochs of the sample's ~750k train tokens, at ~0.25 s/step = ~4 minutes on 2 cores.
         "pretrain": {"model": "demo", "steps": 1000, "micro_batch_size": 16, "lr": 1e-3, "log_every": 50},
-        # ~15.6k train sentences / 32 = 489 steps/epoch at ~10 steps/s: under 2 minutes for 2 epochs.
-        "finetune": {"epochs": 2, "batch_size": 32, "lr": 3e-4},
+        # VADER, 3 classes: 19k train sentences / 32 = 596 steps/epoch; the pretrained model and its
+        # random-init twin (one seed each in the demo), plus the majority and TF-IDF controls.
+        "finetune": {"epochs": 2, "batch_size": 32, "lr": 3e-4, "max_length": 64, "init": ["pretrained", "scratch"]},
         # KL only at masked positions: full-vocabulary KL at every position costs ~0.7 s/step here.
         "distill": {"steps": 200, "batch_size": 16, "restrict_ce_to_mask": True, "log_every": 25},
         "evaluate": {},
@@ -31,7 +32,8 @@ def tiny() -> dict[str, dict[str, Any]]:
         "tokenizer": {"vocab_size": 1500},
         "shards": {"seq_len": 64, "num_shards": 2, "valid_per_mille": 150, "mask_num_variants": 3},
         "pretrain": {"model": "tiny", "steps": 30, "micro_batch_size": 8, "lr": 2e-3, "log_every": 10, "eval_batches": 2},
-        "finetune": {"epochs": 1, "max_train": 600, "batch_size": 32, "lr": 3e-4},
+        "finetune": {"epochs": 1, "max_train": 600, "max_validation": 300, "max_test": 300, "batch_size": 32, "lr": 3e-4,
+                     "max_length": 64, "init": ["pretrained", "scratch"]},
         "distill": {"steps": 10, "batch_size": 8},
         "evaluate": {"max_batches": 4},
     }

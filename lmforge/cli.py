@@ -55,9 +55,10 @@ SUMMARIES = {
     "tokenizer": "train a tokenizer (HF tokenizers: WordPiece, BPE, byte-level BPE or Unigram) on the clean corpus",
     "shards": "Beam: encode, pack and mask into Arrow token shards",
     "pretrain": "DeepSpeed ZeRO-2 pretraining, 2 processes (torchrun): BERT on MLM shards, GPT-2 on causal, T5 on t5_span",
-    "finetune": "fine-tune on binary sentiment (VADER human-scored sentences)",
+    "finetune": "fine-tune on labelled data (classification, pairs, regression, token tags) beside the controls",
     "distill": "DistilBERT-style student from the pretrained teacher",
     "evaluate": "MLM loss, accuracy, parameters, throughput -> eval/report.{json,md}",
+    "labeled": "real labelled datasets (VADER, Reuters-21578, ...) as files finetune reads: labeled list | prepare NAME",
     "run": "the whole DAG as one Prefect flow (no server needed)",
     "bench": "benchmarks against named peers -> docs/BENCHMARKS.md (bench corpus | data | extraction | langid | scale | tokenizer)",
 }
@@ -84,6 +85,30 @@ def _bench(rest: list[str]) -> int:
     return importlib.import_module(benches[rest[0]]).main(rest[1:])
 
 
+def _labeled(rest: list[str]) -> int:
+    from pipelines.labeled.registry import SOURCES, describe, prepare
+
+    ap = argparse.ArgumentParser(prog="lmforge labeled", description=SUMMARIES["labeled"])
+    sub = ap.add_subparsers(dest="action", required=True)
+    sub.add_parser("list", help="the known sources, with what they are")
+    p = sub.add_parser("prepare", help="convert one source into data.jsonl + finetune.json + licence + manifest")
+    p.add_argument("name", choices=SOURCES)
+    p.add_argument("--output", required=True, help="directory to write")
+    p.add_argument("--source", default=None, help="where the source's files are (default: its usual place)")
+    a = ap.parse_args(rest)
+    if a.action == "list":
+        for name in SOURCES:
+            print(f"{name:10s} {describe(name)}")
+        return 0
+    try:
+        out = prepare(a.name, a.output, a.source)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"lmforge labeled: error: {e}", file=sys.stderr)
+        return 2
+    print(f"labeled: wrote {out} (lmforge finetune --config {out}/finetune.json --model DIR --output DIR)")
+    return 0
+
+
 def _reject_misspelt_flags(sp: argparse.ArgumentParser, beam_args: list[str]) -> None:
     """Unknown options go to Beam, which ignores what it does not know either: a stage flag
     written with underscores (--line_dedup for --line-dedup) would be lost without a word."""
@@ -98,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="lmforge", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in (*STAGES, "run", "bench"):
+    for name in (*STAGES, "labeled", "run", "bench"):
         sub.add_parser(name, help=SUMMARIES[name], add_help=False)
     if not argv or argv[0] in ("-h", "--help"):
         parser.print_help()
@@ -113,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         return cli_main(rest)
     if command == "bench":
         return _bench(rest)
+    if command == "labeled":
+        return _labeled(rest)
     cls, run_fn, doc, beam = _stage(command)
     sp = argparse.ArgumentParser(prog=f"lmforge {command}", description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_args(sp, cls)

@@ -16,12 +16,16 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
-def opt(default: Any = dataclasses.MISSING, help: str = "", **kw: Any) -> Any:
-    """A config field with its documentation. Mutable defaults go through default_factory."""
+def opt(default: Any = dataclasses.MISSING, help: str = "", alias: str | None = None, **kw: Any) -> Any:
+    """A config field with its documentation. Mutable defaults go through default_factory.
+
+    `alias` is a second spelling of the flag (`--from` for the field `from_model`, as `from` is a
+    Python keyword); the JSON config key stays the field name."""
+    meta = {"help": help, **({"alias": alias} if alias else {})}
     if isinstance(default, (list, dict)):
         value = default
-        return dataclasses.field(default_factory=lambda: type(value)(value), metadata={"help": help}, **kw)
-    return dataclasses.field(default=default, metadata={"help": help}, **kw)
+        return dataclasses.field(default_factory=lambda: type(value)(value), metadata=meta, **kw)
+    return dataclasses.field(default=default, metadata=meta, **kw)
 
 
 def _base_type(tp: Any) -> tuple[Any, bool]:
@@ -63,10 +67,11 @@ def add_config_args(parser: argparse.ArgumentParser, cls: type, prefix: str = ""
             help_text += f" (default: {default})"
         else:
             help_text += " (required)"
+        flags = [flag, *([f.metadata["alias"]] if f.metadata.get("alias") and not prefix else [])]
         if tp is bool and not is_list:
-            parser.add_argument(flag, dest=dest, action=argparse.BooleanOptionalAction, default=None, help=help_text)
+            parser.add_argument(*flags, dest=dest, action=argparse.BooleanOptionalAction, default=None, help=help_text)
         else:
-            parser.add_argument(flag, dest=dest, type=tp, nargs="+" if is_list else None,
+            parser.add_argument(*flags, dest=dest, type=tp, nargs="+" if is_list else None,
                                 default=None, help=help_text, metavar=f.name.upper())
 
 

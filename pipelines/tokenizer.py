@@ -1,6 +1,7 @@
 """The tokenizer stage: train a WordPiece, BPE, byte-level BPE or Unigram tokenizer with HF `tokenizers`.
 
 Run alone:  lmforge tokenizer --corpus runs/demo/corpus --output runs/demo/tokenizer [--model byte_bpe --sample 20000]
+Or adopt:   lmforge tokenizer --from path/to/hf_model --output runs/demo/tokenizer   (no training; see `adopt`)
 
 Texts stream from the corpus Parquet files batch by batch, so memory does not grow with the
 corpus; `--sample N` trains on N documents chosen by a hash of their id (see `choose_sample`).
@@ -72,8 +73,10 @@ def min_vocab(model: str, extra_ids: int) -> int:
 
 @dataclass
 class TokenizerConfig:
-    corpus: str = opt(help="corpus stage directory (reads data/<lang>/*.parquet)")
     output: str = opt(help="stage directory to write tokenizer.json and the transformers files to")
+    corpus: str = opt("", "corpus stage directory to train on (reads data/<lang>/*.parquet)")
+    from_model: str = opt("", "adopt the tokenizer of this Hugging Face model directory instead of training one "
+                          "(for continued pretraining with --init-from; its special tokens and ids are kept)", alias="--from")
     model: str = opt("wordpiece", "wordpiece (BERT) | bpe | byte_bpe (GPT-2/RoBERTa) | unigram (SentencePiece/T5)")
     vocab_size: int = opt(8000, "vocabulary size, special tokens (and unigram's sentinels) included")
     min_frequency: int = opt(2, "ignore pieces seen fewer times (wordpiece, bpe, byte_bpe; unigram prunes by likelihood)")
@@ -83,6 +86,8 @@ class TokenizerConfig:
     model_max_length: int = opt(512, "model_max_length written to tokenizer_config.json")
 
     def __post_init__(self) -> None:
+        require(bool(self.corpus) != bool(self.from_model), "give --corpus (train a tokenizer) or --from MODEL_DIR "
+                "(adopt a model's tokenizer), one of the two")
         require(self.model in MODELS, f"model {self.model!r} is not one of {', '.join(MODELS)}")
         require(self.extra_ids >= 0, "extra_ids must be >= 0")
         low = min_vocab(self.model, self.extra_ids if self.model == "unigram" else 0)
@@ -355,11 +360,57 @@ def save(tok, out: Path, model: str = "wordpiece", model_max_length: int = 512) 
     return [out / n for n in names]
 
 
+def model_family(tok) -> str:
+    """The tokenizer stage's name for a `tokenizers.Tokenizer`'s model: wordpiece, bpe, byte_bpe or unigram."""
+    spec = json.loads(tok.to_str())
+    kind = spec["model"]["type"]
+    if kind == "BPE":
+        pre = json.dumps(spec.get("pre_tokenizer") or {})
+        return "byte_bpe" if "ByteLevel" in pre else "bpe"
+    names = {"WordPiece": "wordpiece", "Unigram": "unigram"}
+    if kind not in names:
+        raise ValueError(f"tokenizer model {kind!r} is not one lmforge encodes (WordPiece, BPE, Unigram)")
+    return names[kind]
+
+
+def adopt(model_dir: str | Path, out: Path) -> tuple[Any, str, list[Path]]:
+    """An existing model's tokenizer, saved to `out` as the transformers files plus tokenizer.json.
+
+    The tokenizer is loaded with `AutoTokenizer` (so a model that ships only vocab.txt gets its
+    fast tokenizer converted) and its `tokenizers.Tokenizer` is what the shards stage encodes with;
+    the special ids come from its vocabulary (`special_ids`), not from the training layout."""
+    from transformers import AutoTokenizer
+
+    try:
+        hf = AutoTokenizer.from_pretrained(str(model_dir))
+    except (OSError, ValueError) as e:
+        raise ValueError(f"--from {model_dir}: no tokenizer that transformers can load ({e})") from e
+    if not getattr(hf, "is_fast", False):
+        raise ValueError(f"--from {model_dir}: {type(hf).__name__} is not a fast (tokenizers) tokenizer")
+    tok = hf.backend_tokenizer
+    special_ids(tok)  # a clear error when none of the known special-token sets is there
+    family = model_family(tok)
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tokenizer.", dir=out))
+    try:
+        written = hf.save_pretrained(str(tmp))
+        names = sorted({Path(p).name for p in written if Path(p).is_file()} | {"tokenizer.json"})
+        for name in names:
+            os.replace(tmp / name, out / name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(out / "tokenizer.json")), family, [out / n for n in names]
+
+
 def run(cfg: TokenizerConfig) -> Path:
     import tokenizers
     import transformers
 
     t0 = time.time()
+    if cfg.from_model:
+        return run_adopt(cfg, t0)
     read_manifest(cfg.corpus)  # the corpus must have finished
     out = Path(cfg.output)
     out.mkdir(parents=True, exist_ok=True)
@@ -394,4 +445,32 @@ def run(cfg: TokenizerConfig) -> Path:
                "versions": {"tokenizers": tokenizers.__version__, "transformers": transformers.__version__}},
         wall_seconds=round(time.time() - t0, 2)))
     print(f"tokenizer: {cfg.model}, {vocab} pieces from {n_docs} documents -> {out}", flush=True)
+    return out
+
+
+def run_adopt(cfg: TokenizerConfig, t0: float) -> Path:
+    """`--from`: the tokenizer stage's outputs and manifest for an adopted tokenizer."""
+    import tokenizers
+    import transformers
+
+    out = Path(cfg.output)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "manifest.json").unlink(missing_ok=True)
+    tok, family, written = adopt(cfg.from_model, out)
+    vocab = tok.get_vocab_size()
+    ids = special_ids(tok)
+    sentinels = ids.pop("sentinels")
+    write_manifest(out, Manifest(
+        stage="tokenizer", config=config_to_dict(cfg), inputs=[input_ref(cfg.from_model)],
+        counts={"documents": 0, "vocab_size": vocab},
+        outputs=describe_outputs(out, written),
+        extra={"model": family, "adopted_from": str(cfg.from_model), "vocab_size": vocab,
+               "special_tokens": {t: tok.token_to_id(t) for t in SPECIALS[family].tokens if tok.token_to_id(t) is not None},
+               "special_ids": ids,
+               "sentinels": {"count": len(sentinels), "extra_id_0": sentinels[0] if sentinels else None,
+                             "last": sentinels[-1] if sentinels else None},
+               "tokenizer_json_sha256": sha256_file(out / "tokenizer.json"),
+               "versions": {"tokenizers": tokenizers.__version__, "transformers": transformers.__version__}},
+        wall_seconds=round(time.time() - t0, 2)))
+    print(f"tokenizer: adopted {family} ({vocab} pieces) from {cfg.from_model} -> {out}", flush=True)
     return out

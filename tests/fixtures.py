@@ -153,3 +153,19 @@ def make_objective_shards(root: str | Path, objective: str, num_variants: int = 
     cfg = ShardsConfig(corpus=str(corpus), tokenizer=str(tok), output=str(root / objective), seq_len=seq_len,
                        valid_per_mille=100, mask=MaskConfig(objective=objective, num_variants=num_variants))
     return run_local(cfg)
+
+
+def tiny_bert_dir(out_dir: str | Path, hidden: int = 32, layers: int = 2, vocab_size: int = 600) -> Path:
+    """A HF model directory (a tiny randomly initialised BertForMaskedLM and a WordPiece tokenizer
+    trained on 1,200 VADER sentences), as the pretrain stage would export it; built in about a second."""
+    import torch
+    from transformers import BertConfig, BertForMaskedLM
+
+    out_dir = Path(out_dir) / "tiny-bert"
+    texts = [t for name in ("tweets", "movieReviewSnippets", "amazonReviewSnippets") for t in vader_texts(name, 400)]
+    make_tokenizer(out_dir, vocab_size=vocab_size, texts=texts)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=2,
+                        intermediate_size=2 * hidden, max_position_embeddings=128, pad_token_id=0)
+    BertForMaskedLM(config).save_pretrained(out_dir)
+    return out_dir

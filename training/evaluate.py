@@ -1,5 +1,6 @@
-"""Evaluate a run: held-out MLM loss and perplexity of teacher and student, fine-tune accuracy
-against the majority class, parameter counts and CPU inference throughput.
+"""Evaluate a run: held-out MLM loss and perplexity of teacher and student, the fine-tune's test
+scores next to its controls (random-init twin, majority class, TF-IDF + logistic regression),
+parameter counts and CPU inference throughput.
 
 Run alone:  lmforge evaluate --run runs/demo --output runs/demo/eval
 
@@ -107,11 +108,10 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"Student/teacher: {s['params'] / t['params']:.2f}x parameters, {s['sequences_per_second'] / max(t['sequences_per_second'], 1e-9):.2f}x throughput, "
         f"MLM loss {s['mlm_loss'] - t['mlm_loss']:+.3f}.",
         "",
-        "| fine-tune (binary sentiment, held out) | value |",
-        "|---|---:|",
-        f"| accuracy | {f['accuracy']:.3f} |",
-        f"| majority-class baseline | {f['majority_baseline']:.3f} |",
-        f"| test sentences | {f['test_examples']:,} |",
+        f"Fine-tune ({f['task']}, {f['test_examples']:,} held-out test examples; mean ± sd over seeds; "
+        f"`scratch` is the same architecture from a random start, the controls run on the same split):",
+        "",
+        f["table"],
         "",
         f"Pretraining: training MLM loss {_fmt(report['pretrain'].get('first_loss'))} -> {_fmt(report['pretrain'].get('last_loss'))} "
         f"over {report['pretrain'].get('steps')} steps.",
@@ -127,8 +127,10 @@ def _fmt(x: float | None) -> str:
 def run(cfg: EvaluateConfig) -> Path:
     import torch
 
+    from schemas.finetune import FinetuneMetrics
     from schemas.shards import MLM_OBJECTIVES
     from training.data import ShardSet
+    from training.finetune import summary_table
 
     t0 = time.time()
     torch.set_num_threads(cfg.threads)
@@ -141,13 +143,15 @@ def run(cfg: EvaluateConfig) -> Path:
     shards = ShardSet.open(stages["shards"])
     shards.require_objective(MLM_OBJECTIVES, "evaluate (masked-LM loss)")
     table = shards.read("valid")
-    ft = json.loads((stages["finetune"] / "metrics.json").read_text())
+    ft = FinetuneMetrics.read(stages["finetune"] / "metrics.json")
     pre = json.loads((stages["pretrain"] / "metrics.json").read_text())
     report = {
         "run": run_dir.name,
         "teacher": model_entry(stages["pretrain"] / "hf", table, cfg),
         "student": model_entry(stages["distill"] / "hf", table, cfg),
-        "finetune": {k: ft[k] for k in ("accuracy", "majority_baseline", "train_examples", "test_examples")},
+        "finetune": {"task": ft.task, "primary_metric": ft.primary_metric, "test_examples": ft.counts["test_examples"],
+                     "train_examples": ft.counts["train_examples"], "table": summary_table(ft),
+                     "test": {row: ft.mean(row) for row in ft.rows}},
         "pretrain": {"first_loss": pre.get("first_loss"), "last_loss": pre.get("last_loss"), "steps": pre.get("steps")},
         "valid_rows": table.num_rows,
     }

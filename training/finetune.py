@@ -1,133 +1,236 @@
-"""Fine-tune the pretrained model on binary sentiment (VADER's human-scored sentences).
+"""Fine-tune a model on labelled data, next to the controls a user could get without it.
 
-Run alone:
-    lmforge finetune --model runs/demo/pretrain/hf --data samples/labeled/vader --output runs/demo/finetune
+    lmforge finetune --model runs/demo/pretrain/hf --data reviews.jsonl --output runs/demo/finetune
+    lmforge finetune --model DIR --task classification --train a.csv --validation b.csv --test c.csv \\
+        --text-column premise --text-pair-column hypothesis --label-column gold --seeds 1 2 3 --init pretrained scratch
+    lmforge finetune --model DIR --task regression --data vader.jsonl --label-column score
+    lmforge finetune --model DIR --task tokens --train train.conll --test test.conll
 
-Single process, plain torch AdamW: the task is small (about 18k sentences) and fits one CPU
-process; DeepSpeed adds nothing here. Writes hf/ (BertForSequenceClassification, safetensors),
-metrics.json (held-out accuracy next to the majority-class baseline) and the manifest.
+Data: JSONL, CSV/TSV (header row), Parquet, a `datasets` save_to_disk directory, and for
+`--task tokens` CoNLL files (`token<TAB>tag`, blank line between sentences) or JSONL with
+`tokens` and `tags` lists. Splits come from `--train/--validation/--test` files, else from the
+`--split-column` (train/validation/test), else from a hash of the id (10% test, 10% of the rest
+validation); without a validation split 10% of train is held out for model selection. The test
+split is scored once, at the end. Rows that cannot be used are left out and counted by reason
+in metrics.json; a missing column, an unseen label in validation/test or a single class stops
+with an error naming the file and line.
+
+For each `--init` (pretrained: the model's weights; scratch: the same architecture from a
+random start) and each of `--seeds`, the model is trained with BERT's recipe (AdamW, 10% warm-up
+then linear decay, clipping at 1.0, batch 32, 3 epochs; every value an option) and the
+checkpoint with the best validation score kept. The controls (majority class; TF-IDF word 1-2 +
+char 2-5 grams with logistic regression, regularisation chosen on validation) run on the same
+splits. Writes `hf/` (the best seed of the first --init, with the tokenizer and the label
+names: `AutoModelForSequenceClassification` / `AutoModelForTokenClassification` and
+`pipeline(...)` load it), `metrics.json` (`schemas.finetune.FinetuneMetrics`: every metric per
+seed with mean and sd, on validation and test, for every row) and, last, `manifest.json`.
 """
 from __future__ import annotations
 
-import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lmforge.config import config_to_dict, opt, parse_config, require
+from schemas.finetune import CONTROLS, INITS, METRICS, TASKS, FinetuneMetrics, Row, Score
 from schemas.manifest import Manifest, atomic_write_json, describe_outputs, input_ref, write_manifest
-from training.sentiment import VADER_SETS, load_examples, majority_baseline, split_examples
+from training.tasks.dataset import Columns, TaskData, cap, load_task
+from training.tasks.trainer import Recipe
+
+SCORED = ("validation", "test")
 
 
 @dataclass(kw_only=True)
 class FinetuneConfig:
-    model: str = opt(help="HF model directory to start from (e.g. runs/<run>/pretrain/hf)")
-    data: str = opt("samples/labeled/vader", "directory with VADER <set>_GroundTruth.txt files")
+    model: str = opt(help="HF model directory to start from (runs/<run>/pretrain/hf, or any BERT-style model)")
     output: str = opt(help="stage directory to write hf/, metrics.json and manifest.json to")
-    sets: list[str] = opt(list(VADER_SETS), "VADER sets to use")
-    neutral_band: float = opt(0.5, "leave out sentences with |score| below this (neither positive nor negative)")
-    test_per_mille: int = opt(200, "sentences per 1,000 held out for testing, chosen by a hash of their id")
-    max_train: int = opt(0, "train on at most this many sentences (0 = all)")
-    epochs: int = opt(2, "passes over the training sentences")
-    batch_size: int = opt(32, "sentences per step")
-    max_length: int = opt(64, "tokens per sentence after truncation")
-    lr: float = opt(1e-4, "AdamW learning rate (linear decay, no warm-up)")
-    seed: int = opt(0, "shuffling and classifier-head initialisation")
+    task: str = opt("classification", "classification (one text or a pair) | regression (float label) | "
+                    "tokens (a tag per word)")
+    data: list[str] = opt([], "labelled file(s) or datasets directory, split by --split-column or by a hash")
+    train: list[str] = opt([], "train file(s) (instead of --data)")
+    validation: list[str] = opt([], "validation file(s); without them 10% of train is held out")
+    test: list[str] = opt([], "test file(s); without them 10% of the rows are held out by a hash of the id")
+    text_column: str = opt("text", "column with the text")
+    text_pair_column: str = opt("", "column with the second text of a pair (empty: single texts)")
+    label_column: str = opt("label", "column with the label (a class name or integer, or a float for regression)")
+    split_column: str = opt("split", "column naming each row's split (train / validation / test)")
+    id_column: str = opt("id", "column with a stable row id for the hash split (else the text is hashed)")
+    tokens_column: str = opt("tokens", "tokens: JSONL column with the list of words")
+    tags_column: str = opt("tags", "tokens: JSONL column with the list of tags")
+    test_per_mille: int = opt(100, "rows per 1,000 held out as test when no test split is given")
+    validation_per_mille: int = opt(100, "train rows per 1,000 held out as validation when none is given")
+    max_bad_fraction: float = opt(0.1, "stop if more than this share of rows cannot be used")
+    max_train: int = opt(0, "train on at most this many examples, chosen by a hash of the id (0 = all)")
+    max_validation: int = opt(0, "score at most this many validation examples (0 = all)")
+    max_test: int = opt(0, "score at most this many test examples (0 = all)")
+    init: list[str] = opt(["pretrained"], "pretrained (the model's weights) and/or scratch (same architecture, "
+                          "random start: the control for what pretraining bought)")
+    seeds: list[int] = opt([1], "one fine-tune per seed (head init, shuffling, dropout); mean and sd are reported")
+    epochs: int = opt(3, "passes over train")
+    batch_size: int = opt(32, "examples per step")
+    lr: float = opt(5e-5, "peak AdamW learning rate (BERT: 2e-5..5e-5; small models from scratch like more)")
+    warmup_ratio: float = opt(0.1, "share of steps with a linear warm-up, then linear decay to 0")
+    weight_decay: float = opt(0.01, "AdamW weight decay on matrices")
+    clip: float = opt(1.0, "gradient-norm clipping")
+    patience: int = opt(2, "stop after this many validation scores without a gain (0: never)")
+    eval_every: int = opt(0, "steps between validation scores (0: every epoch)")
+    dropout: float = opt(-1.0, "hidden and attention dropout while fine-tuning (-1: the model's own)")
+    max_length: int = opt(128, "tokens per example after truncation (truncations are counted)")
+    select_metric: str = opt("", "metric for model selection (default: accuracy, pearson, entity_f1 or token_accuracy)")
+    controls: bool = opt(True, "also score the majority and TF-IDF + logistic regression controls")
     threads: int = opt(2, "torch CPU threads")
 
     def __post_init__(self) -> None:
-        require(set(self.sets) <= set(VADER_SETS), f"sets must be among {VADER_SETS}, got {self.sets}")
-        require(0 < self.test_per_mille < 1000, "test_per_mille must be in (0, 1000)")
-        require(self.epochs >= 1 and self.batch_size >= 1 and self.max_length >= 8, "epochs, batch_size, max_length too small")
+        require(self.task in TASKS, f"task must be one of {', '.join(TASKS)}, got {self.task!r}")
+        require(bool(self.init) and set(self.init) <= set(INITS), f"init must be among {INITS}, got {self.init}")
+        require(len(set(self.init)) == len(self.init), f"init lists {self.init} twice")
+        require(bool(self.seeds) and len(set(self.seeds)) == len(self.seeds), f"seeds must be distinct, got {self.seeds}")
+        require(0 < self.test_per_mille < 1000 and 0 < self.validation_per_mille < 1000, "per-mille values must be in (0, 1000)")
+        require(0 <= self.max_bad_fraction <= 1, "max_bad_fraction must be in [0, 1]")
+        require(min(self.max_train, self.max_validation, self.max_test) >= 0, "max_* must be >= 0")
+        require(self.epochs >= 1 and self.batch_size >= 1 and self.max_length >= 8, "epochs, batch_size or max_length too small")
+        require(self.lr > 0 and 0 <= self.warmup_ratio < 1 and self.clip > 0, "lr > 0, 0 <= warmup_ratio < 1, clip > 0")
+        require(self.patience >= 0 and self.eval_every >= 0, "patience and eval_every must be >= 0")
+        require(self.dropout == -1.0 or 0 <= self.dropout < 1, "dropout must be in [0, 1) or -1")
+        if self.select_metric:
+            require(self.select_metric in METRICS[self.task], f"select_metric for {self.task} is one of {METRICS[self.task]}")
+
+    @property
+    def columns(self) -> Columns:
+        return Columns(self.text_column, self.text_pair_column or None, self.label_column, self.split_column,
+                       self.id_column, self.tokens_column, self.tags_column)
+
+    @property
+    def recipe(self) -> Recipe:
+        return Recipe(self.lr, self.epochs, self.batch_size, self.warmup_ratio, self.weight_decay, self.clip,
+                      self.patience, self.eval_every, None if self.dropout == -1.0 else self.dropout)
 
 
-def _batches(examples, tok, batch_size, max_length):
-    import torch
+def load_data(cfg: FinetuneConfig) -> TaskData:
+    data = load_task(cfg.task, cfg.columns, train=cfg.train, validation=cfg.validation, test=cfg.test, data=cfg.data,
+                     test_per_mille=cfg.test_per_mille, validation_per_mille=cfg.validation_per_mille,
+                     max_bad_fraction=cfg.max_bad_fraction)
+    for split, n in (("train", cfg.max_train), ("validation", cfg.max_validation), ("test", cfg.max_test)):
+        before = len(data.split(split))
+        setattr(data, split, cap(data.split(split), n))
+        if len(data.split(split)) < before:
+            data.counts[f"{split}_capped_from"] = before
+            data.counts[f"{split}_examples"] = len(data.split(split))
+    return data
 
-    for i in range(0, len(examples), batch_size):
-        chunk = examples[i : i + batch_size]
-        enc = tok([e.text for e in chunk], truncation=True, max_length=max_length, padding=True, return_tensors="pt")
-        yield enc, torch.tensor([e.label for e in chunk])
+
+def load_tokenizer(model_dir: str, task: str):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    if not getattr(tok, "is_fast", False):
+        raise ValueError(f"{model_dir}: the tokenizer is not a fast (tokenizers) one; word alignment needs it")
+    if tok.pad_token_id is None:
+        raise ValueError(f"{model_dir}: the tokenizer has no pad token; batches cannot be padded")
+    return tok
 
 
-def accuracy(model, tok, examples, batch_size: int, max_length: int) -> float:
-    import torch
+def control_rows(data: TaskData, primary: str) -> dict[str, Row]:
+    from training.tasks.baselines import majority, tfidf_lr
+    from training.tasks.metrics import score
 
-    model.eval()
-    correct = 0
-    with torch.no_grad():
-        for enc, labels in _batches(examples, tok, batch_size * 4, max_length):
-            correct += int((model(**enc).logits.argmax(-1) == labels).sum())
-    return correct / max(1, len(examples))
+    rows = {}
+    for name, fn in (("majority", lambda: majority(data)), ("tfidf_lr", lambda: tfidf_lr(data, primary))):
+        t0 = time.time()
+        preds, details = fn()
+        scores = {s: score(data, s, preds[s]) for s in SCORED}
+        rows[name] = Row("control", {s: {m: Score.of({"null": v}) for m, v in ms.items()} for s, ms in scores.items()},
+                         {"null": round(time.time() - t0, 1)}, {"null": details})
+    return rows
 
 
 def run(cfg: FinetuneConfig) -> Path:
     import torch
-    from tqdm import tqdm
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from training.export import save_hf
+    from training.tasks.encode import encode
+    from training.tasks.metrics import lower_is_better, primary_metric, score
+    from training.tasks.trainer import build_model, fit, predict
 
     t0 = time.time()
     torch.set_num_threads(cfg.threads)
-    torch.manual_seed(cfg.seed)
     out = Path(cfg.output)
     out.mkdir(parents=True, exist_ok=True)
     (out / "manifest.json").unlink(missing_ok=True)
 
-    examples, counts = load_examples(cfg.data, cfg.sets, cfg.neutral_band)
-    train, test = split_examples(examples, cfg.test_per_mille)
-    random.Random(cfg.seed).shuffle(train)
-    if cfg.max_train:
-        train = train[: cfg.max_train]
-    majority, baseline = majority_baseline(train, test)
+    data = load_data(cfg)
+    primary = cfg.select_metric or primary_metric(cfg.task, data.is_bio)
+    tok = load_tokenizer(cfg.model, cfg.task)
+    enc = {s: encode(data, s, tok, cfg.max_length) for s in ("train", *SCORED)}
+    counts: dict[str, Any] = dict(data.counts)
+    for e in enc.values():
+        counts.update(e.counts)
+    print(f"finetune: {cfg.task}, {len(data.train):,} train / {len(data.validation):,} validation / "
+          f"{len(data.test):,} test examples" + (f", {len(data.labels)} labels" if data.labels else "")
+          + f"; selecting on validation {primary}", flush=True)
 
-    tok = AutoTokenizer.from_pretrained(cfg.model)
-    model = AutoModelForSequenceClassification.from_pretrained(cfg.model, num_labels=2)
-    opt_ = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
-    steps = cfg.epochs * ((len(train) + cfg.batch_size - 1) // cfg.batch_size)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt_, lambda s: max(0.0, 1.0 - s / steps))
-    curve = []
-    bar = tqdm(total=steps, desc="finetune", unit="step", mininterval=5)
-    for epoch in range(cfg.epochs):
-        random.Random(cfg.seed + epoch).shuffle(train)
-        model.train()
-        for enc, labels in _batches(train, tok, cfg.batch_size, cfg.max_length):
-            loss = model(**enc, labels=labels).loss
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt_.step()
-            sched.step()
-            opt_.zero_grad(set_to_none=True)
-            curve.append(round(float(loss), 4))
-            bar.update(1)
-            bar.set_postfix(loss=f"{float(loss):.3f}", refresh=False)
-    bar.close()
-    acc = accuracy(model, tok, test, cfg.batch_size, cfg.max_length)
-    train_acc = accuracy(model, tok, train[:2000], cfg.batch_size, cfg.max_length)
+    rows: dict[str, Row] = control_rows(data, primary) if cfg.controls else {}
+    saved: dict[str, Any] = {}
+    worse = lower_is_better(primary)
+    for init in cfg.init:
+        per_split: dict[str, dict[str, dict[str, float]]] = {s: {} for s in SCORED}
+        seconds, details = {}, {}
+        for seed in cfg.seeds:
+            ts = time.time()
+            model = build_model(cfg.model, data, init, seed, cfg.recipe.dropout)
+            history = fit(model, enc["train"], enc["validation"], data, cfg.recipe, seed, primary, tok.pad_token_id,
+                          desc=f"finetune {init} seed {seed}")
+            for s in SCORED:  # test is scored here, once, with the weights chosen on validation
+                for m, v in score(data, s, predict(model, enc[s], data, s, tok.pad_token_id)).items():
+                    per_split[s].setdefault(m, {})[str(seed)] = v
+            seconds[str(seed)] = round(time.time() - ts, 1)
+            details[str(seed)] = {k: v for k, v in history.items() if k != "evaluations"} | {
+                "validation_curve": [(e["step"], round(e[primary], 4)) for e in history["evaluations"]]}
+            val = per_split["validation"][primary][str(seed)]
+            print(f"finetune: {init} seed {seed}: validation {primary} {val:.4f}, test {primary} "
+                  f"{per_split['test'][primary][str(seed)]:.4f} ({history['steps']} steps, {seconds[str(seed)]:.0f} s)",
+                  flush=True)
+            if init == cfg.init[0] and (not saved or (val < saved["validation"] if worse else val > saved["validation"])):
+                save_hf(model, tok, out / "hf")
+                saved = {"row": init, "seed": seed, "validation": val, "metric": primary}
+        rows[init] = Row("init", {s: {m: Score.of(v) for m, v in ms.items()} for s, ms in per_split.items()},
+                         seconds, details)
 
-    hf = out / "hf"
-    model.save_pretrained(hf, safe_serialization=True)
-    tok.save_pretrained(hf)
-    metrics = {
-        "accuracy": round(acc, 4), "majority_baseline": round(baseline, 4), "majority_label": majority,
-        "train_accuracy_first_2000": round(train_acc, 4),
-        "train_examples": len(train), "test_examples": len(test),
-        "test_positive_share": round(sum(e.label for e in test) / max(1, len(test)), 4),
-        "steps": steps, "first_loss_mean10": _mean(curve[:10]), "last_loss_mean10": _mean(curve[-10:]),
-        "loss_curve_every_10": curve[::10], "wall_seconds": round(time.time() - t0, 1),
-    }
-    atomic_write_json(out / "metrics.json", metrics)
+    metrics = FinetuneMetrics(task=cfg.task, primary_metric=primary, labels=data.labels, counts=counts,
+                              left_out=data.left_out, splits_from=data.splits_from, rows=rows, saved=saved,
+                              config=config_to_dict(cfg))
+    atomic_write_json(out / "metrics.json", metrics.to_dict())
+    files = [p for p in (out / "hf").iterdir() if p.is_file()] + [out / "metrics.json"]
     write_manifest(out, Manifest(
-        stage="finetune", config=config_to_dict(cfg), inputs=[input_ref(Path(cfg.model).parent), input_ref(cfg.data)],
-        counts={**dict(counts), "train": len(train), "test": len(test)},
-        outputs=describe_outputs(out, [p for p in hf.iterdir() if p.is_file()] + [out / "metrics.json"]),
-        extra={k: metrics[k] for k in ("accuracy", "majority_baseline", "train_accuracy_first_2000")},
-        wall_seconds=metrics["wall_seconds"]))
-    print(f"finetune: accuracy {acc:.3f} vs majority baseline {baseline:.3f} on {len(test)} held-out sentences", flush=True)
+        stage="finetune", config=config_to_dict(cfg),
+        inputs=[input_ref(cfg.model), *(input_ref(p) for p in (*cfg.data, *cfg.train, *cfg.validation, *cfg.test))],
+        counts=counts, outputs=describe_outputs(out, files),
+        extra={"task": cfg.task, "primary_metric": primary, "saved": saved,
+               "test": {name: metrics.mean(name, "test") for name in rows}},
+        wall_seconds=round(time.time() - t0, 1)))
+    print(summary_table(metrics), flush=True)
     return out
 
 
-def _mean(xs: list[float]) -> float | None:
-    return round(sum(xs) / len(xs), 4) if xs else None
+def summary_table(m: FinetuneMetrics) -> str:
+    """A markdown table: each row's test metrics as mean ± sd over seeds."""
+    names = METRICS[m.task] if m.task != "tokens" else (
+        METRICS["tokens"] if "entity_f1" in next(iter(m.rows.values())).scores["test"] else ("token_accuracy",))
+    lines = ["| row | seeds | " + " | ".join(f"test {n}" for n in names) + " |", "|---|---:|" + "---:|" * len(names)]
+    order = [r for r in (*INITS, *CONTROLS) if r in m.rows]
+    for r in order:
+        sc = m.rows[r].scores["test"]
+        cells = [fmt_score(sc.get(n)) for n in names]
+        n_seeds = len(next(iter(sc.values())).per_seed) if m.rows[r].kind == "init" else "-"
+        lines.append(f"| {r} | {n_seeds} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def fmt_score(s: Score | None) -> str:
+    if s is None or s.mean is None:
+        return "n/a"
+    return f"{s.mean:.3f}" + (f" ± {s.sd:.3f}" if s.sd and len(s.per_seed) > 1 else "")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-STAGES = ("corpus", "tokenizer", "shards", "pretrain", "finetune", "distill", "eval")
+STAGES = ("corpus", "tokenizer", "shards", "pretrain", "labeled", "finetune", "distill", "eval")
 
 
 @pytest.mark.slow
@@ -18,15 +18,16 @@ def test_dag_end_to_end(tmp_path, monkeypatch):
 
     monkeypatch.chdir(ROOT)
     crawl = sorted(glob.glob(str(ROOT / "tests/data/tiny/*.warc.gz")) + glob.glob(str(ROOT / "tests/data/tiny/*.wet")))
-    params = DagParams(run_name="e2e", runs_dir=str(tmp_path), crawl=crawl, preset="tiny",
-                       labeled=str(ROOT / "samples/labeled/vader"))
+    params = DagParams(run_name="e2e", runs_dir=str(tmp_path), crawl=crawl, preset="tiny")
     result = lmforge_dag(params)
     run = tmp_path / "e2e"
     assert set(result) == set(STAGES)
     for stage in STAGES:
-        m = read_manifest(run / stage)
+        stage_dir = Path(result[stage])
+        assert stage_dir == run / ("labeled/vader" if stage == "labeled" else stage)
+        m = read_manifest(stage_dir)
         assert m["stage"] == ("evaluate" if stage == "eval" else stage)
-        verify_outputs(run / stage)
+        verify_outputs(stage_dir)
 
     c = read_manifest(run / "corpus")["counts"]
     assert c["in"] == c["kept"] + sum(c["dropped"].values()) + c["duplicates"] + c["quarantined"]
@@ -52,8 +53,11 @@ def test_dag_end_to_end(tmp_path, monkeypatch):
     AutoTokenizer.from_pretrained(run / "pretrain" / "hf")
 
     report = json.loads((run / "eval" / "report.json").read_text())
-    assert 0.0 <= report["finetune"]["accuracy"] <= 1.0 and 0.0 < report["finetune"]["majority_baseline"] < 1.0
+    ft = report["finetune"]["test"]
+    assert set(ft) == {"pretrained", "scratch", "majority", "tfidf_lr"}
+    assert all(0.0 <= v <= 1.0 for v in ft.values()) and 0.0 < ft["majority"] < 1.0
     for who in ("teacher", "student"):
         assert report[who]["params"] > 0 and report[who]["mlm_loss"] > 0
     assert report["student"]["params"] < report["teacher"]["params"]
-    assert "| teacher |" in (run / "eval" / "report.md").read_text()
+    md = (run / "eval" / "report.md").read_text()
+    assert "| teacher |" in md and "| scratch |" in md and "| tfidf_lr |" in md

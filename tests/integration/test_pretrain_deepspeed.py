@@ -10,9 +10,9 @@ import json
 import pytest
 
 from schemas.manifest import read_manifest, verify_outputs
+from tests.fixtures import make_shards, make_tokenizer
 from training.launch import launch_pretrain
 from training.pretrain import PretrainConfig
-from tests.fixtures import make_shards, make_tokenizer
 
 pytestmark = pytest.mark.slow
 

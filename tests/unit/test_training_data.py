@@ -7,8 +7,8 @@ import pyarrow.compute as pc
 import pytest
 import torch
 
-from training.data import IGNORE_INDEX, RankLoader, ShardSet, build_batch, epoch_batches, open_shard, rank_rows
 from tests.fixtures import make_shards, make_tokenizer
+from training.data import IGNORE_INDEX, RankLoader, ShardSet, build_batch, epoch_batches, open_shard, rank_rows
 
 
 @pytest.fixture(scope="module")

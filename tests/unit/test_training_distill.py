@@ -8,11 +8,11 @@ import torch
 from transformers import AutoModelForMaskedLM, AutoTokenizer
 
 from schemas.manifest import Manifest, read_manifest, verify_outputs, write_manifest
+from tests.fixtures import make_shards, make_tokenizer
 from training.data import RankLoader, ShardSet
 from training.distill import DistillConfig, distill_loss, distill_step, main, student_from_teacher, student_layers
 from training.export import load_tokenizer, save_hf
 from training.model import ModelConfig, SparseMLM, bert_config, build_model, preset
-from tests.fixtures import make_shards, make_tokenizer
 
 
 def _teacher(layers: int = 4, vocab: int = 100):

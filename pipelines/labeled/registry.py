@@ -1,0 +1,79 @@
+"""The known labelled sources and the writer of a prepared task directory."""
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections import Counter
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from schemas.manifest import (
+    Manifest,
+    atomic_write_bytes,
+    atomic_write_json,
+    describe_outputs,
+    input_ref,
+    write_manifest,
+)
+
+TEST_PER_MILLE = 100
+VALIDATION_PER_MILLE = 100
+
+
+def _modules() -> dict[str, ModuleType]:
+    from pipelines.labeled import vader
+
+    return {"vader": vader}
+
+
+SOURCES = tuple(_modules())
+
+
+def split_of(uid: str) -> str:
+    """train / validation / test by a stable hash of the id: 10% test, 10% validation."""
+    import hashlib
+
+    b = int.from_bytes(hashlib.blake2b(f"split:{uid}".encode(), digest_size=8).digest(), "big") % 1000
+    return "test" if b < TEST_PER_MILLE else "validation" if b < TEST_PER_MILLE + VALIDATION_PER_MILLE else "train"
+
+
+def prepare(name: str, output: str | Path, source: str | Path | None = None) -> Path:
+    """Convert source `name` (from `source`, default its bundled or cached location) into `output`."""
+    mods = _modules()
+    if name not in mods:
+        raise ValueError(f"unknown labelled source {name!r}; known: {', '.join(mods)}")
+    mod = mods[name]
+    t0 = time.time()
+    src = Path(source or mod.DEFAULT_SOURCE)
+    if not src.exists():
+        raise FileNotFoundError(f"{src}: the {name} source is not there ({mod.DESCRIPTION})")
+    out = Path(output)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "manifest.json").unlink(missing_ok=True)
+    counts: Counter = Counter()
+    lines = []
+    for row in mod.rows(src, counts):
+        counts[f"{row['split']}_examples"] += 1
+        lines.append(json.dumps(row, ensure_ascii=False))
+    atomic_write_bytes(out / "data.jsonl", ("\n".join(lines) + "\n").encode())
+    finetune: dict[str, Any] = {**mod.FINETUNE, "data": [str((out / "data.jsonl").resolve())]}
+    atomic_write_json(out / "finetune.json", finetune)
+    licence = src / mod.LICENCE_FILE
+    shutil.copyfile(licence, out / "LICENCE.txt")
+    readme = (f"# {name}\n\n{mod.DESCRIPTION}\n\n{(mod.__doc__ or '').strip()}\n\n"
+              f"Rows: {sum(counts[f'{s}_examples'] for s in ('train', 'validation', 'test')):,} "
+              f"({', '.join(f'{k} {v:,}' for k, v in sorted(counts.items()))}).\n\n"
+              f"Fine-tune: `lmforge finetune --config {out / 'finetune.json'} --model DIR --output DIR`\n")
+    atomic_write_bytes(out / "README.md", readme.encode())
+    write_manifest(out, Manifest(stage="labeled", config={"name": name, "source": str(src)}, inputs=[input_ref(src)],
+                                 counts=dict(counts), outputs=describe_outputs(out, ["data.jsonl", "finetune.json",
+                                                                                     "LICENCE.txt", "README.md"]),
+                                 extra={"finetune": finetune}, wall_seconds=round(time.time() - t0, 2)))
+    return out
+
+
+def describe(name: str) -> str:
+    mod = _modules()[name]
+    return f"{mod.DESCRIPTION} (default source: {mod.DEFAULT_SOURCE})"

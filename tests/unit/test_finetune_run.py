@@ -1,0 +1,82 @@
+"""`lmforge finetune` end to end on real sentences with a tiny model: every task kind, seeds, controls, outputs."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from schemas.finetune import FinetuneMetrics
+from schemas.manifest import read_manifest, verify_outputs
+from tests.fixtures import tiny_bert_dir
+from tests.unit.test_finetune_data import vader_rows, write_jsonl
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> Path:
+    return tiny_bert_dir(tmp_path_factory.mktemp("model"))
+
+
+def finetune(argv: list[str]) -> None:
+    from lmforge.cli import main
+
+    assert main(["finetune", "--epochs", "1", "--batch-size", "16", "--lr", "1e-3", "--max-length", "48", *argv]) == 0
+
+
+def test_three_class_jsonl_with_split_column_in_one_command(tmp_path, model_dir):
+    rows = vader_rows(400)
+    for k, r in enumerate(rows):
+        r["split"] = "test" if k % 10 == 0 else "validation" if k % 10 == 1 else "train"
+    data = write_jsonl(tmp_path / "reviews.jsonl", rows)
+    out = tmp_path / "ft"
+    finetune(["--model", str(model_dir), "--data", str(data), "--output", str(out), "--seeds", "1", "2",
+              "--init", "pretrained", "scratch"])
+    m = FinetuneMetrics.read(out / "metrics.json")
+    assert m.labels == ["negative", "neutral", "positive"] and m.primary_metric == "accuracy"
+    assert set(m.rows) == {"pretrained", "scratch", "majority", "tfidf_lr"}
+    acc = m.rows["pretrained"].scores["test"]["accuracy"]
+    assert set(acc.per_seed) == {"1", "2"} and acc.sd is not None and 0 <= acc.mean <= 1
+    assert m.counts["test_examples"] == 40 and m.counts["validation_examples"] == 40
+    majority = m.rows["majority"].scores["test"]["accuracy"].mean
+    top = max(("negative", "neutral", "positive"), key=lambda c: sum(r["label"] == c for r in rows if r["split"] == "train"))
+    assert majority == pytest.approx(sum(r["label"] == top for r in rows[::10]) / 40)
+    assert m.saved["row"] == "pretrained" and m.saved["seed"] in (1, 2)
+    verify_outputs(out)
+    assert read_manifest(out)["extra"]["primary_metric"] == "accuracy"
+
+    from transformers import AutoModelForSequenceClassification, pipeline
+
+    model = AutoModelForSequenceClassification.from_pretrained(out / "hf")
+    assert model.config.id2label == {0: "negative", 1: "neutral", 2: "positive"}
+    clf = pipeline("text-classification", model=str(out / "hf"), tokenizer=str(out / "hf"))
+    assert clf("What a wonderful day")[0]["label"] in {"negative", "neutral", "positive"}
+
+
+def test_pairs_and_regression(tmp_path, model_dir):
+    rows = vader_rows(300)
+    pairs = [{"id": r["id"], "a": r["text"], "b": rows[(k + 1) % len(rows)]["text"],
+              "same": int(r["label"] == rows[(k + 1) % len(rows)]["label"]), "score": r["score"]}
+             for k, r in enumerate(rows)]
+    data = write_jsonl(tmp_path / "pairs.jsonl", pairs)
+    out = tmp_path / "pair"
+    finetune(["--model", str(model_dir), "--data", str(data), "--output", str(out), "--text-column", "a",
+              "--text-pair-column", "b", "--label-column", "same"])
+    m = FinetuneMetrics.read(out / "metrics.json")
+    assert m.labels == ["0", "1"] and m.rows["tfidf_lr"].scores["test"]["mcc"].mean is not None
+    out = tmp_path / "reg"
+    finetune(["--model", str(model_dir), "--data", str(data), "--output", str(out), "--text-column", "a",
+              "--task", "regression", "--label-column", "score", "--no-controls"])
+    m = FinetuneMetrics.read(out / "metrics.json")
+    assert m.primary_metric == "pearson" and set(m.rows) == {"pretrained"}
+    assert m.rows["pretrained"].scores["test"]["mse"].mean > 0
+    cfg = json.loads((out / "hf" / "config.json").read_text())
+    assert cfg["problem_type"] == "regression" and cfg["id2label"] == {"0": "score"}
+
+
+def test_bad_input_is_a_clear_cli_error(tmp_path, model_dir, capsys):
+    from lmforge.cli import main
+
+    data = write_jsonl(tmp_path / "d.jsonl", [{"sentence": r["text"], "label": r["label"]} for r in vader_rows(30)])
+    code = main(["finetune", "--model", str(model_dir), "--data", str(data), "--output", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2 and f"{data}:1: no column 'text'" in err

@@ -1,0 +1,30 @@
+"""Known labelled sources converted to the files finetune reads, on the real bundled files."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pipelines.labeled.registry import prepare, split_of
+from schemas.manifest import read_manifest, verify_outputs
+from training.tasks.dataset import Columns, load_task
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_vader_counts_reconcile_and_finetune_reads_it(tmp_path):
+    out = prepare("vader", tmp_path / "vader", ROOT / "samples/labeled/vader")
+    lines = sum(1 for f in (ROOT / "samples/labeled/vader").glob("*_GroundTruth.txt")
+                for ln in f.read_text().splitlines() if ln.strip())
+    counts = read_manifest(out)["counts"]
+    assert lines == 23_703 == counts["negative"] + counts["neutral"] + counts["positive"]
+    assert lines == counts["train_examples"] + counts["validation_examples"] + counts["test_examples"]
+    assert 0.08 < counts["test_examples"] / lines < 0.12
+    verify_outputs(out)
+    assert "MIT" in (out / "LICENCE.txt").read_text()
+    cfg = json.loads((out / "finetune.json").read_text())
+    data = load_task(cfg["task"], Columns(text=cfg["text_column"], label=cfg["label_column"]), data=cfg["data"])
+    assert data.labels == ["negative", "neutral", "positive"]
+    assert data.splits_from["test"].startswith("column 'split'") and len(data.test) == counts["test_examples"]
+    row = json.loads((out / "data.jsonl").read_text().splitlines()[0])
+    assert row["split"] == split_of(row["id"]) and row["label"] == ("positive" if row["score"] >= 0.5 else
+                                                                     "negative" if row["score"] <= -0.5 else "neutral")

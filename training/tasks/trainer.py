@@ -1,0 +1,164 @@
+"""One fine-tune of one seed: build the model (pretrained or from scratch), train it, keep the best
+checkpoint on validation, predict. Plain torch in one process: these tasks are thousands of
+sentences, and a data-parallel engine would only add start-up time on a CPU.
+
+The recipe is BERT's (Devlin et al. 2019, appendix A.3): AdamW, linear warm-up over the first
+10% of steps then linear decay to 0, gradient clipping at 1.0, batch 32, 3 epochs, and the
+checkpoint chosen on the validation split. Each evaluation on validation (every epoch, or
+every `eval_every` steps) that beats the best so far keeps a copy of the weights; after
+`patience` evaluations without a gain, training stops early.
+"""
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from training.tasks.encode import Encoded, collate, tags_from_logits
+from training.tasks.metrics import lower_is_better, score
+
+
+@dataclass(frozen=True)
+class Recipe:
+    lr: float = 5e-5
+    epochs: int = 3
+    batch_size: int = 32
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.01
+    clip: float = 1.0
+    patience: int = 2
+    eval_every: int = 0
+    """Steps between validation scores; 0: at the end of every epoch."""
+    dropout: float | None = None
+    """Override the model's hidden and attention dropout (None keeps its config's)."""
+
+
+def model_class(task: str):
+    from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
+
+    return AutoModelForTokenClassification if task == "tokens" else AutoModelForSequenceClassification
+
+
+def head_config(data) -> dict[str, Any]:
+    """num_labels, id2label/label2id (so `pipeline(...)` prints the names) and the problem type."""
+    if data.task == "regression":
+        return {"num_labels": 1, "problem_type": "regression", "id2label": {0: "score"}, "label2id": {"score": 0}}
+    names = data.labels
+    kw = {"num_labels": len(names), "id2label": dict(enumerate(names)), "label2id": {n: i for i, n in enumerate(names)}}
+    if data.task == "classification":
+        kw["problem_type"] = "single_label_classification"
+    return kw
+
+
+def build_model(model_dir: str, data, init: str, seed: int, dropout: float | None = None):
+    """The model for the task: `pretrained` loads model_dir's weights (a new head on top);
+    `scratch` builds the same config with every weight drawn afresh from `seed`."""
+    import torch
+    from transformers import AutoConfig
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()  # the "newly initialised head" report is expected here
+    hf_logging.disable_progress_bar()
+    kw = head_config(data)
+    if dropout is not None:
+        kw.update(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+    cls = model_class(data.task)
+    torch.manual_seed(seed)
+    if init == "pretrained":
+        return cls.from_pretrained(model_dir, **kw)
+    config = AutoConfig.from_pretrained(model_dir, **kw)
+    return cls.from_config(config)
+
+
+def _batches(n: int, size: int, seed: int | None) -> list[list[int]]:
+    order = list(range(n))
+    if seed is not None:
+        random.Random(seed).shuffle(order)
+    return [order[i:i + size] for i in range(0, n, size)]
+
+
+def predict(model, enc: Encoded, data, split: str, pad_id: int, batch_size: int = 64) -> list[Any]:
+    """Predictions for `data.<split>`: class ids, floats, or per-sentence tag names."""
+    import torch
+
+    model.eval()
+    n = len(enc.input_ids)
+    order = sorted(range(n), key=lambda i: len(enc.input_ids[i]))  # similar lengths pad less
+    out: list[Any] = [None] * n
+    examples = data.split(split)
+    default = Counter(t for e in data.train for t in e.tags).most_common(1)[0][0] if data.task == "tokens" else None
+    with torch.no_grad():
+        for i in range(0, n, batch_size):
+            rows = order[i:i + batch_size]
+            batch = collate(enc, rows, pad_id, data.task)
+            batch.pop("labels")
+            logits = model(**batch).logits
+            for j, r in enumerate(rows):
+                if data.task == "classification":
+                    out[r] = int(logits[j].argmax())
+                elif data.task == "regression":
+                    out[r] = float(logits[j, 0])
+                else:
+                    out[r] = tags_from_logits(enc, r, logits[j], data.labels, len(examples[r].tokens), default)
+    return out
+
+
+def fit(model, train: Encoded, validation: Encoded, data, recipe: Recipe, seed: int, primary: str, pad_id: int,
+        desc: str = "finetune") -> dict[str, Any]:
+    """Train in place; at the end the model holds its best weights on validation. Returns the history."""
+    import torch
+    from tqdm import tqdm
+    from transformers import get_linear_schedule_with_warmup
+
+    from training.model import param_groups
+
+    torch.manual_seed(seed)
+    per_epoch = -(-len(train.input_ids) // recipe.batch_size)
+    total = per_epoch * recipe.epochs
+    opt = torch.optim.AdamW(param_groups(model, recipe.weight_decay), lr=recipe.lr, betas=(0.9, 0.999), eps=1e-8)
+    sched = get_linear_schedule_with_warmup(opt, int(recipe.warmup_ratio * total), total)
+    every = recipe.eval_every or per_epoch
+    worse = lower_is_better(primary)
+    best: dict[str, Any] = {"value": None, "step": 0, "state": None}
+    evals: list[dict[str, Any]] = []
+    losses: list[float] = []
+    step, stale, t0 = 0, 0, time.time()
+    bar = tqdm(total=total, desc=desc, unit="step", mininterval=5, leave=False)
+    stopped_early = False
+    for epoch in range(recipe.epochs):
+        model.train()
+        for rows in _batches(len(train.input_ids), recipe.batch_size, seed * 1000 + epoch):
+            loss = model(**collate(train, rows, pad_id, data.task)).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.clip)
+            opt.step()
+            sched.step()
+            opt.zero_grad(set_to_none=True)
+            step += 1
+            losses.append(loss.item())
+            bar.update(1)
+            if step % every and step != total:
+                continue
+            value = score(data, "validation", predict(model, validation, data, "validation", pad_id))[primary]
+            evals.append({"step": step, "epoch": epoch + 1, primary: value,
+                          "train_loss": sum(losses[-every:]) / len(losses[-every:])})
+            bar.set_postfix({primary: f"{value:.3f}"}, refresh=False)
+            if best["value"] is None or (value < best["value"] if worse else value > best["value"]):
+                best = {"value": value, "step": step, "state": {k: v.detach().clone() for k, v in model.state_dict().items()}}
+                stale = 0
+            else:
+                stale += 1
+            model.train()
+            if recipe.patience and stale >= recipe.patience:
+                stopped_early = True
+                break
+        if stopped_early:
+            break
+    bar.close()
+    model.load_state_dict(best["state"])
+    return {"steps": step, "planned_steps": total, "best_step": best["step"], f"best_validation_{primary}": best["value"],
+            "stopped_early": stopped_early, "evaluations": evals, "seconds": round(time.time() - t0, 1),
+            "first_loss": round(sum(losses[:10]) / max(1, len(losses[:10])), 4),
+            "last_loss": round(sum(losses[-10:]) / max(1, len(losses[-10:])), 4)}
