@@ -41,6 +41,9 @@ class DagParams(BaseModel):
     dedup_index: str = Field("", description="MinHash band index shared by recurring corpus refreshes: each run "
                              "drops what earlier runs kept and adds its own. Empty: a fresh runs/<run_name>/minhash_index "
                              "(this run's pages only; point a later refresh at it)")
+    init_from: str = Field("", description="a Hugging Face model directory to start from: the tokenizer stage adopts its "
+                           "tokenizer and pretraining continues from its weights (domain-adaptive pretraining). Empty: "
+                           "train a tokenizer and a model from scratch")
     overrides: dict[str, dict[str, Any]] = Field(default_factory=dict, description="per-stage option overrides, e.g. {'pretrain': {'steps': 50}}")
 
 
@@ -108,7 +111,9 @@ def corpus_task(p: DagParams, run: Path, opts: dict) -> str:
 
 
 @task(name="tokenizer")
-def tokenizer_task(corpus: str, run: Path, opts: dict) -> str:
+def tokenizer_task(corpus: str, run: Path, opts: dict, init_from: str = "") -> str:
+    if init_from:  # adopt the model's tokenizer; the training options do not apply
+        return launch_stage("tokenizer", {"from_model": init_from, "output": run / "tokenizer"}, run / "tokenizer")
     return launch_stage("tokenizer", {"corpus": corpus, "output": run / "tokenizer", **opts}, run / "tokenizer")
 
 
@@ -160,9 +165,10 @@ def lmforge_dag(params: DagParams = DagParams()) -> dict[str, str]:
     run = Path(params.runs_dir, params.run_name).resolve()
     run.mkdir(parents=True, exist_ok=True)
     corpus = corpus_task(params, run, opts["corpus"])
-    tokenizer = tokenizer_task(corpus, run, opts["tokenizer"])
+    tokenizer = tokenizer_task(corpus, run, opts["tokenizer"], params.init_from)
     shards = shards_task(corpus, tokenizer, run, opts["shards"])
-    pretrain = pretrain_task(shards, tokenizer, run, {**opts["pretrain"], "nproc": params.nproc})
+    start = {"init_from": params.init_from} if params.init_from else {}
+    pretrain = pretrain_task(shards, tokenizer, run, {**opts["pretrain"], **start, "nproc": params.nproc})
     # finetune and distill only depend on pretrain; run them one after the other on 2 cores.
     labeled = labeled_task(params.labeled, run) if params.labeled in SOURCES else params.labeled
     finetune = finetune_task(pretrain, labeled, run, opts["finetune"])
@@ -183,9 +189,12 @@ def cli_main(argv: list[str]) -> int:
     ap.add_argument("--nproc", type=int, default=2, help="pretraining processes (default: 2)")
     ap.add_argument("--dedup-index", default="", help="band index shared by recurring refreshes: drop pages earlier runs "
                     "kept, add this run's (default: a fresh <runs-dir>/<name>/minhash_index)")
+    ap.add_argument("--init-from", default="", help="start from this HF model directory: adopt its tokenizer and "
+                    "continue pretraining its weights (default: train both from scratch)")
     a = ap.parse_args(argv)
     t0 = time.time()
     result = lmforge_dag(DagParams(run_name=a.name, runs_dir=a.runs_dir, crawl=a.crawl, labeled=a.labeled,
-                                   preset=a.preset, nproc=a.nproc, dedup_index=a.dedup_index))
+                                   preset=a.preset, nproc=a.nproc, dedup_index=a.dedup_index,
+                                   init_from=a.init_from))
     print(f"lmforge run {a.name}: finished in {time.time() - t0:.0f}s; report: {result['eval']}/report.md")
     return 0

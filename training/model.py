@@ -62,7 +62,33 @@ def bert_base() -> ModelConfig:
     return ModelConfig(hidden_size=768, num_layers=12, num_heads=12, intermediate_size=3072)
 
 
-PRESETS: dict[str, Callable[[], ModelConfig]] = {"tiny": tiny, "demo": demo, "bert_base": bert_base}
+# Turc et al. 2019 ("Well-Read Students Learn Better"), the BERT miniatures: L layers, H wide, H/64
+# heads, 4H feed-forward. Parameters in the blocks ~12 L H^2: tiny 0.4M, mini 3.1M, small 12.6M,
+# medium 25.2M (plus H per vocabulary entry in the tied embedding).
+def bert_tiny() -> ModelConfig:
+    """BERT-Tiny, L=2 H=128."""
+    return ModelConfig(hidden_size=128, num_layers=2, num_heads=2, intermediate_size=512)
+
+
+def bert_mini() -> ModelConfig:
+    """BERT-Mini, L=4 H=256."""
+    return ModelConfig(hidden_size=256, num_layers=4, num_heads=4, intermediate_size=1024)
+
+
+def bert_small() -> ModelConfig:
+    """BERT-Small, L=4 H=512."""
+    return ModelConfig(hidden_size=512, num_layers=4, num_heads=8, intermediate_size=2048)
+
+
+def bert_medium() -> ModelConfig:
+    """BERT-Medium, L=8 H=512."""
+    return ModelConfig(hidden_size=512, num_layers=8, num_heads=8, intermediate_size=2048)
+
+
+PRESETS: dict[str, Callable[[], ModelConfig]] = {
+    "tiny": tiny, "demo": demo, "bert_base": bert_base,
+    "bert_tiny": bert_tiny, "bert_mini": bert_mini, "bert_small": bert_small, "bert_medium": bert_medium,
+}
 
 
 def preset(name: str) -> ModelConfig:
@@ -123,6 +149,42 @@ def build_for_objective(objective: str, m: ModelConfig, vocab_size: int, pad_id:
 
         return HFLoss(T5ForConditionalGeneration(t5_config(m, vocab_size, pad_id, eos_id)))
     raise ValueError(f"no model for objective {objective!r}")
+
+
+def load_for_objective(objective: str, model_dir: str, vocab_size: int, pad_id: int, seq_len: int) -> torch.nn.Module:
+    """The training module for the shards' objective around an existing HF model (continued pretraining).
+
+    The model must fit the shards: the same vocabulary size and padding id (the tokenizer itself is
+    compared by the caller) and positions for seq_len tokens. Weights the checkpoint lacks (a
+    sentence-embedding model has no MLM head) are initialised by transformers and listed in the log.
+    """
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM
+
+    config = AutoConfig.from_pretrained(model_dir)
+    problems = []
+    if config.vocab_size != vocab_size:
+        problems.append(f"its vocabulary has {config.vocab_size} entries, the shards' tokenizer {vocab_size}")
+    if getattr(config, "pad_token_id", None) not in (None, pad_id):
+        problems.append(f"its pad id is {config.pad_token_id}, the shards' {pad_id}")
+    positions = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+    if positions is not None and positions < seq_len:
+        problems.append(f"it has {positions} positions, the shards' rows {seq_len} tokens")
+    if problems:
+        raise ValueError(f"--init-from {model_dir} does not fit the shards: " + "; ".join(problems)
+                         + " (make the tokenizer with `lmforge tokenizer --from` the same model and rebuild the shards)")
+    if objective in MLM_OBJECTIVES:
+        model, info = AutoModelForMaskedLM.from_pretrained(model_dir, output_loading_info=True)
+        wrapped = SparseMLM(model) if hasattr(model, "bert") and hasattr(model, "cls") else HFLoss(model)
+    elif objective == "causal":
+        model, info = AutoModelForCausalLM.from_pretrained(model_dir, output_loading_info=True)
+        wrapped = HFLoss(model)
+    elif objective == "t5_span":
+        model, info = AutoModelForSeq2SeqLM.from_pretrained(model_dir, output_loading_info=True)
+        wrapped = HFLoss(model)
+    else:
+        raise ValueError(f"no model for objective {objective!r}")
+    wrapped.loading_info = {k: sorted(v) for k, v in info.items() if v}
+    return wrapped
 
 
 class HFLoss(torch.nn.Module):

@@ -36,7 +36,7 @@ from schemas.manifest import MANIFEST_NAME, Manifest, atomic_write_json, describ
 from schemas.shards import MLM_OBJECTIVES
 from training.data import RankLoader, ShardSet
 from training.export import HF_DIR, METRICS_NAME, check_tokenizer, load_tokenizer, loss_summary, save_hf
-from training.model import build_for_objective, num_parameters, param_groups, preset
+from training.model import build_for_objective, load_for_objective, num_parameters, param_groups, preset
 
 TRAINABLE = (*MLM_OBJECTIVES, "causal", "t5_span")
 """MLM shards train a BERT, causal a GPT-2, t5_span a T5 (training.model.build_for_objective)."""
@@ -49,8 +49,15 @@ class PretrainConfig:
     shards: str = opt(help="Shards stage directory (manifest.json, train/ and valid/ Arrow streams).")
     tokenizer: str = opt(help="Tokenizer stage directory (tokenizer.json and its HF config).")
     output: str = opt(help="Stage directory to write: checkpoints/, hf/, metrics.json, manifest.json.")
-    model: str = opt("demo", help="Model preset from training.model.PRESETS (tiny, demo, bert_base).")
+    model: str = opt("demo", help="Model preset from training.model.PRESETS (tiny, demo, bert_base, and Turc et al.'s "
+                                  "miniatures bert_tiny 2x128, bert_mini 4x256, bert_small 4x512, bert_medium 8x512).")
+    init_from: str = opt("", help="Continue pretraining this Hugging Face model directory (domain-adaptive pretraining) "
+                                  "instead of a fresh --model preset; its tokenizer must be the shards' (lmforge "
+                                  "tokenizer --from the same directory), a mismatch is an error.")
     steps: int = opt(0, help="Optimizer steps to run; 0 means run `epochs` full epochs.")
+    time_budget_minutes: float = opt(0.0, help="Train for this many minutes of the training loop instead of --steps/"
+                                               "--epochs; warm-up and decay then follow elapsed time, as in Cramming "
+                                               "(Geiping & Goldstein 2022). Not bit-reproducible: steps depend on speed.")
     epochs: int = opt(1, help="Full passes over the train split when steps is 0.")
     micro_batch_size: int = opt(16, help="Sequences per process per forward pass.")
     grad_accum: int = opt(1, help="Micro-batches accumulated per optimizer step.")
@@ -73,6 +80,8 @@ class PretrainConfig:
         preset(self.model)  # raises on an unknown name
         require(self.steps >= 0, f"steps must be >= 0, got {self.steps}")
         require(self.steps > 0 or self.epochs >= 1, f"epochs must be >= 1 when steps is 0, got {self.epochs}")
+        require(self.time_budget_minutes >= 0, f"time_budget_minutes must be >= 0, got {self.time_budget_minutes}")
+        require(not (self.time_budget_minutes and self.steps), "give --steps or --time-budget-minutes, not both")
         require(self.micro_batch_size >= 1, f"micro_batch_size must be >= 1, got {self.micro_batch_size}")
         require(self.grad_accum >= 1, f"grad_accum must be >= 1, got {self.grad_accum}")
         require(self.lr > 0, f"lr must be > 0, got {self.lr}")
@@ -109,12 +118,66 @@ def deepspeed_config(cfg: PretrainConfig) -> dict[str, Any]:
 
 def plan_steps(cfg: PretrainConfig, batches_per_epoch: int) -> int:
     """Optimizer steps to run. E.g. 2,000 rows, 2 ranks, micro batch 16: 1,000 // 16 = 62 batches
-    per epoch per rank; with grad_accum 2, one epoch is 62 // 2 = 31 steps."""
+    per epoch per rank; with grad_accum 2, one epoch is 62 // 2 = 31 steps. Under a time budget
+    there is no step count: the loop ends when the budget is spent (`BudgetClock`)."""
     per_epoch = batches_per_epoch // cfg.grad_accum
+    if cfg.time_budget_minutes:
+        return 1 << 62
     if cfg.steps:
         return cfg.steps
     require(per_epoch >= 1, f"{batches_per_epoch} batches per epoch < grad_accum {cfg.grad_accum}: no full step")
     return cfg.epochs * per_epoch
+
+
+class BudgetClock:
+    """Progress through a wall-clock budget, the same number on every rank (the slowest rank's clock,
+    all-reduced each step), so all ranks see one learning rate and stop at the same step.
+
+    The schedule is linear warm-up over `warmup_ratio` of the budget, then linear decay to 0 at its
+    end: `factor(p) = p / w` for p < w, else `(1 - p) / (1 - w)`."""
+
+    def __init__(self, budget_seconds: float, warmup_ratio: float):
+        self.budget, self.warmup = budget_seconds, warmup_ratio
+        self.resume_at(0.0)
+
+    def resume_at(self, elapsed: float) -> None:
+        """Continue a run that had spent `elapsed` seconds of its budget."""
+        self.elapsed = elapsed
+        self._t = time.time() - elapsed
+
+    @property
+    def progress(self) -> float:
+        return min(1.0, self.elapsed / self.budget)
+
+    def factor(self, _step: int = 0) -> float:
+        p, w = self.progress, self.warmup
+        return p / w if p < w else max(0.0, (1 - p) / (1 - w))
+
+    def tick(self) -> bool:
+        """Agree on the elapsed time (max over ranks); True once the budget is spent."""
+        import torch.distributed as dist
+
+        t = torch.tensor([time.time() - self._t], dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        self.elapsed = t.item()
+        return self.elapsed >= self.budget
+
+
+def check_same_tokenizer(tokenizer, model_dir: str) -> None:
+    """--init-from: the model's own tokenizer (when its directory has one) must be the shards' one."""
+    from transformers import AutoTokenizer
+
+    try:
+        theirs = AutoTokenizer.from_pretrained(model_dir).get_vocab()
+    except (OSError, ValueError):  # no tokenizer files: only the vocabulary size is checked
+        log.warning("--init-from %s has no tokenizer; only its vocabulary size is checked", model_dir)
+        return
+    ours = tokenizer.get_vocab()
+    if theirs != ours:
+        diff = sorted(set(theirs.items()) ^ set(ours.items()), key=lambda kv: kv[1])[:3]
+        raise ValueError(f"--init-from {model_dir}: its tokenizer differs from the shards' ({len(theirs)} vs "
+                         f"{len(ours)} entries; first differences {diff}); adopt it with `lmforge tokenizer --from "
+                         f"{model_dir}` and rebuild the shards")
 
 
 def run(cfg: PretrainConfig) -> Path:
@@ -150,19 +213,27 @@ def run(cfg: PretrainConfig) -> Path:
     total = plan_steps(cfg, loader.batches_per_epoch)
 
     torch.manual_seed(cfg.seed)  # same init everywhere; DeepSpeed also broadcasts rank 0's weights
-    module = build_for_objective(shards.objective, preset(cfg.model), shards.vocab_size, shards.pad_id,
-                                 shards.eos_id, shards.seq_len)
+    if cfg.init_from:
+        check_same_tokenizer(tokenizer, cfg.init_from)
+        module = load_for_objective(shards.objective, cfg.init_from, shards.vocab_size, shards.pad_id, shards.seq_len)
+        log.info("init from %s: %s", cfg.init_from, module.loading_info or "every weight loaded")
+    else:
+        module = build_for_objective(shards.objective, preset(cfg.model), shards.vocab_size, shards.pad_id,
+                                     shards.eos_id, shards.seq_len)
     model = module.hf
     torch.manual_seed(cfg.seed + rank)  # different dropout masks per rank
     optimizer = torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-6)
     warmup = int(cfg.warmup_ratio * total)
+    clock = BudgetClock(cfg.time_budget_minutes * 60, cfg.warmup_ratio) if cfg.time_budget_minutes else None
     engine, _, _, _ = deepspeed.initialize(
         model=module, optimizer=optimizer, config=deepspeed_config(cfg),
-        lr_scheduler=lambda opt: get_linear_schedule_with_warmup(opt, warmup, total),
+        lr_scheduler=(lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, clock.factor)) if clock
+        else (lambda opt: get_linear_schedule_with_warmup(opt, warmup, total)),
     )
     tokens_per_step = cfg.micro_batch_size * cfg.grad_accum * world * shards.seq_len
-    log.info("%s: %s parameters | %d steps x %d seq x %d tok = %s tokens/step (incl. padding) | "
-             "%d batches/epoch/rank | ZeRO-%d on %d procs", cfg.model, f"{num_parameters(model):,}", total,
+    log.info("%s: %s parameters | %s x %d seq x %d tok = %s tokens/step (incl. padding) | "
+             "%d batches/epoch/rank | ZeRO-%d on %d procs", cfg.init_from or cfg.model, f"{num_parameters(model):,}",
+             f"{cfg.time_budget_minutes:g} min" if clock else f"{total} steps",
              cfg.micro_batch_size * cfg.grad_accum * world, shards.seq_len, f"{tokens_per_step:,}",
              loader.batches_per_epoch, cfg.zero_stage, world)
     writer = _tensorboard(out / "tensorboard") if cfg.tensorboard and rank == 0 else None
@@ -173,8 +244,10 @@ def run(cfg: PretrainConfig) -> Path:
     seen = torch.zeros(4, dtype=torch.float64)  # whole run, all ranks
     step, micro = 0, 0
     if cfg.resume:
-        step, micro, curve, seen = resume(engine, loader, ckpt_dir, cfg, rank, world)
-        log.info("resumed from %s at step %d/%d (epoch %d, batch %d)", ckpt_dir, step, total, *loader.position)
+        step, micro, curve, seen, elapsed = resume(engine, loader, ckpt_dir, cfg, rank, world)
+        log.info("resumed from %s at step %d (epoch %d, batch %d)", ckpt_dir, step, *loader.position)
+        if clock:
+            clock.resume_at(elapsed)
     epoch, start = loader.position  # (0, 0) for a fresh run
     resumed_at = step
     t_fit = t_log = time.time()
@@ -192,6 +265,7 @@ def run(cfg: PretrainConfig) -> Path:
             if micro % cfg.grad_accum:
                 continue
             step += 1
+            spent = clock.tick() if clock else False
             dist.all_reduce(acc)  # sum over ranks: the curve is the mean loss of the global batch
             seen += acc
             curve.append({"step": step, "loss": acc[0].item() / acc[1].item(), "lr": lr})
@@ -199,17 +273,21 @@ def run(cfg: PretrainConfig) -> Path:
             if writer is not None:
                 writer.add_scalar("train/loss", curve[-1]["loss"], step)
                 writer.add_scalar("train/lr", curve[-1]["lr"], step)
+            if spent:
+                total = step
             if step % cfg.log_every == 0 or step == total:
                 window = curve[-(cfg.log_every if step % cfg.log_every == 0 else step % cfg.log_every):]
                 dt = time.time() - t_log
                 t_log = time.time()
-                log.info("step %d/%d | epoch %d (variant %d) | loss %.4f | lr %.2e | %.2f s/step | %s tok/s",
-                         step, total, epoch, loader.variant(epoch), sum(p["loss"] for p in window) / len(window),
+                log.info("step %d/%s | epoch %d (variant %d) | loss %.4f | lr %.2e | %.2f s/step | %s tok/s",
+                         step, f"{clock.progress:.0%} of {cfg.time_budget_minutes:g} min" if clock else total, epoch,
+                         loader.variant(epoch), sum(p["loss"] for p in window) / len(window),
                          curve[-1]["lr"], dt / len(window), f"{tokens_per_step * len(window) / dt:,.0f}")
             if step >= total:
                 break
             if cfg.save_every and step % cfg.save_every == 0:
-                save_checkpoint(engine, ckpt_dir, cfg, rank, world, step, micro, loader, curve, seen)
+                save_checkpoint(engine, ckpt_dir, cfg, rank, world, step, micro, loader, curve, seen,
+                                clock.elapsed if clock else 0.0)
         else:
             epoch, start = epoch + 1, 0
     fit_seconds = time.time() - t_fit
@@ -222,7 +300,8 @@ def run(cfg: PretrainConfig) -> Path:
             writer.add_scalar("valid/loss", valid_loss, step)
 
     # --- save ---------------------------------------------------------------------------------
-    save_checkpoint(engine, ckpt_dir, cfg, rank, world, step, micro, loader, curve, seen)
+    save_checkpoint(engine, ckpt_dir, cfg, rank, world, step, micro, loader, curve, seen,
+                    clock.elapsed if clock else 0.0)
     if rank == 0:
         if writer is not None:
             writer.close()
@@ -239,7 +318,8 @@ def run(cfg: PretrainConfig) -> Path:
             "loss_curve": curve, **loss_summary(curve), "valid_loss": valid_loss,
             "tokens_seen": counts["tokens"], "sequences_seen": counts["sequences"], "steps": step,
             "world_size": world, "global_batch": cfg.micro_batch_size * cfg.grad_accum * world,
-            "seq_len": shards.seq_len, "model": cfg.model, "num_parameters": num_parameters(model),
+            "seq_len": shards.seq_len, "model": cfg.init_from or cfg.model, "num_parameters": num_parameters(model),
+            "time_budget_minutes": cfg.time_budget_minutes or None,
             "fit_seconds": fit_seconds, "seconds_per_step": fit_seconds / max(step - resumed_at, 1),
             "resumed_from_step": resumed_at if cfg.resume else None,
             "wall_seconds": time.time() - t0,
@@ -250,7 +330,7 @@ def run(cfg: PretrainConfig) -> Path:
 
 
 def save_checkpoint(engine, ckpt_dir: Path, cfg: PretrainConfig, rank: int, world: int, step: int, micro: int,
-                    loader: RankLoader, curve: list[dict[str, Any]], seen: torch.Tensor) -> None:
+                    loader: RankLoader, curve: list[dict[str, Any]], seen: torch.Tensor, elapsed: float = 0.0) -> None:
     """A DeepSpeed checkpoint tagged global_step<step> that --resume continues from exactly.
 
     DeepSpeed saves weights, ZeRO optimizer partitions and the LR scheduler, plus rank 0's
@@ -262,13 +342,15 @@ def save_checkpoint(engine, ckpt_dir: Path, cfg: PretrainConfig, rank: int, worl
     (ckpt_dir / tag).mkdir(parents=True, exist_ok=True)
     torch.save({"torch": torch.get_rng_state()}, ckpt_dir / tag / f"rng_rank{rank}.pt")
     client_state = {"step": step, "micro": micro, "epoch": loader.position[0], "world_size": world,
-                    "config": config_to_dict(cfg), "loader": loader.state_dict(), "curve": curve, "seen": seen.tolist()}
+                    "config": config_to_dict(cfg), "loader": loader.state_dict(), "curve": curve, "seen": seen.tolist(),
+                    "budget_elapsed": elapsed}
     engine.save_checkpoint(str(ckpt_dir), tag=tag, client_state=client_state)
 
 
 def resume(engine, loader: RankLoader, ckpt_dir: Path, cfg: PretrainConfig, rank: int,
-           world: int) -> tuple[int, int, list[dict[str, Any]], torch.Tensor]:
-    """Load the newest checkpoint into `engine` and `loader`; returns (step, micro, curve, seen)."""
+           world: int) -> tuple[int, int, list[dict[str, Any]], torch.Tensor, float]:
+    """Load the newest checkpoint into `engine` and `loader`; returns (step, micro, curve, seen,
+    seconds of the time budget already spent)."""
     tag = (ckpt_dir / "latest").read_text().strip()
     path, client = engine.load_checkpoint(str(ckpt_dir), tag=tag)
     if path is None:
@@ -290,7 +372,8 @@ def resume(engine, loader: RankLoader, ckpt_dir: Path, cfg: PretrainConfig, rank
         raise SystemExit(f"pretrain --resume: {rng} is missing (the checkpoint was written by an older lmforge "
                          "or another world size); dropout would differ from an uninterrupted run")
     torch.set_rng_state(torch.load(rng)["torch"])
-    return client["step"], client["micro"], client["curve"], torch.tensor(client["seen"], dtype=torch.float64)
+    return (client["step"], client["micro"], client["curve"], torch.tensor(client["seen"], dtype=torch.float64),
+            float(client.get("budget_elapsed", 0.0)))
 
 
 def evaluate(engine, shards: ShardSet, rank: int, world: int, cfg: PretrainConfig) -> float | None:

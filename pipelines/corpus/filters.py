@@ -45,6 +45,8 @@ class C4Config:
     min_sentences: int | None = opt(None, "override the variant's minimum sentences per kept page (tfds 3, paper 5)")
     max_word_length: int = opt(1000, "C4 (TFDS): drop lines containing a longer word")
     min_chars: int = opt(200, "lmforge, not C4: drop pages shorter than this after line cleaning (too_short)")
+    curly_bracket: bool = opt(True, "C4 (TFDS and paper): drop pages containing '{' (meant to remove code; off keeps "
+                                    "documentation with code examples, whose code lines the line rules still remove)")
     bad_words: bool = opt(True, "C4 (TFDS and paper): drop pages containing a word or phrase of the LDNOOBW list for the "
                                 "page's identified language (c4_bad_words; lists in pipelines/corpus/data/badwords); "
                                 "languages without a list are not filtered")
@@ -93,7 +95,7 @@ def clean_page(text: str, cfg: C4Config) -> tuple[str | None, str | None]:
     low = text.lower()
     if "lorem ipsum" in low:
         return None, "c4_lorem_ipsum"
-    if "{" in text:
+    if cfg.curly_bracket and "{" in text:
         return None, "c4_curly_bracket"
     lines = clean_lines(text, cfg)
     if not lines:

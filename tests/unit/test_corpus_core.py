@@ -140,6 +140,10 @@ def test_c4_page_rules():
     assert clean_page(EN, cfg)[0] is not None
     assert clean_page("Lorem ipsum dolor sit amet, consectetur adipiscing elit. " + EN, cfg) == (None, "c4_lorem_ipsum")
     assert clean_page(EN + " int main() { return 0; }", cfg) == (None, "c4_curly_bracket")
+    # off: the page stays, the code line (no terminal punctuation) goes
+    code_page = EN + "\nint main() { return 0; }"
+    kept = clean_page(code_page, C4Config(min_chars=50, curly_bracket=False))[0]
+    assert kept is not None and "{" not in kept
     assert clean_page("One sentence only, with enough words in it.", cfg) == (None, "c4_too_few_sentences")
     assert clean_page("menu\nhome\nabout", cfg) == (None, "c4_no_lines_left")
 
