@@ -103,10 +103,19 @@ def describe_outputs(stage_dir: str | os.PathLike, files: list[str | os.PathLike
     from concurrent.futures import ThreadPoolExecutor
 
     stage_dir = Path(stage_dir)
-    full = [f if f.is_absolute() else stage_dir / f for f in sorted({Path(f) for f in files})]
+
+    def located(f: Path) -> Path:
+        # absolute, or relative to the working directory through stage_dir (as `stage_dir / name`
+        # gives when stage_dir itself is relative), or relative to stage_dir
+        if f.is_absolute() or f.parts[:len(stage_dir.parts)] == stage_dir.parts:
+            return f
+        return stage_dir / f
+
+    full = sorted({located(Path(f)).absolute() for f in files})
+    root = stage_dir.absolute()
     with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
         digests = list(pool.map(sha256_file, full))
-    return [OutputFile(str(f.relative_to(stage_dir)), f.stat().st_size, d) for f, d in zip(full, digests)]
+    return [OutputFile(str(f.relative_to(root)), f.stat().st_size, d) for f, d in zip(full, digests)]
 
 
 def write_manifest(stage_dir: str | os.PathLike, manifest: Manifest) -> Path:

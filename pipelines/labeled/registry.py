@@ -23,9 +23,9 @@ VALIDATION_PER_MILLE = 100
 
 
 def _modules() -> dict[str, ModuleType]:
-    from pipelines.labeled import vader
+    from pipelines.labeled import reuters, vader, wsj_pos
 
-    return {"vader": vader}
+    return {"vader": vader, "reuters": reuters, "wsj_pos": wsj_pos}
 
 
 SOURCES = tuple(_modules())
@@ -46,7 +46,7 @@ def prepare(name: str, output: str | Path, source: str | Path | None = None) -> 
         raise ValueError(f"unknown labelled source {name!r}; known: {', '.join(mods)}")
     mod = mods[name]
     t0 = time.time()
-    src = Path(source or mod.DEFAULT_SOURCE)
+    src = Path(source) if source else default_source(name)
     if not src.exists():
         raise FileNotFoundError(f"{src}: the {name} source is not there ({mod.DESCRIPTION})")
     out = Path(output)
@@ -60,8 +60,7 @@ def prepare(name: str, output: str | Path, source: str | Path | None = None) -> 
     atomic_write_bytes(out / "data.jsonl", ("\n".join(lines) + "\n").encode())
     finetune: dict[str, Any] = {**mod.FINETUNE, "data": [str((out / "data.jsonl").resolve())]}
     atomic_write_json(out / "finetune.json", finetune)
-    licence = src / mod.LICENCE_FILE
-    shutil.copyfile(licence, out / "LICENCE.txt")
+    shutil.copyfile(src / mod.LICENCE_FILE, out / "LICENCE.txt")
     readme = (f"# {name}\n\n{mod.DESCRIPTION}\n\n{(mod.__doc__ or '').strip()}\n\n"
               f"Rows: {sum(counts[f'{s}_examples'] for s in ('train', 'validation', 'test')):,} "
               f"({', '.join(f'{k} {v:,}' for k, v in sorted(counts.items()))}).\n\n"
@@ -74,6 +73,19 @@ def prepare(name: str, output: str | Path, source: str | Path | None = None) -> 
     return out
 
 
+def default_source(name: str) -> Path:
+    """Where a source's files are by default: bundled in samples/, or in the Debian package it names
+    (fetched into samples/.cache/transfer/ by `pipelines.packages.fetch` on first use)."""
+    mod = _modules()[name]
+    if hasattr(mod, "DEFAULT_SOURCE"):
+        return Path(mod.DEFAULT_SOURCE)
+    from pipelines.packages import fetch
+
+    root, _ = fetch(mod.PACKAGE)
+    return root / mod.SUBDIR
+
+
 def describe(name: str) -> str:
     mod = _modules()[name]
-    return f"{mod.DESCRIPTION} (default source: {mod.DEFAULT_SOURCE})"
+    where = mod.DEFAULT_SOURCE if hasattr(mod, "DEFAULT_SOURCE") else f"Debian package {mod.PACKAGE}"
+    return f"{mod.DESCRIPTION} (source: {where})"

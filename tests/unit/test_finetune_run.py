@@ -80,3 +80,24 @@ def test_bad_input_is_a_clear_cli_error(tmp_path, model_dir, capsys):
     code = main(["finetune", "--model", str(model_dir), "--data", str(data), "--output", str(tmp_path / "o")])
     err = capsys.readouterr().err
     assert code == 2 and f"{data}:1: no column 'text'" in err
+
+
+def test_token_tagging_on_real_wsj_pos_tags(tmp_path, model_dir):
+    from pipelines.labeled.registry import prepare
+
+    root = Path(__file__).resolve().parents[1] / "data" / "labeled" / "pattern"
+    prepared = prepare("wsj_pos", tmp_path / "wsj", root)
+    out = tmp_path / "pos"
+    finetune(["--config", str(prepared / "finetune.json"), "--model", str(model_dir), "--output", str(out),
+              "--epochs", "2"])
+    m = FinetuneMetrics.read(out / "metrics.json")
+    assert m.task == "tokens" and m.primary_metric == "token_accuracy" and "NNP" in m.labels
+    assert set(m.rows["pretrained"].scores["test"]) == {"token_accuracy"}  # POS tags are not BIO spans
+    # the most-frequent-tag-per-word control is strong on WSJ even from 60-odd sentences
+    assert m.rows["majority"].scores["test"]["token_accuracy"].mean > 0.5
+    assert m.rows["tfidf_lr"].scores["test"]["token_accuracy"].mean > 0.5
+
+    from transformers import AutoModelForTokenClassification
+
+    model = AutoModelForTokenClassification.from_pretrained(out / "hf")
+    assert set(model.config.id2label.values()) == set(m.labels)

@@ -28,3 +28,32 @@ def test_vader_counts_reconcile_and_finetune_reads_it(tmp_path):
     row = json.loads((out / "data.jsonl").read_text().splitlines()[0])
     assert row["split"] == split_of(row["id"]) and row["label"] == ("positive" if row["score"] >= 0.5 else
                                                                      "negative" if row["score"] <= -0.5 else "neutral")
+
+
+DATA = ROOT / "tests" / "data" / "labeled"
+
+
+def test_reuters_arff_becomes_three_topics(tmp_path):
+    from pipelines.labeled.reuters import read_arff
+
+    rows = read_arff(DATA / "weka" / "ReutersGrain-train.arff")
+    assert len(rows) == 40 and rows[0][0].startswith("BAHIA COCOA REVIEW Showers continued")
+    assert "\n" in rows[0][0] and "\\n" not in rows[0][0]  # weka's escapes are undone
+    out = prepare("reuters", tmp_path / "reuters", DATA / "weka")
+    counts = read_manifest(out)["counts"]
+    assert counts["train_examples"] == counts["test_examples"] == 40
+    grain = sum(c for _, c in rows) + sum(c for _, c in read_arff(DATA / "weka" / "ReutersGrain-test.arff"))
+    assert counts["corn"] + counts["grain"] - counts["corn_not_grain"] == grain
+    cfg = json.loads((out / "finetune.json").read_text())
+    assert cfg["select_metric"] == "macro_f1"
+    first = json.loads((out / "data.jsonl").read_text().splitlines()[0])
+    assert first["split"] == "train" and first["label"] in ("corn", "grain", "other")
+
+
+def test_wsj_pos_lines_become_tagged_sentences(tmp_path):
+    out = prepare("wsj_pos", tmp_path / "wsj", DATA / "pattern")
+    rows = [json.loads(x) for x in (out / "data.jsonl").read_text().splitlines()]
+    assert len(rows) == 80
+    assert rows[0]["tokens"][:3] == ["Pierre", "Vinken", ","] and rows[0]["tags"][:3] == ["NNP", "NNP", ","]
+    assert all(len(r["tokens"]) == len(r["tags"]) for r in rows)
+    assert read_manifest(out)["counts"]["tokens"] == sum(len(r["tokens"]) for r in rows)
