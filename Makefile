@@ -41,6 +41,7 @@ bench: setup
 	$(BIN)/lmforge bench scale
 	$(BIN)/lmforge bench tokenizer
 	$(BIN)/lmforge bench data
+	$(BIN)/lmforge bench transfer --resume
 
 # The Prefect UI on http://127.0.0.1:4200 (then run flows with PREFECT_API_URL set, see README).
 ui: setup

@@ -24,6 +24,7 @@ from prefect.artifacts import create_markdown_artifact
 from pydantic import BaseModel, Field
 
 from flows.presets import PRESETS
+from lmforge.config import options_to_argv
 from pipelines.labeled.registry import SOURCES
 
 
@@ -47,23 +48,10 @@ class DagParams(BaseModel):
     overrides: dict[str, dict[str, Any]] = Field(default_factory=dict, description="per-stage option overrides, e.g. {'pretrain': {'steps': 50}}")
 
 
-def _flags(opts: dict[str, Any]) -> list[str]:
-    argv: list[str] = []
-    for k, v in opts.items():
-        flag = "--" + k.replace("_", "-")
-        if isinstance(v, bool):
-            argv.append(flag if v else "--no-" + flag[2:])
-        elif isinstance(v, (list, tuple)):
-            argv += [flag, *map(str, v)]
-        else:
-            argv += [flag, str(v)]
-    return argv
-
-
 def launch_stage(stage: str, opts: dict[str, Any], out: Path, argv: list[str] = ()) -> str:
     """Run `lmforge <stage> [argv] <opts as flags>` in a subprocess; its log goes to <run>/logs/<stage>.log
     and to our stdout."""
-    cmd = [sys.executable, "-m", "lmforge.cli", stage, *argv, *_flags(opts)]
+    cmd = [sys.executable, "-m", "lmforge.cli", stage, *argv, *options_to_argv(opts)]
     log_path = _run_dir(out) / "logs" / f"{stage}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.time()

@@ -60,7 +60,7 @@ SUMMARIES = {
     "evaluate": "MLM loss, accuracy, parameters, throughput -> eval/report.{json,md}",
     "labeled": "real labelled datasets (VADER, Reuters-21578, ...) as files finetune reads: labeled list | prepare NAME",
     "run": "the whole DAG as one Prefect flow (no server needed)",
-    "bench": "benchmarks against named peers -> docs/BENCHMARKS.md (bench corpus | data | extraction | langid | scale | tokenizer)",
+    "bench": "benchmarks against named peers -> docs/BENCHMARKS.md (bench corpus | data | extraction | langid | scale | tokenizer | transfer)",
 }
 
 
@@ -76,7 +76,8 @@ def _quiet_logs() -> None:
 
 def _bench(rest: list[str]) -> int:
     benches = {"corpus": "lmforge.bench.corpus", "data": "lmforge.bench.data", "extraction": "lmforge.bench.extraction",
-               "langid": "lmforge.bench.langid", "scale": "lmforge.bench.scale", "tokenizer": "lmforge.bench.tokenizer"}
+               "langid": "lmforge.bench.langid", "scale": "lmforge.bench.scale", "tokenizer": "lmforge.bench.tokenizer",
+               "transfer": "lmforge.bench.transfer"}
     if not rest or rest[0] not in benches:
         print(f"usage: lmforge bench {{{','.join(benches)}}} [--help]")
         return 0 if rest and rest[0] in ("-h", "--help") else 2

@@ -119,6 +119,28 @@ def config_from_args(cls: type[T], ns: argparse.Namespace) -> T:
         raise ValueError(f"{cls.__name__}: {e}") from e
 
 
+def options_to_argv(opts: dict[str, Any]) -> list[str]:
+    """The command line `add_config_args` parses back into these options (the inverse of the parser).
+
+    None is left out (the field's default applies), booleans become --flag / --no-flag, lists
+    become `--flag a b c` (an empty list is left out: argparse's nargs="+" cannot express it, so the
+    default stands), anything else `--flag value`; option names use dashes for underscores.
+    """
+    argv: list[str] = []
+    for name, value in opts.items():
+        flag = "--" + name.replace("_", "-")
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            argv.append(flag if value else "--no-" + flag[2:])
+        elif isinstance(value, (list, tuple)):
+            if value:
+                argv += [flag, *map(str, value)]
+        else:
+            argv += [flag, str(value)]
+    return argv
+
+
 def config_to_dict(cfg: Any) -> dict[str, Any]:
     return json.loads(json.dumps(dataclasses.asdict(cfg), default=str))
 

@@ -6,6 +6,12 @@
 value per seed and its mean and sample standard deviation over seeds; a control without
 randomness has one "seed" (`null`) and sd 0. Readers (the evaluate stage, `bench transfer`)
 go through `FinetuneMetrics`, not through keys.
+
+Prepared task directory (`lmforge labeled prepare NAME --output DIR`, `pipelines.labeled`):
+`data.jsonl` (one example per line with `id`, `split` = train | validation | test, and either
+`text` (+ a pair column) and `label`, or `tokens` and `tags` lists), `finetune.json` (the
+`lmforge finetune --config` options naming the task, the data file and its columns),
+`LICENCE.txt` (the source's licence), `README.md`, and last `manifest.json`.
 """
 from __future__ import annotations
 

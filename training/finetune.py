@@ -77,6 +77,8 @@ class FinetuneConfig:
     eval_every: int = opt(0, "steps between validation scores (0: every epoch)")
     dropout: float = opt(-1.0, "hidden and attention dropout while fine-tuning (-1: the model's own)")
     max_length: int = opt(128, "tokens per example after truncation (truncations are counted)")
+    bf16: bool = opt(False, "train and predict under bfloat16 autocast (fp32 weights): 1.4x faster on CPUs with "
+                     "AVX512-BF16, and on GPUs")
     select_metric: str = opt("", "metric for model selection (default: accuracy, pearson, entity_f1 or token_accuracy)")
     controls: bool = opt(True, "also score the majority and TF-IDF + logistic regression controls")
     threads: int = opt(2, "torch CPU threads")
@@ -104,7 +106,7 @@ class FinetuneConfig:
     @property
     def recipe(self) -> Recipe:
         return Recipe(self.lr, self.epochs, self.batch_size, self.warmup_ratio, self.weight_decay, self.clip,
-                      self.patience, self.eval_every, None if self.dropout == -1.0 else self.dropout)
+                      self.patience, self.eval_every, None if self.dropout == -1.0 else self.dropout, self.bf16)
 
 
 def load_data(cfg: FinetuneConfig) -> TaskData:
@@ -182,7 +184,7 @@ def run(cfg: FinetuneConfig) -> Path:
             history = fit(model, enc["train"], enc["validation"], data, cfg.recipe, seed, primary, tok.pad_token_id,
                           desc=f"finetune {init} seed {seed}")
             for s in SCORED:  # test is scored here, once, with the weights chosen on validation
-                for m, v in score(data, s, predict(model, enc[s], data, s, tok.pad_token_id)).items():
+                for m, v in score(data, s, predict(model, enc[s], data, s, tok.pad_token_id, bf16=cfg.bf16)).items():
                     per_split[s].setdefault(m, {})[str(seed)] = v
             seconds[str(seed)] = round(time.time() - ts, 1)
             details[str(seed)] = {k: v for k, v in history.items() if k != "evaluations"} | {

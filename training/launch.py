@@ -20,34 +20,25 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from lmforge.config import options_to_argv
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def cfg_to_argv(cfg: Any, prefix: str = "") -> list[str]:
-    """The command line that `add_config_args` + `config_from_args` parse back into `cfg`.
-
-    None is left out (the field's default applies), booleans become --flag / --no-flag, lists
-    become `--flag a b c`, nested config dataclasses become prefixed flags (`--mask-rate`).
-    """
-    argv: list[str] = []
+    """The command line that `add_config_args` + `config_from_args` parse back into `cfg`: nested
+    config dataclasses become prefixed flags (`--mask-rate`), the rest as `options_to_argv`."""
+    opts: dict[str, Any] = {}
+    nested: list[str] = []
     for f in dataclasses.fields(cfg):
         if not f.init:
             continue
         value = getattr(cfg, f.name)
-        name = prefix + f.name
-        flag = "--" + name.replace("_", "-")
-        if value is None:
-            continue
         if dataclasses.is_dataclass(value):
-            argv += cfg_to_argv(value, prefix=f"{name}_")
-        elif isinstance(value, bool):
-            argv.append(flag if value else "--no-" + flag[2:])
-        elif isinstance(value, (list, tuple)):
-            if value:  # argparse's nargs="+" cannot express an empty list; the default stands
-                argv += [flag, *map(str, value)]
+            nested += cfg_to_argv(value, prefix=f"{prefix}{f.name}_")
         else:
-            argv += [flag, str(value)]
-    return argv
+            opts[prefix + f.name] = value
+    return options_to_argv(opts) + nested
 
 
 def free_port() -> int:

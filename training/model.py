@@ -31,6 +31,10 @@ class ModelConfig:
     """Feed-forward width, 4 * hidden_size in BERT."""
     dropout: float = 0.1
     """Dropout on hidden states and attention probabilities (BERT's 0.1)."""
+    prenorm: bool = False
+    """LayerNorm before attention and feed-forward instead of after (pre-LN, as GPT-2, Cramming and
+    MosaicBERT): transformers' RobertaPreLayerNormForMaskedLM instead of BertForMaskedLM. Pre-LN keeps
+    gradients well scaled at a high learning rate without a long warm-up (Xiong et al. 2020)."""
 
     def __post_init__(self) -> None:
         if self.hidden_size % self.num_heads:
@@ -114,6 +118,18 @@ def bert_config(m: ModelConfig, vocab_size: int, pad_id: int, max_position: int)
     )
 
 
+def prenorm_config(m: ModelConfig, vocab_size: int, pad_id: int, max_position: int):
+    """The pre-LN masked LM's config. RoBERTa numbers positions from pad_id + 1, so it needs
+    max_position + pad_id + 1 position embeddings; two token types, as BERT, for sentence pairs."""
+    from transformers import RobertaPreLayerNormConfig
+
+    return RobertaPreLayerNormConfig(
+        vocab_size=vocab_size, hidden_size=m.hidden_size, num_hidden_layers=m.num_layers,
+        num_attention_heads=m.num_heads, intermediate_size=m.intermediate_size, hidden_dropout_prob=m.dropout,
+        attention_probs_dropout_prob=m.dropout, max_position_embeddings=max_position + pad_id + 1,
+        pad_token_id=pad_id, bos_token_id=None, eos_token_id=None, type_vocab_size=2, tie_word_embeddings=True)
+
+
 def gpt2_config(m: ModelConfig, vocab_size: int, pad_id: int, eos_id: int | None, max_position: int):
     """A GPT-2 of the preset's sizes: learned positions up to the shards' seq_len, tied embeddings."""
     from transformers import GPT2Config
@@ -138,7 +154,13 @@ def t5_config(m: ModelConfig, vocab_size: int, pad_id: int, eos_id: int | None):
 def build_for_objective(objective: str, m: ModelConfig, vocab_size: int, pad_id: int, eos_id: int | None,
                         seq_len: int) -> torch.nn.Module:
     """The training module for the shards' objective: forward(**batch) -> loss, `.hf` the HF model to export."""
+    if m.prenorm and objective not in MLM_OBJECTIVES:
+        raise ValueError(f"prenorm chooses the masked LM's layout; the {objective} model (GPT-2 / T5) is pre-LN already")
     if objective in MLM_OBJECTIVES:
+        if m.prenorm:
+            from transformers import RobertaPreLayerNormForMaskedLM
+
+            return SparseMLM(RobertaPreLayerNormForMaskedLM(prenorm_config(m, vocab_size, pad_id, seq_len)))
         return SparseMLM(build_model(bert_config(m, vocab_size, pad_id, seq_len)))
     if objective == "causal":
         from transformers import GPT2LMHeadModel
@@ -174,7 +196,7 @@ def load_for_objective(objective: str, model_dir: str, vocab_size: int, pad_id: 
                          + " (make the tokenizer with `lmforge tokenizer --from` the same model and rebuild the shards)")
     if objective in MLM_OBJECTIVES:
         model, info = AutoModelForMaskedLM.from_pretrained(model_dir, output_loading_info=True)
-        wrapped = SparseMLM(model) if hasattr(model, "bert") and hasattr(model, "cls") else HFLoss(model)
+        wrapped = SparseMLM(model) if SparseMLM.head_of(model) is not None else HFLoss(model)
     elif objective == "causal":
         model, info = AutoModelForCausalLM.from_pretrained(model_dir, output_loading_info=True)
         wrapped = HFLoss(model)
@@ -214,22 +236,30 @@ class SparseMLM(torch.nn.Module):
     head costs 2,048 * 128 * 30,522 * 2 * 3 = 48 GFLOP per step in full versus 7 GFLOP sparse;
     measured on one CPU core, 1.30 s -> 0.39 s per step (8k vocab: 0.51 s -> 0.24 s). NVIDIA's
     and MosaicML's BERTs do the same ("sparse prediction"). The wrapped HF model is `.mlm`;
-    that is what gets exported.
+    that is what gets exported. Any masked LM whose head maps each position on its own works:
+    BERT's `cls`, RoBERTa's (and pre-LN RoBERTa's) `lm_head`.
     """
 
-    def __init__(self, mlm: BertForMaskedLM):
+    def __init__(self, mlm):
         super().__init__()
+        if self.head_of(mlm) is None:
+            raise ValueError(f"SparseMLM: {type(mlm).__name__} has neither a BERT `cls` nor a RoBERTa `lm_head`")
         self.mlm = mlm
 
+    @staticmethod
+    def head_of(mlm):
+        head = getattr(mlm, "cls", None)
+        return head if head is not None else getattr(mlm, "lm_head", None)
+
     @property
-    def hf(self) -> BertForMaskedLM:
+    def hf(self):
         """The model to export (HFLoss has the same attribute)."""
         return self.mlm
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        hidden = self.mlm.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        hidden = self.mlm.base_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
         keep = labels != -100
-        logits = self.mlm.cls(hidden[keep])  # (masked tokens, vocab)
+        logits = self.head_of(self.mlm)(hidden[keep])  # (masked tokens, vocab)
         # sum / count rather than mean: a batch with no masked token gives 0, not NaN
         return F.cross_entropy(logits.float(), labels[keep], reduction="sum") / keep.sum().clamp(min=1)
 

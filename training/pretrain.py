@@ -51,9 +51,16 @@ class PretrainConfig:
     output: str = opt(help="Stage directory to write: checkpoints/, hf/, metrics.json, manifest.json.")
     model: str = opt("demo", help="Model preset from training.model.PRESETS (tiny, demo, bert_base, and Turc et al.'s "
                                   "miniatures bert_tiny 2x128, bert_mini 4x256, bert_small 4x512, bert_medium 8x512).")
+    prenorm: bool = opt(False, help="Pre-LN transformer (LayerNorm before each sublayer; transformers' "
+                                    "RobertaPreLayerNormForMaskedLM) instead of BERT's post-LN, for MLM shards.")
+    dropout: float = opt(-1.0, help="Dropout of the fresh model (-1: the preset's). Short pretraining runs see each "
+                                    "row about once and do better without (Cramming).")
     init_from: str = opt("", help="Continue pretraining this Hugging Face model directory (domain-adaptive pretraining) "
                                   "instead of a fresh --model preset; its tokenizer must be the shards' (lmforge "
                                   "tokenizer --from the same directory), a mismatch is an error.")
+    freeze_encoder: bool = opt(False, help="Train only the MLM head's transform and output bias, the encoder and the "
+                                           "(tied) embeddings frozen: fits a head to an encoder that has none, e.g. a "
+                                           "sentence-embedding model, to measure its masked-token loss as it is.")
     steps: int = opt(0, help="Optimizer steps to run; 0 means run `epochs` full epochs.")
     time_budget_minutes: float = opt(0.0, help="Train for this many minutes of the training loop instead of --steps/"
                                                "--epochs; warm-up and decay then follow elapsed time, as in Cramming "
@@ -80,6 +87,7 @@ class PretrainConfig:
         preset(self.model)  # raises on an unknown name
         require(self.steps >= 0, f"steps must be >= 0, got {self.steps}")
         require(self.steps > 0 or self.epochs >= 1, f"epochs must be >= 1 when steps is 0, got {self.epochs}")
+        require(self.dropout == -1.0 or 0 <= self.dropout < 1, f"dropout must be in [0, 1) or -1, got {self.dropout}")
         require(self.time_budget_minutes >= 0, f"time_budget_minutes must be >= 0, got {self.time_budget_minutes}")
         require(not (self.time_budget_minutes and self.steps), "give --steps or --time-budget-minutes, not both")
         require(self.micro_batch_size >= 1, f"micro_batch_size must be >= 1, got {self.micro_batch_size}")
@@ -129,6 +137,14 @@ def plan_steps(cfg: PretrainConfig, batches_per_epoch: int) -> int:
     return cfg.epochs * per_epoch
 
 
+def model_config(cfg: PretrainConfig):
+    """The preset's sizes with this run's architecture and dropout choices."""
+    import dataclasses
+
+    m = dataclasses.replace(preset(cfg.model), prenorm=cfg.prenorm)
+    return m if cfg.dropout == -1.0 else dataclasses.replace(m, dropout=cfg.dropout)
+
+
 class BudgetClock:
     """Progress through a wall-clock budget, the same number on every rank (the slowest rank's clock,
     all-reduced each step), so all ranks see one learning rate and stop at the same step.
@@ -161,6 +177,19 @@ class BudgetClock:
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         self.elapsed = t.item()
         return self.elapsed >= self.budget
+
+
+def freeze_all_but_head(model) -> int:
+    """requires_grad=False on every parameter but the MLM head's own (BERT's cls.predictions.transform
+    and bias; the decoder matrix is the tied word embedding and stays frozen). Returns the count frozen."""
+    head = [n for n, _ in model.named_parameters() if n.startswith("cls.predictions.")]
+    if not head:
+        raise ValueError(f"--freeze-encoder: {type(model).__name__} has no BERT MLM head (cls.predictions.*)")
+    frozen = 0
+    for name, p in model.named_parameters():
+        p.requires_grad = name.startswith("cls.predictions.")
+        frozen += 0 if p.requires_grad else p.numel()
+    return frozen
 
 
 def check_same_tokenizer(tokenizer, model_dir: str) -> None:
@@ -218,9 +247,12 @@ def run(cfg: PretrainConfig) -> Path:
         module = load_for_objective(shards.objective, cfg.init_from, shards.vocab_size, shards.pad_id, shards.seq_len)
         log.info("init from %s: %s", cfg.init_from, module.loading_info or "every weight loaded")
     else:
-        module = build_for_objective(shards.objective, preset(cfg.model), shards.vocab_size, shards.pad_id,
+        module = build_for_objective(shards.objective, model_config(cfg), shards.vocab_size, shards.pad_id,
                                      shards.eos_id, shards.seq_len)
     model = module.hf
+    if cfg.freeze_encoder:
+        frozen = freeze_all_but_head(model)
+        log.info("freeze_encoder: %s of %s parameters frozen", f"{frozen:,}", f"{num_parameters(model):,}")
     torch.manual_seed(cfg.seed + rank)  # different dropout masks per rank
     optimizer = torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-6)
     warmup = int(cfg.warmup_ratio * total)

@@ -62,10 +62,12 @@ SOURCES: tuple[Source, ...] = (
     _html("erlang-doc", "usr/share/doc/erlang-doc/*.html", licence="Apache-2.0"),
     _html("nodejs-doc", "usr/share/doc/nodejs/api/*.html", licence="Expat"),
     _html("git-doc", "usr/share/doc/git-doc/*.html", licence="GPL-2"),
-    # Rust's books and references; the std/core/alloc API pages are generated signatures
+    # Rust's books, references and std API docs (core and alloc repeat std; arch is generated intrinsics)
     _html("rust-doc", "usr/share/doc/rust-doc/html/*.html", licence="MIT or Apache-2.0",
-          exclude=("*/html/core/*", "*/html/alloc/*", "*/html/std/*", "*/html/proc_macro/*", "*/html/test/*",
+          exclude=("*/html/core/*", "*/html/alloc/*", "*/arch/*", "*/html/proc_macro/*", "*/html/test/*",
                    "*/html/src/*")),
+    _html("openjdk-17-doc", "usr/share/doc/openjdk-17-jre-headless/api/java.base/*.html",
+          licence="GPL-2 with Classpath exception"),
     _html("linux-doc-6.1", "usr/share/doc/linux-doc-6.1/html/*.html", licence="GPL-2"),
     _html("libreoffice-help-en-us", "usr/share/libreoffice/help/en-US/*.html", licence="MPL-2.0"),
     _html("gimp-help-en", "usr/share/gimp/2.0/help/en/*.html", licence="GFDL-1.2+ (no invariant sections)"),

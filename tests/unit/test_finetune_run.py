@@ -65,7 +65,7 @@ def test_pairs_and_regression(tmp_path, model_dir):
     assert m.labels == ["0", "1"] and m.rows["tfidf_lr"].scores["test"]["mcc"].mean is not None
     out = tmp_path / "reg"
     finetune(["--model", str(model_dir), "--data", str(data), "--output", str(out), "--text-column", "a",
-              "--task", "regression", "--label-column", "score", "--no-controls"])
+              "--task", "regression", "--label-column", "score", "--no-controls", "--bf16"])
     m = FinetuneMetrics.read(out / "metrics.json")
     assert m.primary_metric == "pearson" and set(m.rows) == {"pretrained"}
     assert m.rows["pretrained"].scores["test"]["mse"].mean > 0

