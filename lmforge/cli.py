@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from lmforge.config import add_config_args, config_from_args
+from schemas.manifest import StageBusy
 
 # stage -> (module:config class, module:run function, module whose docstring is the --help text, Beam stage)
 _STAGE_TABLE = {
@@ -160,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
             out = run_fn(cfg, nproc=ns.nproc)
         else:
             out = run_fn(cfg, beam_args) if beam else run_fn(cfg)
-    except (FileNotFoundError, ValueError) as e:  # bad input named by the stage: no traceback needed
+    except (FileNotFoundError, ValueError, StageBusy) as e:  # bad input named by the stage: no traceback needed
         if os.environ.get("LMFORGE_TRACEBACK"):
             raise
         print(f"lmforge {command}: error: {type(e).__name__}: {e}  (LMFORGE_TRACEBACK=1 shows where)", file=sys.stderr)

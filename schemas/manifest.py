@@ -146,3 +146,28 @@ def verify_outputs(stage_dir: str | os.PathLike) -> None:
             raise ValueError(f"{p}: listed in the manifest but missing")
         if p.stat().st_size != o["bytes"] or sha256_file(p) != o["sha256"]:
             raise ValueError(f"{p}: checksum mismatch against {stage_dir / MANIFEST_NAME}")
+
+
+class StageBusy(RuntimeError):
+    """Another process is writing the same stage directory."""
+
+
+def stage_lock(stage_dir: str | os.PathLike):
+    """Hold `<stage_dir>/.lock` (an exclusive flock) while a stage writes there, so two runs pointed at
+    one output folder fail fast instead of mixing their files. The lock dies with the process."""
+    import contextlib
+    import fcntl
+
+    @contextlib.contextmanager
+    def held():
+        path = Path(stage_dir)
+        path.mkdir(parents=True, exist_ok=True)
+        with open(path / ".lock", "w") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise StageBusy(f"{path}: another process is writing this stage directory (it holds {path / '.lock'}); "
+                                "wait for it or choose another --output") from None
+            yield
+
+    return held()

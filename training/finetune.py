@@ -34,7 +34,7 @@ from typing import Any
 
 from lmforge.config import config_to_dict, opt, parse_config, require
 from schemas.finetune import CONTROLS, INITS, METRICS, TASKS, FinetuneMetrics, Row, Score
-from schemas.manifest import Manifest, atomic_write_json, describe_outputs, input_ref, write_manifest
+from schemas.manifest import Manifest, atomic_write_json, describe_outputs, input_ref, stage_lock, write_manifest
 from training.tasks.dataset import Columns, TaskData, cap, load_task
 from training.tasks.trainer import Recipe
 
@@ -148,6 +148,11 @@ def control_rows(data: TaskData, primary: str) -> dict[str, Row]:
 
 
 def run(cfg: FinetuneConfig) -> Path:
+    with stage_lock(cfg.output):
+        return _run(cfg)
+
+
+def _run(cfg: FinetuneConfig) -> Path:
     import torch
 
     from training.export import save_hf

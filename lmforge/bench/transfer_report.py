@@ -102,7 +102,9 @@ def render(res: dict[str, Any]) -> str:
                      f"minutes of training on {cfg['nproc']} processes: {p['steps']:,} steps of {p['global_batch']} x "
                      f"{p['seq_len']} tokens, {p['tokens_seen']:,} tokens seen, MLM mask rate {cfg['mask_rate']}, peak lr "
                      f"{cfg['lr']}; held-out masked-token loss {p['valid_loss']:.3f} (training loss {p['first_loss']:.2f} "
-                     f"-> {p['last_loss']:.2f}). Fine-tuned at lr {cfg['ft_lr_small']} (its random-init twin the same).")
+                     f"-> {p['last_loss']:.2f}); {'pre-LN' if cfg.get('prenorm') else 'post-LN'}, dropout {cfg.get('dropout')}, "
+                     f"{'bf16' if cfg.get('bf16') else 'fp32'}. Fine-tuned at lr {cfg['ft_lr_small']} (its random-init "
+                     "twin the same); every neural row fine-tunes under bf16 autocast with BERT's recipe otherwise.")
     if "minilm_cpt" in pre:
         p = pre["minilm_cpt"]
         lines.append(f"- MiniLM continued pretraining: {cfg['cpt_minutes']:g} minutes, {p['steps']:,} steps, "

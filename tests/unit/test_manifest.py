@@ -15,3 +15,16 @@ def test_describe_outputs_with_a_relative_stage_dir(tmp_path, monkeypatch):
     outs = describe_outputs(rel, [rel / "data" / "a.txt", "b.txt", stage / "data" / "a.txt"])
     assert [(o.path, o.bytes) for o in outs] == [("b.txt", 2), ("data/a.txt", 1)]
     assert [o.path for o in describe_outputs(stage, ["b.txt"])] == ["b.txt"]
+
+
+def test_stage_lock_refuses_a_second_writer(tmp_path):
+    import pytest
+
+    from schemas.manifest import StageBusy, stage_lock
+
+    with stage_lock(tmp_path / "ft"):
+        with pytest.raises(StageBusy, match="another process is writing"):
+            with stage_lock(tmp_path / "ft"):
+                pass
+    with stage_lock(tmp_path / "ft"):  # released
+        pass
