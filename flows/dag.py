@@ -1,8 +1,12 @@
 """The lmforge DAG as one Prefect flow: corpus -> tokenizer -> shards -> pretrain ->
-(finetune, distill) -> evaluate.
+(labeled -> finetune, distill) -> evaluate.
 
     lmforge run --name demo                          # no Prefect server needed
     PREFECT_API_URL=http://127.0.0.1:4200/api lmforge run --name demo   # shows in the UI
+    lmforge run --name dapt --init-from DIR          # adopt DIR's tokenizer, continue pretraining its weights
+
+The fine-tune task takes `labeled`: a known source (`lmforge labeled list`; the `labeled` task
+prepares it first) or the user's own file or `finetune --config` JSON.
 
 Every task launches one stage's entry point (`python -m lmforge.cli <stage> ...`) as a
 subprocess and returns the stage directory; nothing is computed here. The evaluate task also

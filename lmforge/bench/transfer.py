@@ -60,7 +60,10 @@ TASKS = {
     "reuters": TaskPlan("reuters", max_length=128),
     # 811 train sentences: 3 epochs are 78 steps, too few for 44 tags
     "wsj_pos": TaskPlan("wsj_pos", max_length=96, epochs=8),
+    # document pairs: two ~80-word articles per example; not in the default run (about 30 more minutes)
+    "lee_pairs": TaskPlan("lee_pairs", max_length=256, epochs=5),
 }
+DEFAULT_TASKS = ("vader", "reuters", "wsj_pos")
 
 
 @dataclass
@@ -84,7 +87,7 @@ class BenchConfig:
     cpt_minutes: float = 10.0
     cpt_lr: float = 1e-4
     probe_minutes: float = 3.0
-    tasks: list[str] = field(default_factory=lambda: list(TASKS))
+    tasks: list[str] = field(default_factory=lambda: list(DEFAULT_TASKS))
     seeds: list[int] = field(default_factory=lambda: [1, 2, 3])
     rows: list[str] = field(default_factory=lambda: list(ROWS))
     ft_lr_small: float = 3e-4
@@ -293,6 +296,21 @@ def collect(cfg: BenchConfig, data: dict[str, Path], models: dict[str, Path], ru
     }
 
 
+def experiment_summary(work: Path) -> dict[str, Any]:
+    """The recipe and outcome of an earlier (shorter) run: its pretraining and each task's lmforge rows."""
+    r = json.loads((work / "results.json").read_text())
+    c, p = r["config"], r["pretraining"].get("pretrain", {})
+    return {"work": str(work), "model": c["model"], "prenorm": c.get("prenorm", False),
+            "dropout": c.get("dropout"), "bf16": c.get("bf16", False),  # runs before these options: the preset's, fp32
+            "global_batch": p.get("global_batch"), "lr": c["lr"], "mask_rate": c["mask_rate"],
+            "budget_minutes": c["budget_minutes"], "steps": p.get("steps"), "tokens_seen": p.get("tokens_seen"),
+            "valid_loss": p.get("valid_loss"), "seeds": c["seeds"],
+            "tasks": {t: {"primary": x["primary"], **{row: x["rows"][row]["test"][x["primary"]]["mean"]
+                                                     for row in ("lmforge", "lmforge_scratch", "tfidf_lr")
+                                                     if row in x["rows"]}}
+                      for t, x in r["tasks"].items()}}
+
+
 def _corpus_words(corpus: Path) -> dict[str, int]:
     import pyarrow.parquet as pq
 
@@ -334,11 +352,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mask-rate", type=float, default=d.mask_rate, help="MLM mask rate (default: %(default)s)")
     ap.add_argument("--micro-batch-size", type=int, default=d.micro_batch_size, help="per process (default: %(default)s)")
     ap.add_argument("--vocab-size", type=int, default=d.vocab_size, help="lmforge tokenizer (default: %(default)s)")
-    ap.add_argument("--tasks", nargs="+", default=d.tasks, choices=sorted(TASKS), help="tasks (default: all)")
+    ap.add_argument("--tasks", nargs="+", default=d.tasks, choices=sorted(TASKS),
+                    help="tasks (default: %(default)s; lee_pairs, a regression on document pairs, adds ~30 minutes)")
     ap.add_argument("--seeds", nargs="+", type=int, default=d.seeds, help="fine-tune seeds (default: 1 2 3)")
     ap.add_argument("--rows", nargs="+", default=d.rows, choices=ROWS, help="rows to run (default: all)")
     ap.add_argument("--ft-lr-small", type=float, default=d.ft_lr_small, help="fine-tune lr of lmforge and its twin")
     ap.add_argument("--ft-lr-minilm", type=float, default=d.ft_lr_minilm, help="fine-tune lr of the MiniLM rows")
+    ap.add_argument("--experiments", nargs="*", default=[], metavar="WORK",
+                    help="earlier runs (their --work) to list in the report as recipe measurements, e.g. short "
+                         "budgets with other settings")
     ap.add_argument("--resume", action="store_true", help="keep every finished step of an earlier run")
     ap.add_argument("--fresh", action="store_true", help="delete --work (not --data) first")
     ap.add_argument("--out", default="docs/BENCHMARKS.md", help="report to update (default: %(default)s)")
@@ -348,6 +370,8 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(a.out)
     if a.render:
         res = json.loads(Path(a.render).read_text())
+        if a.experiments:
+            res["experiments"] = [experiment_summary(Path(e)) for e in a.experiments]
         plot(res, out.parent / "benchmarks" / "transfer.png")
         write_section(out, TITLE, render(res), res, measured=res.get("measured_utc"))
         return 0
@@ -365,6 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = finetune_steps(s, cfg, models)
     res = collect(cfg, data, models, runs, s.timings)
     res["wall_seconds"] = round(time.time() - t0, 1)
+    res["experiments"] = [experiment_summary(Path(e)) for e in a.experiments]
     Path(cfg.work, "results.json").write_text(json.dumps(res, indent=1, default=str) + "\n")
     body = render(res)
     print(body)

@@ -23,9 +23,9 @@ VALIDATION_PER_MILLE = 100
 
 
 def _modules() -> dict[str, ModuleType]:
-    from pipelines.labeled import reuters, vader, wsj_pos
+    from pipelines.labeled import lee_pairs, reuters, vader, wsj_pos
 
-    return {"vader": vader, "reuters": reuters, "wsj_pos": wsj_pos}
+    return {"vader": vader, "reuters": reuters, "wsj_pos": wsj_pos, "lee_pairs": lee_pairs}
 
 
 SOURCES = tuple(_modules())
@@ -87,5 +87,6 @@ def default_source(name: str) -> Path:
 
 def describe(name: str) -> str:
     mod = _modules()[name]
-    where = mod.DEFAULT_SOURCE if hasattr(mod, "DEFAULT_SOURCE") else f"Debian package {mod.PACKAGE}"
+    where = mod.DEFAULT_SOURCE if hasattr(mod, "DEFAULT_SOURCE") else (
+        f"PyPI sdist {mod.PACKAGE[5:]}" if mod.PACKAGE.startswith("pypi:") else f"Debian package {mod.PACKAGE}")
     return f"{mod.DESCRIPTION} (source: {where})"

@@ -57,3 +57,23 @@ def test_wsj_pos_lines_become_tagged_sentences(tmp_path):
     assert rows[0]["tokens"][:3] == ["Pierre", "Vinken", ","] and rows[0]["tags"][:3] == ["NNP", "NNP", ","]
     assert all(len(r["tokens"]) == len(r["tags"]) for r in rows)
     assert read_manifest(out)["counts"]["tokens"] == sum(len(r["tokens"]) for r in rows)
+
+
+def test_lee_pairs_split_by_document(tmp_path):
+    from pipelines.labeled.lee_pairs import doc_split
+
+    out = prepare("lee_pairs", tmp_path / "lee", DATA / "gensim-4.4.0" / "gensim" / "test" / "test_data")
+    rows = [json.loads(x) for x in (out / "data.jsonl").read_text().splitlines()]
+    assert len(rows) == 50 * 49 // 2 and all(0.0 <= r["score"] <= 1.0 for r in rows)
+    train_docs = {r["text"] for r in rows if r["split"] == "train"} | {r["text_pair"] for r in rows if r["split"] == "train"}
+    assert sum(doc_split(i) == "test" for i in range(50)) >= 4
+    for r in rows:  # no pair in train mentions a test or validation document
+        i, j = (int(x) for x in r["id"].split("-")[1:])
+        if r["split"] == "train":
+            assert doc_split(i) == doc_split(j) == "train"
+        if r["split"] == "test":
+            assert "test" in (doc_split(i), doc_split(j))
+    assert len(train_docs) < 50
+    assert "LESSER GENERAL PUBLIC LICENSE" in (out / "LICENCE.txt").read_text()
+    cfg = json.loads((out / "finetune.json").read_text())
+    assert cfg["task"] == "regression" and cfg["text_pair_column"] == "text_pair"
