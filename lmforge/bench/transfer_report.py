@@ -147,7 +147,10 @@ def render(res: dict[str, Any]) -> str:
               "| source | language | records | licence |", "|---|---|---:|---|"]
     for name, s in sorted(c.get("sources", {}).items()):
         lines.append(f"| {name} {s['version']} | {s['language']} | {s['records']:,} | {s['licence']} |")
-    lines += ["", f"Whole run: {res.get('wall_seconds', 0) / 60:.0f} minutes on this machine."]
+    steps = res.get("timings") or {}
+    lines += ["", f"Time on this machine: the steps took {sum(steps.values()) / 60:.0f} minutes in all (each step's own "
+              "wall time, across resumed runs: " + ", ".join(f"{k} {v / 60:.1f}" for k, v in steps.items())
+              + f"); the last invocation {res.get('wall_seconds', 0) / 60:.0f} minutes."]
     return "\n".join(lines) + "\n"
 
 

@@ -53,3 +53,5 @@ def test_goals_are_judged_from_the_means(tmp_path):
     md = render(RES)
     assert "| lmforge architecture, random init | 65.0 ± 1.0 |" in md and "| fortunes 1.99 | en | 3 | BSD |" in md
     assert plot(RES, tmp_path / "t.png").stat().st_size > 5000
+    timed = render({**RES, "timings": {"corpus": 120.0, "pretrain": 3600.0}, "wall_seconds": 300.0})
+    assert "the steps took 62 minutes in all" in timed and "pretrain 60.0" in timed and "invocation 5 minutes" in timed
