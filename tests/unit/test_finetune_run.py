@@ -23,11 +23,16 @@ def finetune(argv: list[str]) -> None:
     assert main(["finetune", "--epochs", "1", "--batch-size", "16", "--lr", "1e-3", "--max-length", "48", *argv]) == 0
 
 
-def test_three_class_jsonl_with_split_column_in_one_command(tmp_path, model_dir):
-    rows = vader_rows(400)
+def split_reviews(path: Path, n: int) -> tuple[list[dict], Path]:
+    """n real VADER sentences with a split column: every 10th test, the next validation, the rest train."""
+    rows = vader_rows(n)
     for k, r in enumerate(rows):
         r["split"] = "test" if k % 10 == 0 else "validation" if k % 10 == 1 else "train"
-    data = write_jsonl(tmp_path / "reviews.jsonl", rows)
+    return rows, write_jsonl(path, rows)
+
+
+def test_three_class_jsonl_with_split_column_in_one_command(tmp_path, model_dir):
+    rows, data = split_reviews(tmp_path / "reviews.jsonl", 400)
     out = tmp_path / "ft"
     finetune(["--model", str(model_dir), "--data", str(data), "--output", str(out), "--seeds", "1", "2",
               "--init", "pretrained", "scratch"])
@@ -101,3 +106,34 @@ def test_token_tagging_on_real_wsj_pos_tags(tmp_path, model_dir):
 
     model = AutoModelForTokenClassification.from_pretrained(out / "hf")
     assert set(model.config.id2label.values()) == set(m.labels)
+
+
+def test_lr_grid_keeps_each_inits_best_mean_validation(tmp_path, model_dir):
+    _, data = split_reviews(tmp_path / "reviews.jsonl", 300)
+    out = tmp_path / "ft"
+    # 1e-9 cannot move the weights off a random head; 1e-3 learns something
+    finetune(["--model", str(model_dir), "--data", str(data), "--output", str(out), "--seeds", "1", "2",
+              "--init", "pretrained", "scratch", "--lr-grid", "1e-9", "--no-controls"])
+    m = FinetuneMetrics.read(out / "metrics.json")
+    for init in ("pretrained", "scratch"):
+        d = m.rows[init].details
+        search = d["lr_search"]
+        assert set(search) == {"0.001", "1e-09"}
+        chosen = max(search, key=lambda k: search[k])
+        assert d["lr"] == float(chosen)
+        # the row's scores are those of the chosen rate: its validation mean is the search's best
+        assert m.rows[init].scores["validation"]["accuracy"].mean == pytest.approx(search[chosen])
+        assert set(m.rows[init].scores["test"]["accuracy"].per_seed) == {"1", "2"}
+    assert m.saved["lr"] == m.rows["pretrained"].details["lr"]
+    assert (out / "hf" / "config.json").exists() and not list(out.glob(".hf-lr*"))
+    verify_outputs(out)
+
+
+def test_lr_grid_must_not_repeat_lr(tmp_path, model_dir, capsys):
+    from lmforge.cli import main
+
+    data = write_jsonl(tmp_path / "r.jsonl", vader_rows(60))
+    with pytest.raises(SystemExit) as e:
+        main(["finetune", "--model", str(model_dir), "--data", str(data), "--output", str(tmp_path / "o"),
+              "--lr", "1e-3", "--lr-grid", "1e-3"])
+    assert e.value.code != 0 and "lr_grid must hold distinct positive rates" in capsys.readouterr().err
