@@ -74,7 +74,8 @@ class Row:
     seconds: dict[str, float] = field(default_factory=dict)
     """Seed -> wall seconds of fitting (and scoring) that seed."""
     details: dict[str, Any] = field(default_factory=dict)
-    """Per seed: steps, best epoch, stopped early, chosen regularisation, ..."""
+    """Per seed: steps, best epoch, stopped early, chosen regularisation, ...; for an init also `lr` (the rate
+    its scores come from), `lr_search` (rate -> mean validation score) and `lr_search_seconds` (what each rate cost)."""
 
 
 @dataclass

@@ -203,7 +203,8 @@ def _run(cfg: FinetuneConfig) -> Path:
                   + ", ".join(f"{t['lr']:g}: {t['validation_mean']:.4f}" for t in tried
                               if t["validation_mean"] is not None) + ")", flush=True)
         details = {**best["details"], "lr": best["lr"],
-                   "lr_search": {f"{t['lr']:g}": t["validation_mean"] for t in tried}}
+                   "lr_search": {f"{t['lr']:g}": t["validation_mean"] for t in tried},
+                   "lr_search_seconds": {f"{t['lr']:g}": round(sum(t["seconds"].values()), 1) for t in tried}}
         rows[init] = Row("init", {s: {m: Score.of(v) for m, v in ms.items()} for s, ms in best["per_split"].items()},
                          best["seconds"], details)
         if init == cfg.init[0]:
