@@ -159,8 +159,9 @@ class Steps:
                 if took is not None:
                     self.timings[name] = round(float(took), 1)
                 return out
-            print(f"[{name}] finished earlier, but {why}: running it again", flush=True)
-            (out / MANIFEST_NAME).unlink()
+            print(f"[{name}] finished earlier, but {why}: running it again from nothing", flush=True)
+            # nothing of the old settings may survive, e.g. pretraining checkpoints a later --resume would load
+            shutil.rmtree(out)
         cmd = [sys.executable, "-m", "lmforge.cli", *argv]
         log = self.logs / f"{name}.log"
         print(f"[{name}] lmforge {' '.join(argv)}  (log: {log})", flush=True)
