@@ -24,6 +24,7 @@ class CorpusConfig:
     char_shingle_languages: list[str] = opt(["zh", "ja", "th", "my", "km", "lo"], "languages shingled by characters, not words (keep them with --languages)")
     line_dedup: bool = opt(False, "C4 line-level dedup (TFDS remove_duplicate_text): a line repeated across pages stays on one page (chosen by hash of id); pages left too short are dropped as line_dedup_<rule>")
     index: str = opt("", "band index directory shared by recurring runs (incremental refresh): deduplicate against every snapshot it holds, then add this run's kept documents atomically; empty = no index")
+    index_wait: float = opt(0.0, "seconds to wait for another run that holds --index's lock (one run writes an index at a time); 0 = fail at once naming the holder")
     cc_rounds: int = opt(6, "large-star/small-star rounds for near-duplicate clusters; nodes not settled after them are counted in the manifest (cc_unconverged_nodes)")
     num_shards: int = opt(2, "Parquet files per language")
     # Quality filters, applied in this order by clean.process_document; each has `enabled`.
@@ -39,6 +40,7 @@ class CorpusConfig:
         require(0.0 < self.jaccard_threshold <= 1.0, "jaccard_threshold must be in (0, 1]")
         require(self.num_perm >= 16, "num_perm must be >= 16")
         require(self.num_shards >= 1, "num_shards must be >= 1")
+        require(self.index_wait >= 0, "index_wait must be >= 0 seconds")
         require(not self.index or self.near_dedup, "--index needs near_dedup: the index stores MinHash band keys")
         require(all(len(x) == 2 for x in self.languages), f"languages must be ISO 639-1 codes, got {self.languages}")
         for name, cls in (("c4", C4Config), ("gopher_repetition", GopherRepetitionConfig),

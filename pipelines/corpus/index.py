@@ -8,19 +8,85 @@ Rerunning a snapshot that is already in the index changes nothing: the snapshot 
 by its fingerprint (sha256 of its input files' contents and of the dedup-relevant config), the
 run deduplicates against the generations committed *before* it, so it writes the same output
 as the first time, and the index is left as it is.
+
+One run at a time: `index_lock` holds an exclusive lock on `<index>/.lock` from `open_index` until
+`commit`. Without it two refreshes would both plan `gen-N`, each delete the other's unlisted
+generation as debris, and the last commit would hide the other's pages. The lock is a POSIX
+`flock`: it is released when the holder dies, and it works on a local or NFSv4 file system, not on
+object storage.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
+import socket
+import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from schemas.manifest import atomic_write_json
+from schemas.manifest import StageBusy, atomic_write_json
 from schemas.minhash_index import INDEX_FILE, INDEX_SCHEMA_VERSION
+
+LOCK_FILE = ".lock"
+
+
+class IndexLocked(StageBusy):
+    """Another run holds the band index (it is between opening the index and committing to it)."""
+
+
+def lock_holder(root: str | Path) -> str:
+    """Who holds (or last held) the index lock, from what the holder wrote into the lock file."""
+    try:
+        info = json.loads((Path(root) / LOCK_FILE).read_text() or "{}")
+    except (OSError, ValueError):
+        info = {}
+    if not info:
+        return "another process"
+    return f"pid {info.get('pid')} on {info.get('host')} (since {info.get('since')}, {info.get('what', 'a corpus run')})"
+
+
+@contextlib.contextmanager
+def index_lock(root: str | Path, wait_seconds: float = 0.0, what: str = "", poll_seconds: float = 1.0):
+    """Hold the index's exclusive lock; wait up to `wait_seconds` for another run to finish, then raise
+    IndexLocked naming the holder."""
+    import fcntl
+
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + wait_seconds
+    with open(root / LOCK_FILE, "a+") as f:  # "a+": never truncate what the holder wrote
+        announced = False
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    waited = f" after waiting {wait_seconds:.0f}s" if wait_seconds else ""
+                    raise IndexLocked(f"{root}: index locked by {lock_holder(root)}{waited}; nothing was written. "
+                                      "Wait for that run, or pass --index-wait SECONDS to queue behind it.") from None
+                if not announced:
+                    print(f"corpus: {root}: index locked by {lock_holder(root)}; waiting up to {wait_seconds:.0f}s",
+                          file=sys.stderr, flush=True)
+                    announced = True
+                time.sleep(min(poll_seconds, max(0.0, deadline - time.monotonic())))
+        f.seek(0)
+        f.truncate()
+        f.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                            "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "what": what or "a corpus run"}))
+        f.flush()
+        try:
+            yield
+        finally:
+            f.seek(0)
+            f.truncate()
+            f.flush()
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 class IndexMismatch(ValueError):
@@ -89,7 +155,8 @@ def check_params(path: Path, have: dict[str, Any], want: dict[str, Any]) -> None
 
 def open_index(root: str | Path, params: dict[str, Any], fingerprint: str) -> IndexPlan:
     """Plan a run against the index at `root` (created if missing). Deletes generation
-    directories that INDEX.json does not list: they are what a killed run left behind."""
+    directories that INDEX.json does not list: they are what a killed run left behind (call it
+    under `index_lock`, or a concurrent run's generation would look like debris)."""
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     data = read_index_file(root)

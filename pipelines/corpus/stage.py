@@ -1,6 +1,7 @@
 """Driver for the corpus stage: prepare the directory, run the Beam pipeline, reconcile, manifest."""
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import time
@@ -12,9 +13,9 @@ import pyarrow.parquet as pq
 from lmforge.config import config_to_dict
 from pipelines.corpus.config import CorpusConfig
 from pipelines.corpus.dedup import MINHASH_SCHEME, detection_probability, lsh_params
-from pipelines.corpus.index import commit, open_index, snapshot_fingerprint
+from pipelines.corpus.index import commit, index_lock, open_index, snapshot_fingerprint
 from pipelines.io import expand_inputs, parquet_rows
-from schemas.manifest import MANIFEST_NAME, InputRef, Manifest, describe_outputs, write_manifest
+from schemas.manifest import MANIFEST_NAME, InputRef, Manifest, describe_outputs, stage_lock, write_manifest
 
 SUBDIRS = ("data", "dropped", "duplicates", "quarantine")
 
@@ -117,6 +118,16 @@ def check_shuffles(metrics: dict[str, int]) -> None:
 
 
 def run(cfg: CorpusConfig, beam_args: list[str] | None = None) -> Path:
+    """The corpus stage, holding its output directory's lock and, with --index, the index's lock from
+    planning to commit (a second run on either waits up to --index-wait or fails naming the holder)."""
+    with contextlib.ExitStack() as held:
+        held.enter_context(stage_lock(cfg.output))
+        if cfg.index:
+            held.enter_context(index_lock(cfg.index, cfg.index_wait, what=f"corpus -> {cfg.output}"))
+        return _run(cfg, beam_args)
+
+
+def _run(cfg: CorpusConfig, beam_args: list[str] | None) -> Path:
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
@@ -186,7 +197,7 @@ def run(cfg: CorpusConfig, beam_args: list[str] | None = None) -> Path:
 
 def _kept_config(cfg: CorpusConfig) -> dict:
     """The config that decides what is kept: a snapshot's fingerprint ignores where it is written."""
-    return {k: v for k, v in config_to_dict(cfg).items() if k not in ("input", "output", "index")}
+    return {k: v for k, v in config_to_dict(cfg).items() if k not in ("input", "output", "index", "index_wait")}
 
 
 def index_params(cfg: CorpusConfig, bands: int, rows: int) -> dict:
