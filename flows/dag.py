@@ -1,192 +1,239 @@
-"""The lmforge DAG as one Prefect flow: corpus -> tokenizer -> shards -> pretrain ->
-(labeled -> finetune, distill) -> evaluate.
+"""The lmforge DAG as Prefect flows: corpus -> tokenizer -> shards -> pretrain -> (labeled -> finetune,
+distill) -> evaluate.
 
-    lmforge run --name demo                          # no Prefect server needed
+    lmforge run --name demo                              # no Prefect server needed
     PREFECT_API_URL=http://127.0.0.1:4200/api lmforge run --name demo   # shows in the UI
-    lmforge run --name dapt --init-from DIR          # adopt DIR's tokenizer, continue pretraining its weights
+    lmforge run --name dapt --init-from DIR              # adopt DIR's tokenizer, continue pretraining its weights
+    lmforge run --flow train --name t2 --param shards=runs/demo/shards --param tokenizer=runs/demo/tokenizer
+    lmforge run --flow refresh --param crawl_root=crawl  # the next crawl snapshot (flows/refresh.py)
 
-The fine-tune task takes `labeled`: a known source (`lmforge labeled list`; the `labeled` task
-prepares it first) or the user's own file or `finetune --config` JSON.
+Flows: `lmforge-dag` (everything), `lmforge-train` (from existing shards), `lmforge-refresh`
+(flows/refresh.py). Their parameters are flat (flows/params.py), so a run's partial parameters
+merge with its deployment's.
 
-Every task launches one stage's entry point (`python -m lmforge.cli <stage> ...`) as a
-subprocess and returns the stage directory; nothing is computed here. The evaluate task also
-publishes eval/report.md as a Prefect markdown artifact.
+Every task launches one stage's entry point as a subprocess (flows/stages.py) and returns the stage
+directory; nothing is computed here. A stage whose options and inputs did not change since it last
+finished is skipped. Each task has a timeout; retries only where a rerun is safe (every stage writes
+its manifest last, and pretraining resumes from its last checkpoint). Fine-tuning and distillation
+run independently: evaluate reports whatever finished, then the flow fails if either did.
 """
 from __future__ import annotations
 
 import argparse
-import os
+import json
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from prefect import flow, task
-from prefect.artifacts import create_markdown_artifact
-from pydantic import BaseModel, Field
+from prefect.runtime import flow_run
 
-from flows.presets import PRESETS
-from lmforge.config import options_to_argv
+from flows import artifacts
+from flows.params import DagParams, TrainOnlyParams, TrainParams, flow_doc
+from flows.stages import launch_stage
 from pipelines.labeled.registry import SOURCES
 
-
-class DagParams(BaseModel):
-    """Shown as a form in the Prefect UI."""
-
-    run_name: str = Field("demo", description="runs/<run_name>/ receives one folder per stage")
-    runs_dir: str = Field("runs", description="parent folder of all runs")
-    crawl: list[str] = Field(["samples/crawl"], description="crawl inputs: files, directories or globs (WARC/WET/JSONL/Parquet)")
-    labeled: str = Field("vader", description="the fine-tune task: a known labelled source prepared from its bundled "
-                         "files (see `lmforge labeled list`), or a `lmforge finetune --config` JSON file naming the data "
-                         "and columns, or one labelled data file (JSONL/CSV/Parquet with text, label and optional split)")
-    preset: Literal["demo", "tiny"] = Field("demo", description="stage sizes: demo (bundled sample, <15 min) or tiny (tests)")
-    nproc: int = Field(2, ge=1, description="pretraining processes (torchrun --nproc_per_node)")
-    dedup_index: str = Field("", description="MinHash band index shared by recurring corpus refreshes: each run "
-                             "drops what earlier runs kept and adds its own. Empty: a fresh runs/<run_name>/minhash_index "
-                             "(this run's pages only; point a later refresh at it)")
-    init_from: str = Field("", description="a Hugging Face model directory to start from: the tokenizer stage adopts its "
-                           "tokenizer and pretraining continues from its weights (domain-adaptive pretraining). Empty: "
-                           "train a tokenizer and a model from scratch")
-    overrides: dict[str, dict[str, Any]] = Field(default_factory=dict, description="per-stage option overrides, e.g. {'pretrain': {'steps': 50}}")
+D, T = DagParams(), TrainOnlyParams()
 
 
-def launch_stage(stage: str, opts: dict[str, Any], out: Path, argv: list[str] = ()) -> str:
-    """Run `lmforge <stage> [argv] <opts as flags>` in a subprocess; its log goes to <run>/logs/<stage>.log
-    and to our stdout."""
-    cmd = [sys.executable, "-m", "lmforge.cli", stage, *argv, *options_to_argv(opts)]
-    log_path = _run_dir(out) / "logs" / f"{stage}.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    t0 = time.time()
-    print(f"[{stage}] {' '.join(cmd[2:])}", flush=True)
-    with open(log_path, "w", buffering=1) as log:  # line-buffered: tail -f works while a stage runs
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            log.write(line)
-            if not _noise(line):
-                print(f"[{stage}] {line}", end="", flush=True)
-        rc = proc.wait()
-    if rc != 0:
-        tail = "".join(log_path.read_text().splitlines(keepends=True)[-40:])
-        raise RuntimeError(f"stage {stage} failed (exit {rc}); full log: {log_path}\n{tail}")
-    print(f"[{stage}] done in {time.time() - t0:.1f}s -> {out}", flush=True)
-    return str(out)
+def flow_run_name() -> str:
+    """`{run_name}-{snapshot}`, or `{run_name}-{UTC date and time}`, instead of Prefect's random names."""
+    p = flow_run.parameters or {}
+    stamp = p.get("snapshot") or time.strftime("%Y-%m-%dT%H%M", time.gmtime())
+    return f"{p.get('run_name', 'run')}-{stamp}"
 
 
-def _run_dir(out: Path) -> Path:
-    """runs/<name> for a stage directory runs/<name>/<stage> (or runs/<name>/labeled/<source>)."""
-    return out.parent.parent if out.parent.name == "labeled" else out.parent
+@task(name="corpus", retries=1, retry_delay_seconds=10)
+def corpus_task(crawl: list[str], run: Path, index: Path, own_index: bool, opts: dict, beam_args: list[str],
+                index_wait: float, snapshot: str = "") -> str:
+    out = run / "corpus"
+    # this run's own index is rebuilt with its corpus: rerunning with other filters must not find its
+    # own earlier pages "already published"; a shared index is never deleted here
+    before = (lambda: shutil.rmtree(index, ignore_errors=True)) if own_index else None
+    o = {"input": crawl, "output": out, "index": index, "index_wait": index_wait, "snapshot": snapshot or None, **opts}
+    return launch_stage("corpus", o, out, run / "logs", argv=beam_args, raw_inputs=crawl, before_run=before)[0]
 
 
-def _noise(line: str) -> bool:
-    """Library chatter kept out of the flow log (it stays in logs/<stage>.log)."""
-    return (line.startswith(("INFO:", "WARNING:apache_beam", "WARNING:root:", "I1", "W1"))
-            or "[INFO]" in line or "apitools not found" in line or "Setting accelerator to CPU" in line
-            or "Loading weights" in line or "Writing model shards" in line
-            or "local_job_service: Worker: severity: WARN" in line
-            or "semi_persistent_directory" in line or "Discarding unparseable args" in line)
+@task(name="tokenizer", retries=1, retry_delay_seconds=10)
+def tokenizer_task(corpus: str, run: Path, opts: dict, adopt_from: str = "") -> str:
+    out = run / "tokenizer"
+    if adopt_from:  # the model's tokenizer; the training options do not apply
+        return launch_stage("tokenizer", {"from_model": adopt_from, "output": out}, out, run / "logs",
+                            raw_inputs=[adopt_from])[0]
+    return launch_stage("tokenizer", {"corpus": corpus, "output": out, **opts}, out, run / "logs", upstream=[corpus])[0]
 
 
-@task(name="corpus")
-def corpus_task(p: DagParams, run: Path, opts: dict) -> str:
-    if p.dedup_index:
-        index = Path(p.dedup_index)
-    else:
-        # This run's own index, rebuilt with its corpus: rerunning a run with other filters must
-        # not find its own earlier pages "already published".
-        index = run / "minhash_index"
-        shutil.rmtree(index, ignore_errors=True)
-    return launch_stage("corpus", {"input": p.crawl, "output": run / "corpus", "index": index, **opts}, run / "corpus")
+@task(name="shards", retries=1, retry_delay_seconds=10)
+def shards_task(corpus: str, tokenizer: str, run: Path, opts: dict, beam_args: list[str]) -> str:
+    out = run / "shards"
+    return launch_stage("shards", {"corpus": corpus, "tokenizer": tokenizer, "output": out, **opts}, out, run / "logs",
+                        argv=beam_args, upstream=[corpus, tokenizer])[0]
 
 
-@task(name="tokenizer")
-def tokenizer_task(corpus: str, run: Path, opts: dict, init_from: str = "") -> str:
-    if init_from:  # adopt the model's tokenizer; the training options do not apply
-        return launch_stage("tokenizer", {"from_model": init_from, "output": run / "tokenizer"}, run / "tokenizer")
-    return launch_stage("tokenizer", {"corpus": corpus, "output": run / "tokenizer", **opts}, run / "tokenizer")
+@task(name="pretrain", retries=1, retry_delay_seconds=10)
+def pretrain_task(shards: str, tokenizer: str, run: Path, opts: dict, nproc: int, init_from: str = "") -> str:
+    out = run / "pretrain"
+    # a retry (or a rerun after a crash) continues from the last checkpoint, bit-identically
+    resume = (out / "checkpoints" / "latest").exists() and not (out / "manifest.json").exists()
+    o = {"shards": shards, "tokenizer": tokenizer, "output": out, **opts, "nproc": nproc,
+         **({"init_from": init_from} if init_from else {}), **({"resume": True} if resume else {})}
+    return launch_stage("pretrain", o, out, run / "logs", upstream=[shards, tokenizer],
+                        raw_inputs=[init_from] if init_from else [])[0]
 
 
-@task(name="shards")
-def shards_task(corpus: str, tokenizer: str, run: Path, opts: dict) -> str:
-    return launch_stage("shards", {"corpus": corpus, "tokenizer": tokenizer, "output": run / "shards", **opts}, run / "shards")
-
-
-@task(name="pretrain")
-def pretrain_task(shards: str, tokenizer: str, run: Path, opts: dict) -> str:
-    return launch_stage("pretrain", {"shards": shards, "tokenizer": tokenizer, "output": run / "pretrain", **opts}, run / "pretrain")
-
-
-@task(name="labeled")
+@task(name="labeled", retries=1, retry_delay_seconds=10)
 def labeled_task(name: str, run: Path) -> str:
     """A known source turned into files finetune reads (data.jsonl and the finetune.json that names them)."""
     out = run / "labeled" / name
-    return launch_stage("labeled", {"output": out}, out, argv=["prepare", name])
+    return launch_stage("labeled", {"output": out}, out, run / "logs", argv=["prepare", name])[0]
 
 
-@task(name="finetune")
+@task(name="finetune", retries=1, retry_delay_seconds=10)
 def finetune_task(pretrain: str, labeled: str, run: Path, opts: dict) -> str:
+    out = run / "finetune"
     prepared = Path(labeled, "finetune.json")
     source = ({"config": prepared} if prepared.exists() else {"config": labeled} if labeled.endswith(".json")
               else {"data": [labeled]})
-    return launch_stage("finetune", {"model": Path(pretrain) / "hf", **source, "output": run / "finetune", **opts},
-                        run / "finetune")
+    stage_input = prepared.exists()
+    return launch_stage("finetune", {"model": Path(pretrain) / "hf", **source, "output": out, **opts}, out, run / "logs",
+                        upstream=[pretrain, labeled] if stage_input else [pretrain],
+                        raw_inputs=[] if stage_input else [labeled])[0]
 
 
-@task(name="distill")
+@task(name="distill", retries=1, retry_delay_seconds=10)
 def distill_task(pretrain: str, shards: str, run: Path, opts: dict) -> str:
-    return launch_stage("distill", {"teacher": Path(pretrain) / "hf", "shards": shards, "output": run / "distill", **opts}, run / "distill")
+    out = run / "distill"
+    return launch_stage("distill", {"teacher": Path(pretrain) / "hf", "shards": shards, "output": out, **opts}, out,
+                        run / "logs", upstream=[pretrain, shards])[0]
 
 
-@task(name="evaluate")
-def evaluate_task(run: Path, opts: dict, upstream: list[str]) -> str:
-    out = launch_stage("evaluate", {"run": run, "output": run / "eval", **opts}, run / "eval")
-    create_markdown_artifact(key="lmforge-eval-report", markdown=(Path(out) / "report.md").read_text(),
-                             description=f"lmforge evaluation of {run}")
-    return out
+@task(name="evaluate", retries=1, retry_delay_seconds=10)
+def evaluate_task(run: Path, opts: dict, shards: str, pretrain: str, finetune: str | None, distill: str | None,
+                  previous: str = "") -> str:
+    out = run / "eval"
+    o = {"output": out, "shards": shards, "pretrain": pretrain, "finetune": finetune or "", "distill": distill or "",
+         "skip": [s for s, d in (("finetune", finetune), ("distill", distill)) if not d],
+         "previous": previous, **opts}
+    return launch_stage("evaluate", o, out, run / "logs",
+                        upstream=[d for d in (shards, pretrain, finetune, distill) if d],
+                        raw_inputs=[previous] if previous else [])[0]
 
 
-@flow(name="lmforge-dag", persist_result=True, log_prints=True)
-def lmforge_dag(params: DagParams = DagParams()) -> dict[str, str]:
-    """Crawl in, evaluated and distilled model out; every stage writes runs/<name>/<stage>/."""
-    opts = PRESETS[params.preset]()
-    for stage, extra in params.overrides.items():
-        opts.setdefault(stage, {}).update(extra)
-    run = Path(params.runs_dir, params.run_name).resolve()
+def train_and_evaluate(p: TrainParams, run: Path, shards: str, tokenizer: str, init_from: str = "",
+                       previous: str = "") -> dict[str, str | None]:
+    """pretrain -> (labeled -> finetune), distill -> evaluate, then the artifacts. Shared by every flow."""
+    opts = p.stage_options()
+    limit = {"timeout_seconds": p.stage_timeout_minutes * 60}
+    pretrain = pretrain_task.with_options(**limit)(shards, tokenizer, run, opts["pretrain"], p.nproc, init_from)
+    failed: dict[str, str] = {}
+
+    def independent(t, *args) -> str | None:
+        state = t.with_options(**limit)(*args, return_state=True)
+        if state.is_completed():
+            return state.result()
+        failed[t.name] = str(state.result(raise_on_failure=False))[:2000]
+        return None
+
+    labeled = independent(labeled_task, p.labeled, run) if p.labeled in SOURCES else p.labeled
+    finetune = independent(finetune_task, pretrain, labeled, run, opts["finetune"]) if labeled else None
+    distill = independent(distill_task, pretrain, shards, run, opts["distill"])
+    evaluation = evaluate_task.with_options(**limit)(run, opts["evaluate"], shards, pretrain, finetune, distill, previous)
+    artifacts.publish_eval(p.run_name, Path(evaluation))
+    artifacts.publish_lineage(p.run_name, Path(pretrain))
+    result = {"tokenizer": tokenizer, "shards": shards, "pretrain": pretrain, "labeled": labeled,
+              "finetune": finetune, "distill": distill, "eval": evaluation}
+    artifacts.publish_outputs(p.run_name, result)
+    if failed:
+        raise RuntimeError(f"{', '.join(failed)} failed; evaluate reported what finished ({evaluation}/report.md). "
+                           + " | ".join(f"{k}: {v}" for k, v in failed.items()))
+    return result
+
+
+def corpus_stage(p, run: Path, crawl: list[str], index: Path, own_index: bool, snapshot: str = "") -> str:
+    limit = {"timeout_seconds": p.stage_timeout_minutes * 60}
+    corpus = corpus_task.with_options(**limit)(crawl, run, index, own_index, p.stage_options()["corpus"], p.beam_args,
+                                               p.index_wait, snapshot)
+    artifacts.publish_corpus(p.run_name, Path(corpus))
+    return corpus
+
+
+def token_stages(p, run: Path, corpus: str, adopt_from: str = "") -> tuple[str, str]:
+    opts = p.stage_options()
+    limit = {"timeout_seconds": p.stage_timeout_minutes * 60}
+    tokenizer = tokenizer_task.with_options(**limit)(corpus, run, opts["tokenizer"], adopt_from)
+    shards = shards_task.with_options(**limit)(corpus, tokenizer, run, opts["shards"], p.beam_args)
+    return tokenizer, shards
+
+
+@flow(name="lmforge-dag", persist_result=True, log_prints=True, flow_run_name=flow_run_name)
+@flow_doc("Crawl in, evaluated and distilled model out; every stage writes <runs_dir>/<run_name>/<stage>/.", DagParams)
+def lmforge_dag(run_name: str = D.run_name, runs_dir: str = D.runs_dir, crawl: list[str] = D.crawl,
+                preset: str = D.preset, tokenizer_model: str = D.tokenizer_model, mask_objective: str = D.mask_objective,
+                model: str = D.model, init_from: str = D.init_from, nproc: int = D.nproc, labeled: str = D.labeled,
+                task: str = D.task, text_column: str = D.text_column, text_pair_column: str = D.text_pair_column,
+                label_column: str = D.label_column, dedup_index: str = D.dedup_index, index_wait: float = D.index_wait,
+                beam_args: list[str] = D.beam_args, stage_timeout_minutes: float = D.stage_timeout_minutes,
+                overrides: dict[str, dict[str, Any]] = D.overrides) -> dict[str, str | None]:
+    p = DagParams(**{k: v for k, v in locals().items()})
+    run = p.run_dir
     run.mkdir(parents=True, exist_ok=True)
-    corpus = corpus_task(params, run, opts["corpus"])
-    tokenizer = tokenizer_task(corpus, run, opts["tokenizer"], params.init_from)
-    shards = shards_task(corpus, tokenizer, run, opts["shards"])
-    start = {"init_from": params.init_from} if params.init_from else {}
-    pretrain = pretrain_task(shards, tokenizer, run, {**opts["pretrain"], **start, "nproc": params.nproc})
-    # finetune and distill only depend on pretrain; run them one after the other on 2 cores.
-    labeled = labeled_task(params.labeled, run) if params.labeled in SOURCES else params.labeled
-    finetune = finetune_task(pretrain, labeled, run, opts["finetune"])
-    distill = distill_task(pretrain, shards, run, opts["distill"])
-    evaluation = evaluate_task(run, opts["evaluate"], [finetune, distill])
-    return {"corpus": corpus, "tokenizer": tokenizer, "shards": shards, "pretrain": pretrain, "labeled": labeled,
-            "finetune": finetune, "distill": distill, "eval": evaluation}
+    index = Path(p.dedup_index).resolve() if p.dedup_index else run / "minhash_index"
+    corpus = corpus_stage(p, run, p.crawl, index, own_index=not p.dedup_index)
+    tokenizer, shards = token_stages(p, run, corpus, adopt_from=p.init_from)
+    return {"corpus": corpus, **train_and_evaluate(p, run, shards, tokenizer, p.init_from)}
+
+
+@flow(name="lmforge-train", persist_result=True, log_prints=True, flow_run_name=flow_run_name)
+@flow_doc("Training from existing shards: pretrain, fine-tune and distil, evaluate.", TrainOnlyParams)
+def lmforge_train(run_name: str = T.run_name, runs_dir: str = T.runs_dir, shards: str = T.shards,
+                  tokenizer: str = T.tokenizer, preset: str = T.preset, model: str = T.model, init_from: str = T.init_from,
+                  nproc: int = T.nproc, labeled: str = T.labeled, task: str = T.task, text_column: str = T.text_column,
+                  text_pair_column: str = T.text_pair_column, label_column: str = T.label_column,
+                  stage_timeout_minutes: float = T.stage_timeout_minutes,
+                  overrides: dict[str, dict[str, Any]] = T.overrides) -> dict[str, str | None]:
+    p = TrainOnlyParams(**{k: v for k, v in locals().items()})
+    run = p.run_dir
+    run.mkdir(parents=True, exist_ok=True)
+    return train_and_evaluate(p, run, str(Path(p.shards).resolve()), str(Path(p.tokenizer).resolve()), p.init_from)
 
 
 def cli_main(argv: list[str]) -> int:
+    from flows.refresh import lmforge_refresh
+
+    flows = {"dag": lmforge_dag, "train": lmforge_train, "refresh": lmforge_refresh}
     ap = argparse.ArgumentParser(prog="lmforge run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--name", default="demo", help="run name: outputs go to <runs-dir>/<name>/ (default: demo)")
-    ap.add_argument("--runs-dir", default="runs", help="parent folder of runs (default: runs)")
-    ap.add_argument("--crawl", nargs="+", default=["samples/crawl"], help="crawl inputs (default: samples/crawl)")
-    ap.add_argument("--labeled", default="vader", help="fine-tune task: a known source (lmforge labeled list), a finetune "
+    ap.add_argument("--flow", choices=sorted(flows), default="dag", help="which flow (default: dag, the whole DAG)")
+    ap.add_argument("--name", default=None, help="run name: outputs go to <runs-dir>/<name>/ (default: the flow's)")
+    ap.add_argument("--runs-dir", default=None, help="parent folder of runs (default: runs)")
+    ap.add_argument("--crawl", nargs="+", default=None, help="crawl inputs (dag; default: samples/crawl)")
+    ap.add_argument("--labeled", default=None, help="fine-tune task: a known source (lmforge labeled list), a finetune "
                     "--config JSON file or a labelled data file (default: vader)")
-    ap.add_argument("--preset", choices=sorted(PRESETS), default="demo", help="stage sizes (default: demo)")
-    ap.add_argument("--nproc", type=int, default=2, help="pretraining processes (default: 2)")
-    ap.add_argument("--dedup-index", default="", help="band index shared by recurring refreshes: drop pages earlier runs "
-                    "kept, add this run's (default: a fresh <runs-dir>/<name>/minhash_index)")
-    ap.add_argument("--init-from", default="", help="start from this HF model directory: adopt its tokenizer and "
+    ap.add_argument("--preset", default=None, help="stage sizes: demo or tiny (default: demo)")
+    ap.add_argument("--nproc", type=int, default=None, help="pretraining processes (default: 2)")
+    ap.add_argument("--dedup-index", default=None, help="band index shared by recurring refreshes (default: a fresh "
+                    "<runs-dir>/<name>/minhash_index; refresh: state/minhash_index)")
+    ap.add_argument("--init-from", default=None, help="start from this HF model directory: adopt its tokenizer and "
                     "continue pretraining its weights (default: train both from scratch)")
+    ap.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                    help="any flow parameter (see flows/params.py); VALUE is JSON when it parses, else a string, "
+                         "e.g. --param overrides='{\"pretrain\": {\"steps\": 50}}' --param mask_objective=span")
     a = ap.parse_args(argv)
+    kwargs: dict[str, Any] = {k: v for k, v in (("run_name", a.name), ("runs_dir", a.runs_dir), ("crawl", a.crawl),
+                                                ("labeled", a.labeled), ("preset", a.preset), ("nproc", a.nproc),
+                                                ("dedup_index", a.dedup_index), ("init_from", a.init_from))
+                              if v is not None}
+    for item in a.param:
+        key, sep, value = item.partition("=")
+        if not sep:
+            ap.error(f"--param {item!r}: expected KEY=VALUE")
+        try:
+            kwargs[key] = json.loads(value)
+        except ValueError:
+            kwargs[key] = value
+    fn = flows[a.flow]
     t0 = time.time()
-    result = lmforge_dag(DagParams(run_name=a.name, runs_dir=a.runs_dir, crawl=a.crawl, labeled=a.labeled,
-                                   preset=a.preset, nproc=a.nproc, dedup_index=a.dedup_index,
-                                   init_from=a.init_from))
-    print(f"lmforge run {a.name}: finished in {time.time() - t0:.0f}s; report: {result['eval']}/report.md")
+    result = fn(**kwargs)
+    report = f"; report: {result['eval']}/report.md" if isinstance(result, dict) and result.get("eval") else ""
+    print(f"lmforge run ({a.flow}): finished in {time.time() - t0:.0f}s{report}")
     return 0

@@ -66,9 +66,9 @@ SUMMARIES = {
 
 
 def _quiet_logs() -> None:
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    for noisy in ("apache_beam", "absl", "DeepSpeed"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    from lmforge.logs import setup
+
+    setup(logging.INFO)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     # Prefect's embedded server otherwise logs an ERROR every few minutes on an offline machine
     # ("Failed to send telemetry"); export PREFECT_SERVER_ANALYTICS_ENABLED=true to send it.

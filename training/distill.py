@@ -35,6 +35,7 @@ from transformers import BertConfig, BertForMaskedLM, get_linear_schedule_with_w
 from transformers.utils import logging as hf_logging
 
 from lmforge.config import add_config_args, config_from_args, config_to_dict, opt, require
+from lmforge.logs import setup as setup_logs
 from schemas.manifest import MANIFEST_NAME, Manifest, atomic_write_json, describe_outputs, input_ref, write_manifest
 from schemas.shards import MLM_OBJECTIVES
 from training.data import IGNORE_INDEX, RankLoader, ShardSet
@@ -265,7 +266,7 @@ def main(argv: list[str] | None = None) -> Path:
     cfg = config_from_args(DistillConfig, parser.parse_args(argv))
     # transformers probes for DeepSpeed when saving; without this it warns that it guessed CPU
     os.environ.setdefault("DS_ACCELERATOR", "cpu")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    setup_logs(logging.INFO)
     return run(cfg)
 
 

@@ -3,6 +3,12 @@ scores next to its controls (random-init twin, majority class, TF-IDF + logistic
 parameter counts and CPU inference throughput.
 
 Run alone:  lmforge evaluate --run runs/demo --output runs/demo/eval
+            lmforge evaluate --shards S --pretrain P [--finetune F] [--distill D] [--previous HF] --output O
+
+Needs the shards and the pretrained model; reports the fine-tune and the student when they finished
+(a failed fine-tune does not hide the distillation, and the other way round). `--previous` scores
+an earlier model (a refresh's last one) on the same held-out masked tokens, so a refresh shows
+whether it helped or forgot.
 
 MLM loss is measured on the valid split with mask variant 0 for every row, so teacher and
 student see exactly the same masked tokens. Throughput is forward passes over valid rows at
@@ -32,14 +38,26 @@ from schemas.manifest import (
 
 @dataclass(kw_only=True)
 class EvaluateConfig:
-    run: str = opt(help="run directory holding shards/, pretrain/, finetune/ and distill/")
     output: str = opt(help="stage directory to write report.json, report.md and manifest.json to")
+    run: str = opt("", "run directory holding shards/, pretrain/, finetune/ and distill/ (the defaults of the four below)")
+    shards: str = opt("", "shards stage directory (default: <run>/shards)")
+    pretrain: str = opt("", "pretrain stage directory (default: <run>/pretrain)")
+    finetune: str = opt("", "finetune stage directory (default: <run>/finetune; reported if finished)")
+    distill: str = opt("", "distill stage directory (default: <run>/distill; reported if finished)")
+    skip: list[str] = opt([], "finetune and/or distill: stages not to report (they did not finish in this run)")
+    previous: str = opt("", "an earlier masked LM (HF directory) scored on the same held-out tokens, e.g. the "
+                        "previous refresh's model")
     batch_size: int = opt(32, "sequences per forward pass")
     max_batches: int = opt(0, "evaluate at most this many valid batches (0 = all)")
     threads: int = opt(2, "torch CPU threads")
 
     def __post_init__(self) -> None:
         require(self.batch_size >= 1 and self.max_batches >= 0, "batch_size must be >= 1 and max_batches >= 0")
+        require(bool(self.run) or bool(self.shards and self.pretrain), "evaluate needs --run, or --shards and --pretrain")
+        require(set(self.skip) <= {"finetune", "distill"}, f"--skip takes finetune and/or distill, got {self.skip}")
+
+    def stage_dir(self, stage: str) -> Path:
+        return Path(getattr(self, stage) or Path(self.run, stage))
 
 
 def mlm_loss(model, table, batch_size: int, max_batches: int) -> tuple[float, int]:
@@ -96,23 +114,39 @@ def model_entry(hf_dir: Path, table, cfg: EvaluateConfig) -> dict[str, Any]:
 
 
 def render_markdown(report: dict[str, Any]) -> str:
-    t, s, f = report["teacher"], report["student"], report["finetune"]
+    t, s, f, prev = report["teacher"], report.get("student"), report.get("finetune"), report.get("previous")
+
+    def row(name: str, m: dict[str, Any]) -> str:
+        return (f"| {name} | {m['layers']} | {m['params']:,} | {m['mlm_loss']:.3f} | {m['perplexity']:.1f} | "
+                f"{m['sequences_per_second']:.1f} |")
+
     lines = [
         f"# lmforge evaluation: {report['run']}",
         "",
         "| model | layers | params | held-out MLM loss | perplexity | seq/s (CPU, batch 32) |",
         "|---|---:|---:|---:|---:|---:|",
-        f"| teacher | {t['layers']} | {t['params']:,} | {t['mlm_loss']:.3f} | {t['perplexity']:.1f} | {t['sequences_per_second']:.1f} |",
-        f"| student | {s['layers']} | {s['params']:,} | {s['mlm_loss']:.3f} | {s['perplexity']:.1f} | {s['sequences_per_second']:.1f} |",
-        "",
-        f"Student/teacher: {s['params'] / t['params']:.2f}x parameters, {s['sequences_per_second'] / max(t['sequences_per_second'], 1e-9):.2f}x throughput, "
-        f"MLM loss {s['mlm_loss'] - t['mlm_loss']:+.3f}.",
-        "",
-        f"Fine-tune ({f['task']}, {f['test_examples']:,} held-out test examples; mean ± sd over seeds; "
-        f"`scratch` is the same architecture from a random start, the controls run on the same split):",
-        "",
-        f["table"],
-        "",
+        row("teacher", t),
+    ]
+    if s:
+        lines.append(row("student", s))
+    if prev:
+        lines.append(row("previous model", prev))
+    lines.append("")
+    if s:
+        lines += [f"Student/teacher: {s['params'] / t['params']:.2f}x parameters, "
+                  f"{s['sequences_per_second'] / max(t['sequences_per_second'], 1e-9):.2f}x throughput, "
+                  f"MLM loss {s['mlm_loss'] - t['mlm_loss']:+.3f}.", ""]
+    if prev:
+        verdict = "better" if t["mlm_loss"] < prev["mlm_loss"] else "not better"
+        lines += [f"Against the previous model ({prev['path']}) on the same held-out tokens: MLM loss "
+                  f"{t['mlm_loss'] - prev['mlm_loss']:+.3f} ({verdict}).", ""]
+    if f:
+        lines += [f"Fine-tune ({f['task']}, {f['test_examples']:,} held-out test examples; mean ± sd over seeds; "
+                  f"`scratch` is the same architecture from a random start, the controls run on the same split):",
+                  "", f["table"], ""]
+    for stage, why in (report.get("missing") or {}).items():
+        lines += [f"Not reported: {stage} ({why}).", ""]
+    lines += [
         f"Pretraining: training MLM loss {_fmt(report['pretrain'].get('first_loss'))} -> {_fmt(report['pretrain'].get('last_loss'))} "
         f"over {report['pretrain'].get('steps')} steps.",
         f"Held-out masked tokens: {t['masked_tokens']:,}.",
@@ -134,33 +168,41 @@ def run(cfg: EvaluateConfig) -> Path:
 
     t0 = time.time()
     torch.set_num_threads(cfg.threads)
-    run_dir, out = Path(cfg.run), Path(cfg.output)
+    out = Path(cfg.output)
     out.mkdir(parents=True, exist_ok=True)
     (out / "manifest.json").unlink(missing_ok=True)
-    stages = {s: run_dir / s for s in ("shards", "pretrain", "finetune", "distill")}
-    for d in stages.values():
-        read_manifest(d)  # every upstream stage must have finished
+    stages = {s: cfg.stage_dir(s) for s in ("shards", "pretrain", "finetune", "distill")}
+    for s in ("shards", "pretrain"):
+        read_manifest(stages[s])  # required: the held-out data and the model
+    missing = {s: "it did not finish in this run" if s in cfg.skip else f"{stages[s]} has no manifest (it did not finish)"
+               for s in ("finetune", "distill") if s in cfg.skip or not (stages[s] / "manifest.json").exists()}
     shards = ShardSet.open(stages["shards"])
     shards.require_objective(MLM_OBJECTIVES, "evaluate (masked-LM loss)")
     table = shards.read("valid")
-    ft = FinetuneMetrics.read(stages["finetune"] / "metrics.json")
     pre = json.loads((stages["pretrain"] / "metrics.json").read_text())
     report = {
-        "run": run_dir.name,
+        "run": Path(cfg.run).name if cfg.run else stages["pretrain"].parent.name,
         "teacher": model_entry(stages["pretrain"] / "hf", table, cfg),
-        "student": model_entry(stages["distill"] / "hf", table, cfg),
-        "finetune": {"task": ft.task, "primary_metric": ft.primary_metric, "test_examples": ft.counts["test_examples"],
-                     "train_examples": ft.counts["train_examples"], "table": summary_table(ft),
-                     "test": {row: ft.mean(row) for row in ft.rows}},
+        "student": None if "distill" in missing else model_entry(stages["distill"] / "hf", table, cfg),
+        "previous": model_entry(Path(cfg.previous), table, cfg) if cfg.previous else None,
+        "finetune": None,
+        "missing": missing,
         "pretrain": {"first_loss": pre.get("first_loss"), "last_loss": pre.get("last_loss"), "steps": pre.get("steps")},
         "valid_rows": table.num_rows,
     }
+    if "finetune" not in missing:
+        ft = FinetuneMetrics.read(stages["finetune"] / "metrics.json")
+        report["finetune"] = {"task": ft.task, "primary_metric": ft.primary_metric,
+                              "test_examples": ft.counts["test_examples"], "train_examples": ft.counts["train_examples"],
+                              "table": summary_table(ft), "test": {row: ft.mean(row) for row in ft.rows}}
     atomic_write_json(out / "report.json", report)
     atomic_write_bytes(out / "report.md", render_markdown(report).encode())
     write_manifest(out, Manifest(
-        stage="evaluate", config=config_to_dict(cfg), inputs=[input_ref(d) for d in stages.values()],
+        stage="evaluate", config=config_to_dict(cfg),
+        inputs=[input_ref(d) for s, d in stages.items() if s not in missing],
         counts={"valid_rows": table.num_rows, "masked_tokens": report["teacher"]["masked_tokens"]},
         outputs=describe_outputs(out, [out / "report.json", out / "report.md"]),
+        extra={"missing": missing},
         wall_seconds=round(time.time() - t0, 2)))
     print(render_markdown(report), flush=True)
     return out

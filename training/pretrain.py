@@ -21,8 +21,10 @@ shared-memory comm op (cached in ~/.cache/torch_extensions afterwards).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
+import sys
 import time
 import warnings
 from dataclasses import dataclass
@@ -32,6 +34,7 @@ from typing import Any
 import torch
 
 from lmforge.config import add_config_args, config_from_args, config_to_dict, opt, require
+from lmforge.logs import setup as setup_logs
 from schemas.manifest import MANIFEST_NAME, Manifest, atomic_write_json, describe_outputs, input_ref, write_manifest
 from schemas.shards import MLM_OBJECTIVES
 from training.data import RankLoader, ShardSet
@@ -222,7 +225,8 @@ def run(cfg: PretrainConfig) -> Path:
     hf_logging.disable_progress_bar()  # no tqdm bars in a multi-process log
     # DeepSpeed's ZeRO-2 calls the deprecated all_gather_into_tensor; the warning is not ours to fix.
     warnings.filterwarnings("ignore", message=".*all_gather_into_tensor.*", category=FutureWarning)
-    deepspeed.init_distributed(dist_backend="gloo")
+    with contextlib.redirect_stdout(sys.stderr):  # DeepSpeed prints "... built successfully": chatter, not progress
+        deepspeed.init_distributed(dist_backend="gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     out = Path(cfg.output)
     if rank == 0:
@@ -478,8 +482,7 @@ def main(argv: list[str] | None = None) -> Path:
     add_config_args(parser, PretrainConfig)
     cfg = config_from_args(PretrainConfig, parser.parse_args(argv))
     rank = int(os.environ.get("RANK", "0"))
-    logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING,
-                        format=f"%(asctime)s [rank{rank}] %(name)s: %(message)s", datefmt="%H:%M:%S")
+    setup_logs(logging.INFO if rank == 0 else logging.WARNING, f"%(asctime)s [rank{rank}] %(name)s: %(message)s")
     return run(cfg)
 
 

@@ -24,6 +24,7 @@ class CorpusConfig:
     char_shingle_languages: list[str] = opt(["zh", "ja", "th", "my", "km", "lo"], "languages shingled by characters, not words (keep them with --languages)")
     line_dedup: bool = opt(False, "C4 line-level dedup (TFDS remove_duplicate_text): a line repeated across pages stays on one page (chosen by hash of id); pages left too short are dropped as line_dedup_<rule>")
     index: str = opt("", "band index directory shared by recurring runs (incremental refresh): deduplicate against every snapshot it holds, then add this run's kept documents atomically; empty = no index")
+    snapshot: str = opt("", "a name for this crawl snapshot, recorded with its generation in the band index (a refresh takes the snapshots not yet there)")
     index_wait: float = opt(0.0, "seconds to wait for another run that holds --index's lock (one run writes an index at a time); 0 = fail at once naming the holder")
     cc_rounds: int = opt(6, "large-star/small-star rounds for near-duplicate clusters; nodes not settled after them are counted in the manifest (cc_unconverged_nodes)")
     num_shards: int = opt(2, "Parquet files per language")

@@ -23,7 +23,6 @@ import json
 import os
 import shutil
 import socket
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,7 +71,7 @@ def index_lock(root: str | Path, wait_seconds: float = 0.0, what: str = "", poll
                                       "Wait for that run, or pass --index-wait SECONDS to queue behind it.") from None
                 if not announced:
                     print(f"corpus: {root}: index locked by {lock_holder(root)}; waiting up to {wait_seconds:.0f}s",
-                          file=sys.stderr, flush=True)
+                          flush=True)
                     announced = True
                 time.sleep(min(poll_seconds, max(0.0, deadline - time.monotonic())))
         f.seek(0)

@@ -67,9 +67,12 @@ def collect_counts(out: Path) -> dict:
     dropped = Counter()
     for f in sorted((out / "dropped").glob("*.parquet")):
         dropped.update(pq.read_table(f, columns=["reason"]).column("reason").to_pylist())
-    dups = Counter()
+    dups, dups_by_gen = Counter(), Counter()
     for f in sorted((out / "duplicates").glob("*.parquet")):
-        dups.update(pq.read_table(f, columns=["kind"]).column("kind").to_pylist())
+        t = pq.read_table(f)
+        dups.update(t.column("kind").to_pylist())
+        if "kept_generation" in t.column_names:  # which index generation holds the copy kept (None: this run)
+            dups_by_gen.update("this run" if g is None else f"gen-{g:05d}" for g in t.column("kept_generation").to_pylist())
     quarantined = Counter()
     for f in sorted((out / "quarantine").glob("*.jsonl")):
         quarantined.update(json.loads(line)["reason"] for line in f.read_text().splitlines())
@@ -80,6 +83,7 @@ def collect_counts(out: Path) -> dict:
         "dropped": dict(sorted(dropped.items())),
         "duplicates": sum(dups.values()),
         "duplicates_by_kind": dict(sorted(dups.items())),
+        "duplicates_by_generation": dict(sorted(dups_by_gen.items())),
         "quarantined": sum(quarantined.values()),
         "quarantined_by_reason": dict(sorted(quarantined.items())),
         "skipped_non_document_records": {k.split(":", 1)[1]: v for k, v in sorted(tally.items()) if k.startswith("skipped_record_type:")},
@@ -168,7 +172,7 @@ def _run(cfg: CorpusConfig, beam_args: list[str] | None) -> Path:
 
     report_files = write_report(out, counts)
     if plan is not None:  # after reconcile: an index never holds a run whose counts did not add up
-        commit(plan, {"documents": counts["kept"], "inputs": len(files)})
+        commit(plan, {"documents": counts["kept"], "inputs": len(files), "snapshot": cfg.snapshot or None})
     written = [p for sub in SUBDIRS for p in (out / sub).rglob("*") if p.is_file()] + [out / "_tally.jsonl", *report_files]
     manifest = Manifest(
         stage="corpus",
@@ -197,7 +201,7 @@ def _run(cfg: CorpusConfig, beam_args: list[str] | None) -> Path:
 
 def _kept_config(cfg: CorpusConfig) -> dict:
     """The config that decides what is kept: a snapshot's fingerprint ignores where it is written."""
-    return {k: v for k, v in config_to_dict(cfg).items() if k not in ("input", "output", "index", "index_wait")}
+    return {k: v for k, v in config_to_dict(cfg).items() if k not in ("input", "output", "index", "index_wait", "snapshot")}
 
 
 def index_params(cfg: CorpusConfig, bands: int, rows: int) -> dict:

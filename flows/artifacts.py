@@ -1,0 +1,108 @@
+"""What a run shows in the Prefect UI (Artifacts tab): corpus counts, links to reports and models, the
+evaluation card, and the lineage of the model back to its corpus. Everything is read from the
+stages' manifests and reports; nothing is computed here.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
+
+from schemas.manifest import MANIFEST_NAME, read_manifest, sha256_file
+
+
+def artifact_key(run_name: str, what: str) -> str:
+    """Prefect keys allow lowercase letters, digits and dashes."""
+    return re.sub(r"[^a-z0-9-]+", "-", f"{run_name}-{what}".lower()).strip("-")
+
+
+def corpus_rows(counts: dict[str, Any]) -> list[dict[str, Any]]:
+    """Corpus counts as table rows: in, kept (by language), dropped by reason, duplicates by kind and
+    by the generation holding the kept copy, quarantined by reason."""
+    rows = [{"what": "read", "detail": "", "count": counts["in"]}, {"what": "kept", "detail": "", "count": counts["kept"]}]
+    rows += [{"what": "kept", "detail": f"language {k}", "count": v} for k, v in counts.get("kept_by_language", {}).items()]
+    rows += [{"what": "dropped", "detail": k, "count": v} for k, v in counts.get("dropped", {}).items()]
+    rows += [{"what": "duplicate", "detail": f"kind {k}", "count": v} for k, v in counts.get("duplicates_by_kind", {}).items()]
+    rows += [{"what": "duplicate", "detail": f"kept copy in {k}", "count": v}
+             for k, v in counts.get("duplicates_by_generation", {}).items()]
+    rows += [{"what": "quarantined", "detail": k, "count": v} for k, v in counts.get("quarantined_by_reason", {}).items()]
+    return rows
+
+
+def publish_corpus(run_name: str, corpus: Path) -> None:
+    m = read_manifest(corpus)
+    index = (m.get("extra") or {}).get("index") or {}
+    note = ""
+    if index:
+        note = (f"; band index {index['path']}: read {len(index['read'])} generation(s), "
+                + (f"wrote {index['wrote']}" if index["wrote"] else "snapshot already indexed"))
+    create_table_artifact(key=artifact_key(run_name, "corpus-counts"), table=corpus_rows(m["counts"]),
+                          description=f"corpus stage {corpus}: what was read, kept, dropped, deduplicated{note}")
+    report = corpus / "report.html"
+    if report.exists():
+        create_link_artifact(key=artifact_key(run_name, "corpus-report"), link=report.resolve().as_uri(),
+                             link_text=f"corpus report ({report})", description="the corpus stage's HTML report")
+
+
+def publish_outputs(run_name: str, stages: dict[str, str | None]) -> None:
+    """One markdown artifact listing every stage directory (and the models in it) with its manifest's sha256."""
+    lines = ["| stage | directory | model | manifest sha256 |", "|---|---|---|---|"]
+    for stage, d in stages.items():
+        if not d:
+            lines.append(f"| {stage} | not run | | |")
+            continue
+        p = Path(d)
+        hf = p / "hf"
+        sha = sha256_file(p / MANIFEST_NAME)[:16] if (p / MANIFEST_NAME).exists() else "no manifest"
+        lines.append(f"| {stage} | `{p}` | {'`' + str(hf) + '`' if hf.is_dir() else ''} | {sha} |")
+    create_markdown_artifact(key=artifact_key(run_name, "outputs"), markdown="\n".join(lines) + "\n",
+                             description="stage directories and models of this run")
+
+
+def lineage(model_stage: Path) -> list[dict[str, str]]:
+    """model -> tokenizer -> shards -> corpus -> raw inputs, following each manifest's inputs."""
+    rows, seen, todo = [], set(), [Path(model_stage)]
+    while todo:
+        d = todo.pop(0)
+        if d in seen or not (d / MANIFEST_NAME).exists():
+            continue
+        seen.add(d)
+        m = read_manifest(d)
+        rows.append({"stage": m["stage"], "directory": str(d), "manifest_sha256": sha256_file(d / MANIFEST_NAME)})
+        for i in m.get("inputs", []):
+            p = Path(i["path"])
+            if i.get("manifest_sha256"):
+                todo.append(p)
+            elif m["stage"] == "corpus":
+                rows.append({"stage": "crawl input", "directory": str(p), "manifest_sha256": ""})
+    return rows
+
+
+def publish_lineage(run_name: str, model_stage: Path) -> None:
+    rows = lineage(model_stage)
+    md = ["| stage | directory | manifest sha256 |", "|---|---|---|"]
+    md += [f"| {r['stage']} | `{r['directory']}` | {r['manifest_sha256']} |" for r in rows]
+    create_markdown_artifact(key=artifact_key(run_name, "lineage"), markdown="\n".join(md) + "\n",
+                             description=f"where the model in {model_stage} came from")
+
+
+def publish_eval(run_name: str, eval_dir: Path) -> None:
+    create_markdown_artifact(key=artifact_key(run_name, "eval-report"), markdown=(eval_dir / "report.md").read_text(),
+                             description=f"lmforge evaluation ({eval_dir})")
+    report = json.loads((eval_dir / "report.json").read_text())
+    rows = [{"model": who, "params": report[who]["params"], "held-out MLM loss": report[who]["mlm_loss"],
+             "seq/s": report[who]["sequences_per_second"], "fine-tune test": None}
+            for who in ("teacher", "student", "previous") if report.get(who)]
+    ft = report.get("finetune")
+    if ft:
+        rows += [{"model": f"fine-tune: {row}", "params": None, "held-out MLM loss": None, "seq/s": None,
+                  "fine-tune test": f"{ft['primary_metric']} {score:.4f}"} for row, score in ft["test"].items()]
+    create_table_artifact(key=artifact_key(run_name, "eval-table"), table=rows,
+                          description="held-out MLM loss of each model; fine-tune test scores next to the controls")
+
+
+def publish_note(run_name: str, what: str, text: str) -> None:
+    create_markdown_artifact(key=artifact_key(run_name, what), markdown=text, description=text.splitlines()[0][:200])

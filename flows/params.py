@@ -1,0 +1,254 @@
+"""What a user chooses when starting a flow (the Prefect UI's form), and the checks that keep a
+parameter from destroying state.
+
+Parameters are flat (one Prefect parameter per field): Prefect merges a run's parameters into the
+deployment's shallowly, so `--param preset=tiny` changes the preset and keeps the deployment's crawl
+and index. A nested object would be replaced whole.
+
+Paths a parameter names (crawl inputs, runs folder, band index, models, labelled data) must resolve
+inside a data root: the worker's `LMFORGE_DATA_ROOT` (several roots separated by `:`), by default its
+working directory. The root is the worker's setting, never a form field, so the form cannot point a
+run at `/` or `../elsewhere`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from flows.presets import PRESETS
+
+NAME_PATTERN = r"^[A-Za-z0-9._-]+$"
+DATA_ROOT_ENV = "LMFORGE_DATA_ROOT"
+
+# Options the flow wires itself (a stage's inputs and outputs): an override may not replace them.
+WIRED = {
+    "corpus": {"input", "output", "index", "index_wait", "snapshot"},
+    "tokenizer": {"corpus", "output", "from_model"},
+    "shards": {"corpus", "tokenizer", "output"},
+    "pretrain": {"shards", "tokenizer", "output", "init_from", "resume"},
+    "finetune": {"model", "output", "data", "train", "validation", "test", "config"},
+    "distill": {"teacher", "shards", "output"},
+    "evaluate": {"run", "output"},
+}
+MLM_CHOICES = ("mlm", "whole_word", "span")
+
+
+class ParamError(ValueError):
+    """A flow parameter that would be unsafe or that no stage understands."""
+
+
+def data_roots() -> list[Path]:
+    raw = os.environ.get(DATA_ROOT_ENV, "")
+    return [Path(r).resolve() for r in raw.split(":") if r] or [Path.cwd().resolve()]
+
+
+def inside_root(value: str, what: str) -> str:
+    """`value` if it resolves inside a data root (symlinks followed), else ParamError naming the roots.
+    Globs are checked by their fixed prefix."""
+    fixed = value.split("*", 1)[0].split("?", 1)[0].split("[", 1)[0]
+    path = Path(fixed or ".").expanduser()
+    resolved = (path if path.is_absolute() else Path.cwd() / path).resolve()
+    roots = data_roots()
+    if not any(resolved == r or r in resolved.parents for r in roots):
+        raise ParamError(f"{what} {value!r} resolves to {resolved}, outside the data root "
+                         f"({', '.join(map(str, roots))}); set {DATA_ROOT_ENV} on the worker to allow more")
+    return value
+
+
+def stage_options(stage: str) -> set[str]:
+    """The option names of a stage's config class (what `lmforge <stage> --help` lists)."""
+    from lmforge.cli import _stage
+
+    cls = _stage(stage)[0]
+    return {f.name for f in dataclasses.fields(cls)}
+
+
+def check_overrides(overrides: dict[str, dict[str, Any]]) -> None:
+    for stage, opts in overrides.items():
+        if stage not in WIRED:
+            raise ParamError(f"overrides: unknown stage {stage!r}; stages: {', '.join(WIRED)}")
+        if not isinstance(opts, dict):
+            raise ParamError(f"overrides[{stage!r}] must be an object of options, got {opts!r}")
+        wired = sorted(set(opts) & WIRED[stage])
+        if wired:
+            raise ParamError(f"overrides[{stage!r}] may not set {', '.join(wired)}: the flow wires a stage's inputs and "
+                             "outputs (use run_name, runs_dir, crawl, dedup_index, init_from instead)")
+        unknown = sorted(set(opts) - stage_options(stage))
+        if unknown:
+            raise ParamError(f"overrides[{stage!r}]: {', '.join(unknown)} not an option of `lmforge {stage}` (see its "
+                             "--help; options use underscores here). Beam options go in beam_args")
+
+
+def check_beam_args(args: list[str]) -> None:
+    """Each `--name[=value]` must be a Beam pipeline option, or Beam would drop it with only a warning."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    known = set(PipelineOptions([]).get_all_options(retain_unknown_options=False))
+    for i, a in enumerate(args):
+        if not a.startswith("--"):
+            if i > 0 and args[i - 1].startswith("--") and "=" not in args[i - 1]:
+                continue  # the value of "--flag value"
+            raise ParamError(f"beam_args: {a!r} is not a --flag")
+        name = a[2:].split("=", 1)[0]
+        if name not in known:
+            hint = " (Beam options use underscores)" if name.replace("-", "_") in known else ""
+            raise ParamError(f"beam_args: --{name} is not a Beam pipeline option{hint}")
+
+
+class TrainParams(BaseModel):
+    """What every flow trains and fine-tunes (the Prefect form); every field has a safe default."""
+
+    run_name: str = Field("demo", pattern=NAME_PATTERN, description="runs/<run_name>/ receives one folder per stage "
+                          "(letters, digits, '.', '_', '-')")
+    runs_dir: str = Field("runs", description="parent folder of all runs (inside the data root)")
+    preset: Literal["demo", "tiny"] = Field("demo", description="stage sizes: demo (bundled sample, <15 min) or tiny (tests)")
+    model: str = Field("", description="pretraining model preset (empty: the preset's; e.g. bert_mini; see "
+                       "`lmforge pretrain --help`)")
+    init_from: str = Field("", description="a Hugging Face model directory to start from: the tokenizer stage adopts its "
+                           "tokenizer and pretraining continues from its weights. Empty: train both from scratch")
+    nproc: int = Field(2, ge=1, le=64, description="pretraining processes on this node (torchrun --nproc_per_node)")
+    labeled: str = Field("vader", description="the fine-tune task: a known labelled source (`lmforge labeled list`), "
+                         "a `lmforge finetune --config` JSON file, or one labelled data file (JSONL/CSV/Parquet)")
+    task: Literal["", "classification", "regression", "tokens"] = Field(
+        "", description="fine-tune task kind for a data file (empty: the source's, else classification)")
+    text_column: str = Field("", description="text column of a labelled data file (empty: text)")
+    text_pair_column: str = Field("", description="second text column for sentence-pair tasks (empty: none)")
+    label_column: str = Field("", description="label column of a labelled data file (empty: label)")
+    stage_timeout_minutes: float = Field(240.0, gt=0, description="a stage still running after this long is stopped "
+                                         "and its task fails")
+    overrides: dict[str, dict[str, Any]] = Field(default_factory=dict, description="per-stage option overrides, e.g. "
+                                                 "{'pretrain': {'steps': 50}}; a stage's inputs and outputs are wired "
+                                                 "by the flow and cannot be overridden")
+
+    @field_validator("run_name")
+    @classmethod
+    def _not_dots(cls, v: str) -> str:
+        if v in (".", ".."):
+            raise ParamError(f"run_name {v!r} names no folder of its own")
+        return v
+
+    @field_validator("runs_dir", "init_from")
+    @classmethod
+    def _paths_inside_root(cls, v: str, info) -> str:
+        return inside_root(v, info.field_name) if v else v
+
+    @field_validator("overrides")
+    @classmethod
+    def _overrides(cls, v: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        check_overrides(v)
+        return v
+
+    @model_validator(mode="after")
+    def _labeled(self):
+        from pipelines.labeled.registry import SOURCES
+
+        if self.labeled not in SOURCES:
+            inside_root(self.labeled, "labeled")
+        return self
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.runs_dir, self.run_name).resolve()
+
+    def stage_options(self) -> dict[str, dict[str, Any]]:
+        """The preset's per-stage options with this run's choices and overrides applied."""
+        opts = PRESETS[self.preset]()
+        for key, stage, option in (("tokenizer_model", "tokenizer", "model"), ("mask_objective", "shards", "mask_objective"),
+                                   ("model", "pretrain", "model"), ("task", "finetune", "task"),
+                                   ("text_column", "finetune", "text_column"),
+                                   ("text_pair_column", "finetune", "text_pair_column"),
+                                   ("label_column", "finetune", "label_column")):
+            if getattr(self, key, ""):
+                opts[stage][option] = getattr(self, key)
+        for stage, extra in self.overrides.items():
+            opts.setdefault(stage, {}).update(extra)
+        return opts
+
+
+class CorpusParams(BaseModel):
+    """The data stages' choices, shared by the whole DAG and the refresh."""
+
+    tokenizer_model: Literal["", "wordpiece", "bpe", "byte_bpe", "unigram"] = Field(
+        "", description="tokenizer kind (empty: the preset's, WordPiece); ignored when a model's tokenizer is adopted")
+    mask_objective: Literal["", "mlm", "whole_word", "span"] = Field(
+        "", description="masking objective of the shards (empty: mlm). The DAG distils and evaluates masked LMs; "
+        "causal and t5_span shards are trained with `lmforge shards/pretrain` directly")
+    index_wait: float = Field(3600.0, ge=0, description="seconds the corpus stage waits for another run holding the "
+                              "band index before it fails")
+    beam_args: list[str] = Field([], description="Beam pipeline options for the corpus and shards stages, passed "
+                                 "as given, e.g. ['--direct_num_workers=2']")
+
+    @field_validator("beam_args")
+    @classmethod
+    def _beam(cls, v: list[str]) -> list[str]:
+        check_beam_args(v)
+        return v
+
+
+class DagParams(CorpusParams, TrainParams):
+    """The whole DAG: crawl in, evaluated and distilled model out."""
+
+    crawl: list[str] = Field(["samples/crawl"], min_length=1,
+                             description="crawl inputs: files, directories or globs (WARC/WET/JSONL/Parquet)")
+    dedup_index: str = Field("", description="MinHash band index shared by recurring corpus refreshes: each run drops "
+                             "what earlier runs kept and adds its own. Empty: a fresh <runs_dir>/<run_name>/minhash_index")
+
+    @field_validator("crawl")
+    @classmethod
+    def _crawl_inside_root(cls, v: list[str]) -> list[str]:
+        return [inside_root(c, "crawl input") for c in v]
+
+    @field_validator("dedup_index")
+    @classmethod
+    def _index_inside_root(cls, v: str) -> str:
+        return inside_root(v, "dedup_index") if v else v
+
+
+class TrainOnlyParams(TrainParams):
+    """Training from existing shards: pretrain, fine-tune, distil, evaluate."""
+
+    shards: str = Field("runs/demo/shards", description="a finished shards stage directory")
+    tokenizer: str = Field("runs/demo/tokenizer", description="the tokenizer stage directory the shards were encoded with")
+
+    @field_validator("shards", "tokenizer")
+    @classmethod
+    def _inside(cls, v: str, info) -> str:
+        return inside_root(v, info.field_name)
+
+
+class RefreshParams(CorpusParams, TrainParams):
+    """A recurring refresh: the next crawl snapshot through the corpus stage against the shared band index,
+    then training continued from the previous snapshot's model."""
+
+    run_name: str = Field("weekly", pattern=NAME_PATTERN, description="runs/<run_name>/<snapshot>/ receives each "
+                          "snapshot's stages; runs/<run_name>/latest points at the newest finished one")
+    crawl_root: str = Field("crawl", description="one folder per crawl snapshot (e.g. CC-MAIN-2026-40/), taken in name order")
+    snapshot: str = Field("", description="the snapshot folder to take (empty: the oldest one not yet in the band index)")
+    dedup_index: str = Field("state/minhash_index", description="the band index every refresh shares (outside runs/, "
+                             "so `make clean` keeps it)")
+
+    @field_validator("crawl_root", "dedup_index")
+    @classmethod
+    def _inside(cls, v: str, info) -> str:
+        return inside_root(v, info.field_name)
+
+    @field_validator("snapshot")
+    @classmethod
+    def _snapshot_name(cls, v: str) -> str:
+        import re
+
+        if v and (not re.match(NAME_PATTERN, v) or v in (".", "..")):
+            raise ParamError(f"snapshot {v!r}: a folder name under crawl_root (letters, digits, '.', '_', '-')")
+        return v
+
+
+def flow_doc(summary: str, model: type[BaseModel]):
+    """Give a flow function the docstring Prefect reads parameter descriptions from (Google style "Args:")."""
+    def wrap(fn):
+        fn.__doc__ = summary + "\n\nArgs:\n" + "\n".join(f"    {n}: {f.description}" for n, f in model.model_fields.items())
+        return fn
+    return wrap

@@ -1,0 +1,80 @@
+"""Launching one stage from a flow task: a subprocess, its logs, and skipping it when nothing changed.
+
+A stage runs as `python -m lmforge.cli <stage> ...`. Its stdout (lmforge's progress lines) goes to
+the flow log and to `<run>/logs/<stage>.log`; its stderr (library warnings, tqdm bars, tracebacks)
+to the log file only (lmforge/logs.py sends each kind to its stream, so nothing is filtered here).
+
+Skipping: a finished stage leaves `.flow-key.json` beside its manifest: the command, and the sha256 of
+every upstream stage's manifest (or the size and mtime of each raw input file). A rerun with the
+same key and an intact manifest skips the stage, across worker restarts; a changed option or a
+rerun upstream stage (its manifest changes) runs it again, and so every stage after it.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from lmforge.config import options_to_argv
+from schemas.manifest import MANIFEST_NAME, atomic_write_json, sha256_file
+
+FLOW_KEY = ".flow-key.json"
+
+
+def _file_signature(pattern: str) -> list[list[Any]]:
+    files = sorted(glob.glob(os.path.join(pattern, "**", "*"), recursive=True) if os.path.isdir(pattern) else glob.glob(pattern))
+    return [[f, os.path.getsize(f), os.stat(f).st_mtime_ns] for f in files if os.path.isfile(f)]
+
+
+def stage_key(stage: str, cmd: list[str], upstream: Iterable[str | Path] = (), raw_inputs: Iterable[str] = ()) -> dict:
+    """What decides a stage's output: its command, its upstream manifests, its raw input files."""
+    return {"stage": stage, "cmd": [str(c) for c in cmd],
+            "upstream": {str(u): sha256_file(Path(u) / MANIFEST_NAME) for u in upstream},
+            "raw_inputs": {str(r): _file_signature(str(r)) for r in raw_inputs}}
+
+
+def unchanged(out: Path, key: dict) -> bool:
+    path = out / FLOW_KEY
+    return (out / MANIFEST_NAME).exists() and path.exists() and json.loads(path.read_text()) == key
+
+
+def launch_stage(stage: str, opts: dict[str, Any], out: Path, log_dir: Path, argv: Iterable[str] = (),
+                 upstream: Iterable[str | Path] = (), raw_inputs: Iterable[str] = (), cache: bool = True,
+                 before_run=None) -> tuple[str, bool]:
+    """Run `lmforge <stage> [argv] <opts as flags>` unless it is unchanged since its last run.
+    Returns (stage directory, whether it ran). `before_run` is called only when the stage runs."""
+    out = Path(out)
+    cmd = [sys.executable, "-m", "lmforge.cli", stage, *argv, *options_to_argv(opts)]
+    upstream = list(upstream)
+    key = stage_key(stage, cmd[3:], upstream, raw_inputs)
+    if cache and unchanged(out, key):
+        print(f"[{stage}] unchanged since its last run (same options and inputs): kept {out}", flush=True)
+        return str(out), False
+    (out / FLOW_KEY).unlink(missing_ok=True)
+    if before_run is not None:
+        before_run()
+    log_path = Path(log_dir) / f"{stage}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    print(f"[{stage}] {' '.join(map(str, cmd[3:]))}", flush=True)
+    with open(log_path, "w", buffering=1) as log:  # line-buffered: tail -f works while a stage runs
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            log.write(line)
+            print(f"[{stage}] {line}", end="", flush=True)
+        rc = proc.wait()
+    if rc != 0:
+        tail = "".join(log_path.read_text(errors="replace").splitlines(keepends=True)[-40:])
+        raise RuntimeError(f"stage {stage} failed (exit {rc}); full log: {log_path}\n{tail}")
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out / FLOW_KEY, key)
+    print(f"[{stage}] done in {time.time() - t0:.1f}s -> {out}", flush=True)
+    return str(out), True

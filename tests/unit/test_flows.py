@@ -1,0 +1,241 @@
+"""The flows' parameters, deployments and wiring, without running a stage (the launcher is recorded)."""
+from __future__ import annotations
+
+import inspect
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def root(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("LMFORGE_DATA_ROOT", f"{ROOT}:{tmp_path}")
+    return tmp_path
+
+
+def _flows():
+    from flows.dag import lmforge_dag, lmforge_train
+    from flows.params import DagParams, RefreshParams, TrainOnlyParams
+    from flows.refresh import lmforge_refresh
+
+    return [(lmforge_dag, DagParams), (lmforge_train, TrainOnlyParams), (lmforge_refresh, RefreshParams)]
+
+
+@pytest.mark.parametrize("i", range(3))
+def test_flow_signature_is_its_params_model_flat(i):
+    """One Prefect parameter per field, same defaults, described in the UI's form."""
+    from prefect.utilities.callables import parameter_schema
+
+    fl, model = _flows()[i]
+    sig = inspect.signature(fl.fn)
+    assert set(sig.parameters) == set(model.model_fields)
+    defaults = model()
+    for name, prm in sig.parameters.items():
+        assert prm.default == getattr(defaults, name), name
+    props = parameter_schema(fl).model_dump()["properties"]
+    assert all(props[n].get("description") for n in model.model_fields), [n for n in model.model_fields
+                                                                          if not props[n].get("description")]
+
+
+def test_every_deployment_validates_against_its_flow(root):
+    import importlib
+
+    spec = yaml.safe_load((ROOT / "infra" / "prefect" / "prefect.yaml").read_text())
+    names = {d["name"] for d in spec["deployments"]}
+    assert names == {"demo", "train", "weekly-refresh"}
+    for d in spec["deployments"]:
+        path, func = d["entrypoint"].split(":")
+        module = importlib.import_module(path.removesuffix(".py").replace("/", "."))
+        fl = getattr(module, func)
+        params = fl.validate_parameters(d["parameters"])  # Prefect's own check of a run's parameters
+        model = {m.__name__: m for _, m in _flows()}[{"lmforge_dag": "DagParams", "lmforge_train": "TrainOnlyParams",
+                                                      "lmforge_refresh": "RefreshParams"}[func]]
+        model(**params)  # and lmforge's (names, paths inside the data root, overrides)
+    refresh = next(d for d in spec["deployments"] if d["name"] == "weekly-refresh")
+    assert refresh["concurrency_limit"] == {"limit": 1, "collision_strategy": "ENQUEUE"}
+    step = spec["pull"][0]
+    assert list(step) == ["flows.deploy_steps.lmforge_home"]
+
+
+def test_pull_step_finds_the_checkout_or_says_what_to_set(tmp_path, monkeypatch):
+    from flows.deploy_steps import lmforge_home
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("LMFORGE_HOME", raising=False)
+    assert lmforge_home() == {"directory": str(ROOT)} and Path.cwd() == ROOT
+    monkeypatch.setenv("LMFORGE_HOME", str(tmp_path))
+    with pytest.raises(RuntimeError, match=r"is not an lmforge checkout.*Set LMFORGE_HOME"):
+        lmforge_home()
+
+
+@pytest.mark.parametrize("bad, match", [
+    ({"run_name": ""}, "run_name"),
+    ({"run_name": ".."}, "names no folder"),
+    ({"run_name": "a/b"}, "run_name"),
+    ({"runs_dir": "/"}, "outside the data root"),
+    ({"runs_dir": "../elsewhere"}, "outside the data root"),
+    ({"crawl": ["/etc/*"]}, "outside the data root"),
+    ({"dedup_index": "/tmp/../etc"}, "outside the data root"),
+    ({"labeled": "/etc/passwd"}, "outside the data root"),
+    ({"overrides": {"corpus": {"output": "x"}}}, "may not set output"),
+    ({"overrides": {"corpus": {"index": "x"}}}, "may not set index"),
+    ({"overrides": {"shards": {"corpus": "x"}}}, "may not set corpus"),
+    ({"overrides": {"pretrain": {"stepz": 5}}}, "stepz not an option of `lmforge pretrain`"),
+    ({"overrides": {"corpus": {"direct_running_mode": "multi_threading"}}}, "Beam options go in beam_args"),
+    ({"overrides": {"nope": {}}}, "unknown stage"),
+    ({"beam_args": ["--direct-num-workers=2"]}, "Beam options use underscores"),
+    ({"beam_args": ["--no_such_beam_option=1"]}, "not a Beam pipeline option"),
+])
+def test_unsafe_or_unknown_parameters_are_refused(root, bad, match):
+    from pydantic import ValidationError
+
+    from flows.params import DagParams
+
+    with pytest.raises(ValidationError, match=match):
+        DagParams(**bad)
+
+
+def test_choices_reach_the_stages(root):
+    from flows.params import DagParams
+
+    p = DagParams(tokenizer_model="bpe", mask_objective="span", model="bert_mini", text_column="t", label_column="y",
+                  beam_args=["--direct_num_workers", "1"], overrides={"pretrain": {"steps": 5}})
+    o = p.stage_options()
+    assert o["tokenizer"]["model"] == "bpe" and o["shards"]["mask_objective"] == "span"
+    assert o["pretrain"]["model"] == "bert_mini" and o["pretrain"]["steps"] == 5
+    assert o["finetune"]["text_column"] == "t" and o["finetune"]["label_column"] == "y"
+
+
+def test_partial_run_parameters_keep_the_deployments_other_values(root):
+    """Prefect merges a run's parameters into the deployment's one key deep; flat parameters make that a
+    merge of fields (a nested `params` object would have been replaced whole)."""
+    from flows.refresh import lmforge_refresh
+
+    spec = yaml.safe_load((ROOT / "infra" / "prefect" / "prefect.yaml").read_text())
+    deployment = next(d for d in spec["deployments"] if d["name"] == "weekly-refresh")["parameters"]
+    merged = {**deployment, **{"preset": "tiny"}}  # prefect deployment run ... --param preset=tiny
+    params = lmforge_refresh.validate_parameters(merged)
+    assert params["preset"] == "tiny" and params["crawl_root"] == "crawl" and params["dedup_index"] == "state/minhash_index"
+
+
+class Recorder:
+    """Stands in for flows.stages.launch_stage: records each stage and writes what the next one reads."""
+
+    def __init__(self, fail: set[str] = frozenset()):
+        self.calls: list[tuple[str, dict, list]] = []
+        self.fail = fail
+
+    def __call__(self, stage, opts, out, log_dir, argv=(), upstream=(), raw_inputs=(), cache=True, before_run=None):
+        self.calls.append((stage, dict(opts), list(argv)))
+        if stage in self.fail:
+            raise RuntimeError(f"stage {stage} failed (exit 1)")
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        if stage == "labeled":
+            (out / "finetune.json").write_text("{}")
+        if stage == "corpus":
+            (out / "manifest.json").write_text(json.dumps({"schema": "lmforge.manifest/v1", "stage": "corpus", "counts": {"kept": 3}, "extra": {
+                "index": {"path": str(opts["index"]), "read": [], "wrote": "gen-00001"}}}))
+        return str(out), True
+
+    def stages(self) -> list[str]:
+        return [c[0] for c in self.calls]
+
+    def opts(self, stage: str) -> dict:
+        return next(o for s, o, _ in self.calls if s == stage)
+
+
+@pytest.fixture
+def recorded(monkeypatch):
+    import flows.artifacts as art
+    import flows.dag as dag
+
+    def install(fail=frozenset()):
+        rec = Recorder(set(fail))
+        monkeypatch.setattr(dag, "launch_stage", rec)
+        for name in ("publish_corpus", "publish_eval", "publish_lineage", "publish_outputs", "publish_note"):
+            monkeypatch.setattr(art, name, lambda *a, **k: None)
+        return rec
+    return install
+
+
+def test_dag_wires_init_from_and_the_labeled_task(root, recorded):
+    """With init_from the tokenizer stage adopts that model's tokenizer and pretraining starts from its
+    weights; a known labelled source is prepared first and fine-tuning reads its finetune.json."""
+    import flows.dag as dag
+
+    rec = recorded()
+    dag.lmforge_dag.fn(run_name="w", runs_dir=str(root), preset="tiny", init_from=str(ROOT))
+    run = root.resolve() / "w"
+    assert rec.opts("tokenizer") == {"from_model": str(ROOT), "output": run / "tokenizer"}
+    assert rec.opts("pretrain")["init_from"] == str(ROOT)
+    assert next(a for s, _, a in rec.calls if s == "labeled") == ["prepare", "vader"]
+    assert rec.opts("finetune")["config"] == run / "labeled" / "vader" / "finetune.json"
+    assert rec.stages() == ["corpus", "tokenizer", "shards", "pretrain", "labeled", "finetune", "distill", "evaluate"]
+    assert rec.opts("corpus")["index"] == run / "minhash_index"
+
+
+def test_failed_finetune_does_not_stop_distillation(root, recorded):
+    import flows.dag as dag
+
+    rec = recorded(fail={"finetune"})
+    with pytest.raises(RuntimeError, match="finetune failed; evaluate reported what finished"):
+        dag.lmforge_dag.fn(run_name="w", runs_dir=str(root), preset="tiny")
+    assert rec.stages()[-2:] == ["distill", "evaluate"]
+    assert rec.opts("evaluate")["skip"] == ["finetune"]
+
+
+def test_refresh_takes_snapshots_in_order_and_continues_from_the_previous_model(root, recorded):
+    import flows.refresh as refresh
+
+    rec = recorded()
+    crawl = root / "crawl"
+    for s in ("2026-01", "2026-02"):
+        (crawl / s).mkdir(parents=True)
+    index = root / "state" / "index"
+    kw = dict(run_name="wk", runs_dir=str(root / "runs"), crawl_root=str(crawl), dedup_index=str(index), preset="tiny")
+
+    def commit(snapshot: str, gen: int) -> None:  # what the corpus stage would have committed
+        data = json.loads((index / "INDEX.json").read_text()) if (index / "INDEX.json").exists() else {
+            "schema": "lmforge.minhash_index/v1", "params": {}, "generations": []}
+        data["generations"].append({"name": f"gen-{gen:05d}", "fingerprint": snapshot, "snapshot": snapshot})
+        index.mkdir(parents=True, exist_ok=True)
+        (index / "INDEX.json").write_text(json.dumps(data))
+
+    first = refresh.lmforge_refresh.fn(**kw)
+    base = (root / "runs" / "wk").resolve()
+    assert first["snapshot"] == "2026-01" and first["previous"] is None
+    assert rec.opts("corpus")["snapshot"] == "2026-01" and "from_model" not in rec.opts("tokenizer")
+    assert (base / "latest").resolve() == base / "2026-01"
+    commit("2026-01", 1)
+
+    rec.calls.clear()
+    second = refresh.lmforge_refresh.fn(**kw)
+    assert second["snapshot"] == "2026-02" and second["previous"] == str(base / "2026-01")
+    assert rec.opts("tokenizer")["from_model"] == str(base / "2026-01" / "pretrain" / "hf")
+    assert rec.opts("pretrain")["init_from"] == str(base / "2026-01" / "pretrain" / "hf")
+    assert rec.opts("evaluate")["previous"] == str(base / "2026-01" / "pretrain" / "hf")
+    assert (base / "latest").resolve() == base / "2026-02" and (base / "2026-01").is_dir()
+    commit("2026-02", 2)
+
+    rec.calls.clear()
+    third = refresh.lmforge_refresh.fn(**kw)
+    assert third["status"] == "nothing new" and "every snapshot" in third["why"] and rec.calls == []
+
+
+def test_index_label_and_next_snapshot(tmp_path):
+    from pipelines.corpus.snapshots import next_snapshot
+
+    (tmp_path / "crawl" / "b").mkdir(parents=True)
+    (tmp_path / "crawl" / "a").mkdir()
+    (tmp_path / "crawl" / ".hidden").mkdir()
+    assert next_snapshot(tmp_path / "crawl", tmp_path / "none")[0] == "a"
+    with pytest.raises(FileNotFoundError, match="not a folder of"):
+        next_snapshot(tmp_path / "crawl", tmp_path / "none", "zz")
+    with pytest.raises(FileNotFoundError, match="one folder per crawl snapshot"):
+        next_snapshot(tmp_path / "missing", tmp_path / "none")
