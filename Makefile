@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.lmforge-installed
 RUN    ?= demo
 
-.PHONY: setup demo test test-fast lint ui bench clean
+.PHONY: setup demo test test-fast lint ui ui-check bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -43,9 +43,16 @@ bench: setup
 	$(BIN)/lmforge bench data
 	$(BIN)/lmforge bench transfer --resume
 
-# The Prefect UI on http://127.0.0.1:4200 (then run flows with PREFECT_API_URL set, see README).
+# The Prefect UI on http://127.0.0.1:4200, loopback only, telemetry off (infra/README.md says how
+# to expose it safely; then run flows with PREFECT_API_URL set, see README).
 ui: setup
-	$(BIN)/prefect server start --host 127.0.0.1
+	PREFECT_SERVER_ANALYTICS_ENABLED=false $(BIN)/prefect server start --host 127.0.0.1
 
+# Deploy as infra/README.md documents, run the demo deployment at preset tiny, screenshot the UI
+# with headless Chromium (Debian: apt-get install chromium) into docs/ui/.
+ui-check: setup
+	$(BIN)/python -m flows.ops ui-check --out docs/ui
+
+# runs/ only: the refresh's shared band index (state/) and crawl snapshots (crawl/) stay.
 clean:
 	rm -rf runs .pytest_cache

@@ -30,7 +30,16 @@ from prefect import flow, task
 from prefect.runtime import flow_run
 
 from flows import artifacts
-from flows.params import DagParams, TrainOnlyParams, TrainParams, flow_doc
+from flows.params import (
+    DagParams,
+    MaskObjective,
+    Preset,
+    TaskKind,
+    TokenizerKind,
+    TrainOnlyParams,
+    TrainParams,
+    flow_doc,
+)
 from flows.stages import launch_stage
 from pipelines.labeled.registry import SOURCES
 
@@ -169,9 +178,9 @@ def token_stages(p, run: Path, corpus: str, adopt_from: str = "") -> tuple[str, 
 @flow(name="lmforge-dag", persist_result=True, log_prints=True, flow_run_name=flow_run_name)
 @flow_doc("Crawl in, evaluated and distilled model out; every stage writes <runs_dir>/<run_name>/<stage>/.", DagParams)
 def lmforge_dag(run_name: str = D.run_name, runs_dir: str = D.runs_dir, crawl: list[str] = D.crawl,
-                preset: str = D.preset, tokenizer_model: str = D.tokenizer_model, mask_objective: str = D.mask_objective,
+                preset: Preset = D.preset, tokenizer_model: TokenizerKind = D.tokenizer_model, mask_objective: MaskObjective = D.mask_objective,
                 model: str = D.model, init_from: str = D.init_from, nproc: int = D.nproc, labeled: str = D.labeled,
-                task: str = D.task, text_column: str = D.text_column, text_pair_column: str = D.text_pair_column,
+                task: TaskKind = D.task, text_column: str = D.text_column, text_pair_column: str = D.text_pair_column,
                 label_column: str = D.label_column, dedup_index: str = D.dedup_index, index_wait: float = D.index_wait,
                 beam_args: list[str] = D.beam_args, stage_timeout_minutes: float = D.stage_timeout_minutes,
                 overrides: dict[str, dict[str, Any]] = D.overrides) -> dict[str, str | None]:
@@ -187,8 +196,8 @@ def lmforge_dag(run_name: str = D.run_name, runs_dir: str = D.runs_dir, crawl: l
 @flow(name="lmforge-train", persist_result=True, log_prints=True, flow_run_name=flow_run_name)
 @flow_doc("Training from existing shards: pretrain, fine-tune and distil, evaluate.", TrainOnlyParams)
 def lmforge_train(run_name: str = T.run_name, runs_dir: str = T.runs_dir, shards: str = T.shards,
-                  tokenizer: str = T.tokenizer, preset: str = T.preset, model: str = T.model, init_from: str = T.init_from,
-                  nproc: int = T.nproc, labeled: str = T.labeled, task: str = T.task, text_column: str = T.text_column,
+                  tokenizer: str = T.tokenizer, preset: Preset = T.preset, model: str = T.model, init_from: str = T.init_from,
+                  nproc: int = T.nproc, labeled: str = T.labeled, task: TaskKind = T.task, text_column: str = T.text_column,
                   text_pair_column: str = T.text_pair_column, label_column: str = T.label_column,
                   stage_timeout_minutes: float = T.stage_timeout_minutes,
                   overrides: dict[str, dict[str, Any]] = T.overrides) -> dict[str, str | None]:

@@ -22,6 +22,11 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from flows.presets import PRESETS
 
 NAME_PATTERN = r"^[A-Za-z0-9._-]+$"
+# Choices, shared by the models and the flow signatures (the UI's form shows them as drop-downs).
+Preset = Literal["demo", "tiny"]
+TokenizerKind = Literal["", "wordpiece", "bpe", "byte_bpe", "unigram"]
+MaskObjective = Literal["", "mlm", "whole_word", "span"]
+TaskKind = Literal["", "classification", "regression", "tokens"]
 DATA_ROOT_ENV = "LMFORGE_DATA_ROOT"
 
 # Options the flow wires itself (a stage's inputs and outputs): an override may not replace them.
@@ -85,6 +90,8 @@ def check_overrides(overrides: dict[str, dict[str, Any]]) -> None:
 
 def check_beam_args(args: list[str]) -> None:
     """Each `--name[=value]` must be a Beam pipeline option, or Beam would drop it with only a warning."""
+    if not args:
+        return  # no Beam import (and its warnings) in the flow process for nothing
     from apache_beam.options.pipeline_options import PipelineOptions
 
     known = set(PipelineOptions([]).get_all_options(retain_unknown_options=False))
@@ -102,10 +109,10 @@ def check_beam_args(args: list[str]) -> None:
 class TrainParams(BaseModel):
     """What every flow trains and fine-tunes (the Prefect form); every field has a safe default."""
 
-    run_name: str = Field("demo", pattern=NAME_PATTERN, description="runs/<run_name>/ receives one folder per stage "
+    run_name: str = Field("demo", pattern=NAME_PATTERN, description="runs/{run_name}/ receives one folder per stage "
                           "(letters, digits, '.', '_', '-')")
     runs_dir: str = Field("runs", description="parent folder of all runs (inside the data root)")
-    preset: Literal["demo", "tiny"] = Field("demo", description="stage sizes: demo (bundled sample, <15 min) or tiny (tests)")
+    preset: Preset = Field("demo", description="stage sizes: demo (bundled sample, <15 min) or tiny (tests)")
     model: str = Field("", description="pretraining model preset (empty: the preset's; e.g. bert_mini; see "
                        "`lmforge pretrain --help`)")
     init_from: str = Field("", description="a Hugging Face model directory to start from: the tokenizer stage adopts its "
@@ -113,7 +120,7 @@ class TrainParams(BaseModel):
     nproc: int = Field(2, ge=1, le=64, description="pretraining processes on this node (torchrun --nproc_per_node)")
     labeled: str = Field("vader", description="the fine-tune task: a known labelled source (`lmforge labeled list`), "
                          "a `lmforge finetune --config` JSON file, or one labelled data file (JSONL/CSV/Parquet)")
-    task: Literal["", "classification", "regression", "tokens"] = Field(
+    task: TaskKind = Field(
         "", description="fine-tune task kind for a data file (empty: the source's, else classification)")
     text_column: str = Field("", description="text column of a labelled data file (empty: text)")
     text_pair_column: str = Field("", description="second text column for sentence-pair tasks (empty: none)")
@@ -172,9 +179,9 @@ class TrainParams(BaseModel):
 class CorpusParams(BaseModel):
     """The data stages' choices, shared by the whole DAG and the refresh."""
 
-    tokenizer_model: Literal["", "wordpiece", "bpe", "byte_bpe", "unigram"] = Field(
+    tokenizer_model: TokenizerKind = Field(
         "", description="tokenizer kind (empty: the preset's, WordPiece); ignored when a model's tokenizer is adopted")
-    mask_objective: Literal["", "mlm", "whole_word", "span"] = Field(
+    mask_objective: MaskObjective = Field(
         "", description="masking objective of the shards (empty: mlm). The DAG distils and evaluates masked LMs; "
         "causal and t5_span shards are trained with `lmforge shards/pretrain` directly")
     index_wait: float = Field(3600.0, ge=0, description="seconds the corpus stage waits for another run holding the "
@@ -195,7 +202,7 @@ class DagParams(CorpusParams, TrainParams):
     crawl: list[str] = Field(["samples/crawl"], min_length=1,
                              description="crawl inputs: files, directories or globs (WARC/WET/JSONL/Parquet)")
     dedup_index: str = Field("", description="MinHash band index shared by recurring corpus refreshes: each run drops "
-                             "what earlier runs kept and adds its own. Empty: a fresh <runs_dir>/<run_name>/minhash_index")
+                             "what earlier runs kept and adds its own. Empty: a fresh {runs_dir}/{run_name}/minhash_index")
 
     @field_validator("crawl")
     @classmethod
@@ -224,8 +231,8 @@ class RefreshParams(CorpusParams, TrainParams):
     """A recurring refresh: the next crawl snapshot through the corpus stage against the shared band index,
     then training continued from the previous snapshot's model."""
 
-    run_name: str = Field("weekly", pattern=NAME_PATTERN, description="runs/<run_name>/<snapshot>/ receives each "
-                          "snapshot's stages; runs/<run_name>/latest points at the newest finished one")
+    run_name: str = Field("weekly", pattern=NAME_PATTERN, description="runs/{run_name}/{snapshot}/ receives each "
+                          "snapshot's stages; runs/{run_name}/latest points at the newest finished one")
     crawl_root: str = Field("crawl", description="one folder per crawl snapshot (e.g. CC-MAIN-2026-40/), taken in name order")
     snapshot: str = Field("", description="the snapshot folder to take (empty: the oldest one not yet in the band index)")
     dedup_index: str = Field("state/minhash_index", description="the band index every refresh shares (outside runs/, "

@@ -25,7 +25,7 @@ from prefect import flow, task
 
 from flows import artifacts
 from flows.dag import corpus_stage, flow_run_name, token_stages, train_and_evaluate
-from flows.params import RefreshParams, flow_doc
+from flows.params import MaskObjective, Preset, RefreshParams, TaskKind, TokenizerKind, flow_doc
 from pipelines.corpus.snapshots import indexed_snapshots, next_snapshot
 from schemas.manifest import read_manifest
 
@@ -68,9 +68,9 @@ def _stop(p: RefreshParams, snap: str | None, why: str) -> dict[str, Any]:
 @flow_doc("Refresh: the next crawl snapshot against the shared band index, then training continued from the "
           "previous snapshot's model.", RefreshParams)
 def lmforge_refresh(run_name: str = R.run_name, runs_dir: str = R.runs_dir, crawl_root: str = R.crawl_root,
-                    snapshot: str = R.snapshot, preset: str = R.preset, tokenizer_model: str = R.tokenizer_model,
-                    mask_objective: str = R.mask_objective, model: str = R.model, init_from: str = R.init_from,
-                    nproc: int = R.nproc, labeled: str = R.labeled, task: str = R.task, text_column: str = R.text_column,
+                    snapshot: str = R.snapshot, preset: Preset = R.preset, tokenizer_model: TokenizerKind = R.tokenizer_model,
+                    mask_objective: MaskObjective = R.mask_objective, model: str = R.model, init_from: str = R.init_from,
+                    nproc: int = R.nproc, labeled: str = R.labeled, task: TaskKind = R.task, text_column: str = R.text_column,
                     text_pair_column: str = R.text_pair_column, label_column: str = R.label_column,
                     dedup_index: str = R.dedup_index, index_wait: float = R.index_wait, beam_args: list[str] = R.beam_args,
                     stage_timeout_minutes: float = R.stage_timeout_minutes,

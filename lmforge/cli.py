@@ -60,7 +60,8 @@ SUMMARIES = {
     "distill": "DistilBERT-style student from the pretrained teacher",
     "evaluate": "MLM loss, accuracy, parameters, throughput -> eval/report.{json,md}",
     "labeled": "real labelled datasets (VADER, Reuters-21578, ...) as files finetune reads: labeled list | prepare NAME",
-    "run": "the whole DAG as one Prefect flow (no server needed)",
+    "run": "a Prefect flow (no server needed): the whole DAG, training from shards (--flow train), or a refresh (--flow refresh)",
+    "alerts": "a Prefect automation that POSTs to a webhook when a refresh fails (needs a Prefect server)",
     "bench": "benchmarks against named peers -> docs/BENCHMARKS.md (bench corpus | data | extraction | langid | scale | tokenizer | transfer)",
 }
 
@@ -125,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="lmforge", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in (*STAGES, "labeled", "run", "bench"):
+    for name in (*STAGES, "labeled", "run", "alerts", "bench"):
         sub.add_parser(name, help=SUMMARIES[name], add_help=False)
     if not argv or argv[0] in ("-h", "--help"):
         parser.print_help()
@@ -140,8 +141,17 @@ def main(argv: list[str] | None = None) -> int:
         return cli_main(rest)
     if command == "bench":
         return _bench(rest)
+    if command == "alerts":
+        from flows.automations import main as alerts
+
+        return alerts(rest)
     if command == "labeled":
         return _labeled(rest)
+    if command in ("pretrain", "finetune", "distill", "evaluate"):
+        # DeepSpeed (imported by transformers) warns when it has to guess the accelerator; tell it
+        import torch
+
+        os.environ.setdefault("DS_ACCELERATOR", "cuda" if torch.cuda.is_available() else "cpu")
     cls, run_fn, doc, beam = _stage(command)
     sp = argparse.ArgumentParser(prog=f"lmforge {command}", description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_args(sp, cls)

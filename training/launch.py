@@ -6,8 +6,9 @@
 
 runs `python -m torch.distributed.run --nproc_per_node=2 --master_port=<free> -m training.pretrain
 --shards ... ` with DS_ACCELERATOR=cpu and OMP_NUM_THREADS=1 (2 cores, 2 processes: more threads
-per process would only contend), streams its output line by line to our stdout and to
-<output>/launch.log, and raises RuntimeError with the log's tail if it fails.
+per process would only contend), streams the workers' stdout (lmforge's progress) to our stdout
+and their stderr (library warnings, tracebacks) to our stderr, both to <output>/launch.log, and
+raises RuntimeError with the log's tail if it fails.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -69,15 +71,25 @@ def launch(module: str, cfg: Any, output: str | os.PathLike, nproc: int = 2, tai
     with open(output / "launch.log", "w") as log_file:
         log_file.write("$ " + " ".join(cmd) + "\n")
         # cwd stays ours, so relative paths in cfg mean what the caller meant; PYTHONPATH finds the repo
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, bufsize=1)
-        assert proc.stdout is not None
+        assert proc.stdout is not None and proc.stderr is not None
+        lock = threading.Lock()
+
+        def pump(stream, to) -> None:
+            for line in stream:
+                with lock:
+                    to.write(line)
+                    to.flush()
+                    log_file.write(line)
+                    tail.append(line)
+
+        err = threading.Thread(target=pump, args=(proc.stderr, sys.stderr), daemon=True)
+        err.start()
         try:
-            for line in proc.stdout:
-                sys.stdout.write(line)
-                log_file.write(line)
-                tail.append(line)
+            pump(proc.stdout, sys.stdout)
             code = proc.wait()
+            err.join(timeout=10)
         finally:
             if proc.poll() is None:  # we were interrupted: torchrun stops its workers on SIGTERM
                 proc.terminate()

@@ -42,11 +42,11 @@ def test_concurrent_refreshes_serialise_on_the_index(tmp_path):
     # Two refreshes started together: the second to reach the index queues behind the first.
     runs = {name: _corpus(snap, tmp_path / name, index, "--index-wait", "600")
             for name, snap in (("a", snap1), ("b", snap2))}
-    errs = {}
+    outs = {}
     for name, p in runs.items():
-        _, errs[name] = p.communicate(timeout=600)
-        assert p.returncode == 0, errs[name]
-    assert sum("waiting up to 600s" in e for e in errs.values()) == 1, errs
+        outs[name], err = p.communicate(timeout=600)
+        assert p.returncode == 0, err
+    assert sum("waiting up to 600s" in o for o in outs.values()) == 1, outs
     gens = json.loads((index / "INDEX.json").read_text())["generations"]
     assert [g["name"] for g in gens] == ["gen-00001", "gen-00002"]
     assert len({g["fingerprint"] for g in gens}) == 2
