@@ -74,10 +74,11 @@ def tokenizer_task(corpus: str, run: Path, opts: dict, adopt_from: str = "") -> 
 
 
 @task(name="shards", retries=1, retry_delay_seconds=10)
-def shards_task(corpus: str, tokenizer: str, run: Path, opts: dict, beam_args: list[str]) -> str:
+def shards_task(corpus: str, tokenizer: str, run: Path, opts: dict, beam_args: list[str],
+                replay: list[str] = ()) -> str:
     out = run / "shards"
     return launch_stage("shards", {"corpus": corpus, "tokenizer": tokenizer, "output": out, **opts}, out, run / "logs",
-                        argv=beam_args, upstream=[corpus, tokenizer])[0]
+                        argv=beam_args, upstream=[corpus, tokenizer, *replay])[0]
 
 
 @task(name="pretrain", retries=1, retry_delay_seconds=10)
@@ -167,11 +168,14 @@ def corpus_stage(p, run: Path, crawl: list[str], index: Path, own_index: bool, s
     return corpus
 
 
-def token_stages(p, run: Path, corpus: str, adopt_from: str = "") -> tuple[str, str]:
+def token_stages(p, run: Path, corpus: str, adopt_from: str = "", replay: list[str] = (),
+                 replay_fraction: float = 0.0) -> tuple[str, str]:
     opts = p.stage_options()
+    if replay and replay_fraction > 0:
+        opts["shards"].update(replay=list(replay), replay_fraction=replay_fraction)
     limit = {"timeout_seconds": p.stage_timeout_minutes * 60}
     tokenizer = tokenizer_task.with_options(**limit)(corpus, run, opts["tokenizer"], adopt_from)
-    shards = shards_task.with_options(**limit)(corpus, tokenizer, run, opts["shards"], p.beam_args)
+    shards = shards_task.with_options(**limit)(corpus, tokenizer, run, opts["shards"], p.beam_args, list(replay))
     return tokenizer, shards
 
 

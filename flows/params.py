@@ -33,7 +33,7 @@ DATA_ROOT_ENV = "LMFORGE_DATA_ROOT"
 WIRED = {
     "corpus": {"input", "output", "index", "index_wait", "snapshot"},
     "tokenizer": {"corpus", "output", "from_model"},
-    "shards": {"corpus", "tokenizer", "output"},
+    "shards": {"corpus", "tokenizer", "output", "replay"},
     "pretrain": {"shards", "tokenizer", "output", "init_from", "resume"},
     "finetune": {"model", "output", "data", "train", "validation", "test", "config"},
     "distill": {"teacher", "shards", "output"},
@@ -237,6 +237,9 @@ class RefreshParams(CorpusParams, TrainParams):
     snapshot: str = Field("", description="the snapshot folder to take (empty: the oldest one not yet in the band index)")
     dedup_index: str = Field("state/minhash_index", description="the band index every refresh shares (outside runs/, "
                              "so `make clean` keeps it)")
+    replay_fraction: float = Field(0.0, ge=0.0, le=1.0, description="fraction of the earlier snapshots' kept pages "
+                                   "mixed into the new shards (a hash sample by page id), so continued pretraining "
+                                   "does not see only the new pages; 0: none")
 
     @field_validator("crawl_root", "dedup_index")
     @classmethod

@@ -9,7 +9,7 @@ Each run:
    pages an earlier snapshot kept are dropped as duplicates (`kept_generation` says which);
 3. stops there, saying why, when the snapshot was already in the index or nothing new was kept;
 4. otherwise adopts the previous snapshot's tokenizer, continues pretraining from its model on the
-   new shards, fine-tunes, distils, and evaluates the new model next to the previous one on the
+   new shards (with `replay_fraction` of the earlier snapshots' pages mixed in), fine-tunes, distils, and evaluates the new model next to the previous one on the
    same held-out tokens (did the refresh help, or did it forget?);
 5. writes everything under `runs/<run_name>/<snapshot>/` (earlier snapshots' folders stay) and
    switches `runs/<run_name>/latest` to it atomically once it finished.
@@ -72,7 +72,8 @@ def lmforge_refresh(run_name: str = R.run_name, runs_dir: str = R.runs_dir, craw
                     mask_objective: MaskObjective = R.mask_objective, model: str = R.model, init_from: str = R.init_from,
                     nproc: int = R.nproc, labeled: str = R.labeled, task: TaskKind = R.task, text_column: str = R.text_column,
                     text_pair_column: str = R.text_pair_column, label_column: str = R.label_column,
-                    dedup_index: str = R.dedup_index, index_wait: float = R.index_wait, beam_args: list[str] = R.beam_args,
+                    dedup_index: str = R.dedup_index, replay_fraction: float = R.replay_fraction,
+                    index_wait: float = R.index_wait, beam_args: list[str] = R.beam_args,
                     stage_timeout_minutes: float = R.stage_timeout_minutes,
                     overrides: dict[str, dict[str, Any]] = R.overrides) -> dict[str, Any]:
     p = RefreshParams(**{k: v for k, v in locals().items()})
@@ -100,7 +101,10 @@ def lmforge_refresh(run_name: str = R.run_name, runs_dir: str = R.runs_dir, craw
         return _stop(p, snap, f"snapshot {snap}: the corpus stage kept no new document "
                               f"({m['counts']['duplicates']:,} duplicates of earlier snapshots, "
                               f"{sum(m['counts']['dropped'].values()):,} dropped, {m['counts']['quarantined']:,} quarantined).")
-    tokenizer, shards = token_stages(p, run, corpus, adopt_from=start)
+    # earlier snapshots' corpora, in index order, for the replay sample
+    earlier = [str(base / s / "corpus") for s in indexed_snapshots(index)
+               if s != snap and (base / s / "corpus" / "manifest.json").exists()]
+    tokenizer, shards = token_stages(p, run, corpus, adopt_from=start, replay=earlier, replay_fraction=p.replay_fraction)
     result = train_and_evaluate(p, run, shards, tokenizer, init_from=start, previous=prev_model)
     switch_latest(base, snap)
     summary = (f"# refresh {p.run_name}: {snap}\n\n{why}. Continued from "

@@ -117,15 +117,15 @@ def vader_texts(name: str = "tweets", n: int = 300, skip: int = 0) -> list[str]:
     return [ln.split("\t", 2)[2] for ln in lines[skip:skip + n]]
 
 
-def make_corpus(out_dir: str | Path, texts: list[str], lang: str = "en") -> Path:
+def make_corpus(out_dir: str | Path, texts: list[str], lang: str = "en", prefix: str = "doc") -> Path:
     """A corpus stage directory the tokenizer and shards stages accept: data/<lang>/part-00000.parquet
-    with `id` and `text`, and a manifest. Ids are `doc-00000`, ... in the order given."""
+    with `id` and `text`, and a manifest. Ids are `doc-00000`, ... (`prefix`) in the order given."""
     import pyarrow.parquet as pq
 
     out_dir = Path(out_dir)
     rel = Path("data", lang, "part-00000.parquet")
     (out_dir / rel).parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table({"id": [f"doc-{i:05d}" for i in range(len(texts))], "text": texts}), out_dir / rel)
+    pq.write_table(pa.table({"id": [f"{prefix}-{i:05d}" for i in range(len(texts))], "text": texts}), out_dir / rel)
     write_manifest(out_dir, Manifest(stage="corpus", config={"fixture": True}, counts={"kept": len(texts)},
                                      outputs=describe_outputs(out_dir, [rel])))
     return out_dir

@@ -23,7 +23,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from pipelines.shards.masking import MaskConfig
-from pipelines.shards.rows import key_batch
+from pipelines.shards.rows import key_batch, sample_batch
 
 
 class EncodePackWrite(beam.DoFn):
@@ -55,15 +55,22 @@ class EncodePackWrite(beam.DoFn):
 class ShardsPipeline(beam.PTransform):
     def __init__(self, corpus_glob: str, tokenizer_json: str, out: str, seq_len: int, mask: MaskConfig,
                  num_shards: int, valid_per_mille: int, packing: str = "concat", target_bytes: int = 4 << 20,
-                 fast_encode: bool = True):
+                 fast_encode: bool = True, replay_files: list[str] = (), replay_fraction: float = 0.0):
         super().__init__()
         self.corpus_glob, self.num_shards, self.valid_per_mille = corpus_glob, num_shards, valid_per_mille
+        self.replay_files, self.replay_fraction = list(replay_files), replay_fraction
         self.write = EncodePackWrite(tokenizer_json, out, seq_len, mask, packing, target_bytes, fast_encode)
 
     def expand(self, pbegin):
         num_shards, valid_per_mille = self.num_shards, self.valid_per_mille
-        return (pbegin
-                | "ReadCorpus" >> beam.io.ReadFromParquetBatched(self.corpus_glob, columns=["id", "text"])
+        docs = pbegin | "ReadCorpus" >> beam.io.ReadFromParquetBatched(self.corpus_glob, columns=["id", "text"])
+        if self.replay_files:  # a hash sample of earlier corpora, mixed in before the split
+            replay = (pbegin
+                      | "ReplayFiles" >> beam.Create(self.replay_files)
+                      | "ReadReplay" >> beam.io.ReadAllFromParquetBatched(columns=["id", "text"])
+                      | "SampleReplay" >> beam.Map(sample_batch, self.replay_fraction))
+            docs = (docs, replay) | "Mix" >> beam.Flatten()
+        return (docs
                 | "KeyBySplitShard" >> beam.FlatMap(key_batch, num_shards, valid_per_mille)
                 | "GroupShards" >> beam.GroupByKey()
                 | "EncodePackWrite" >> beam.ParDo(self.write))

@@ -248,6 +248,19 @@ class DocEncoder:
         self.checked += len(picked)
 
 
+def replay_mask(ids: list[str], fraction: float) -> list[bool]:
+    """Which documents of an earlier corpus a replay takes: sha1("replay:" + id) below `fraction` of
+    the hash space, so a document is in or out on every run, whatever file or order it comes in."""
+    import hashlib
+
+    cut = int(fraction * (1 << 32))
+    return [int.from_bytes(hashlib.sha1(b"replay:" + i.encode()).digest()[:4], "big") < cut for i in ids]
+
+
+def sample_batch(table: pa.Table, fraction: float) -> pa.Table:
+    return table.filter(pa.array(replay_mask(table.column("id").to_pylist(), fraction)))
+
+
 def key_batch(table: pa.Table, num_shards: int, valid_per_mille: int) -> Iterator[tuple[tuple[str, int], bytes]]:
     """A batch of corpus rows (id, text) cut into its (split, shard) groups, each as one zstd-compressed
     Arrow IPC stream: the shuffle then moves a few compact byte strings per batch, not a Python

@@ -43,9 +43,14 @@ class ShardsConfig:
     fast_encode: bool = opt(True, "encode through a word cache: HF tokenizers' ids (checked against them on every 64th "
                                   "document) for a fraction of their CPU time, see docs/BENCHMARKS.md; off: HF "
                                   "tokenizers' encode_batch on every core")
+    replay: list[str] = opt([], "earlier corpus stage directories whose documents are partly mixed in (a refresh's "
+                                "replay of earlier snapshots, so continued training does not only see the new pages)")
+    replay_fraction: float = opt(0.1, "fraction of the --replay corpora's documents mixed in, chosen by a hash of "
+                                      "the document id (the same ones on every run)")
     mask: MaskConfig = field(default_factory=MaskConfig, metadata={"help": "masking"})
 
     def __post_init__(self) -> None:
+        require(0.0 <= self.replay_fraction <= 1.0, f"replay_fraction must be in [0, 1], got {self.replay_fraction}")
         require(8 <= self.seq_len <= 4096, f"seq_len must be in [8, 4096], got {self.seq_len}")
         require(self.num_shards >= 1, "num_shards must be >= 1")
         require(0 < self.valid_per_mille < 1000, "valid_per_mille must be in (0, 1000)")
@@ -78,17 +83,31 @@ def bytes_per_token(shards: list[dict[str, Any]]) -> dict[str, float | None]:
             "without_masks": round(sum(s["bytes_without_masks"] for s in shards) / tokens, 3)}
 
 
-def check_documents(corpus: str, metrics: dict[str, int]) -> None:
-    """Every corpus document reached a group: a shuffle that lost documents before the GroupByKey
-    would leave files and row counters in agreement, so the documents are counted against the
-    corpus Parquet footers (num_rows, no data read)."""
+def check_documents(corpus: str, metrics: dict[str, int], replayed: int = 0) -> None:
+    """Every corpus document (and every replayed one) reached a group: a shuffle that lost documents
+    before the GroupByKey would leave files and row counters in agreement, so the documents are
+    counted against the corpus Parquet footers (num_rows, no data read)."""
     if not metrics:  # runners that report no counters skip this cross-check
         return
-    want = corpus_documents(corpus)
+    want = corpus_documents(corpus) + replayed
     got = sum(metrics.get(f"{split}_{k}", 0) for split in SPLITS for k in ("documents", "empty_documents"))
     if got != want:
-        raise RuntimeError(f"shards: {want} documents in {corpus}/data but {got} reached the shard groups; "
-                           "a shuffle lost records (rerun with --direct_running_mode=in_memory)")
+        raise RuntimeError(f"shards: {want} documents in {corpus}/data (and replayed) but {got} reached the shard "
+                           "groups; a shuffle lost records (rerun with --direct_running_mode=in_memory)")
+
+
+def replay_files(cfg: ShardsConfig) -> list[str]:
+    return sorted(str(f) for r in cfg.replay for f in Path(r, "data").glob("*/*.parquet"))
+
+
+def replay_documents(cfg: ShardsConfig) -> int:
+    """How many documents of the replay corpora the hash sample takes (ids read, not texts)."""
+    import pyarrow.parquet as pq
+
+    from pipelines.shards.rows import replay_mask
+
+    return sum(sum(replay_mask(pq.read_table(f, columns=["id"]).column("id").to_pylist(), cfg.replay_fraction))
+               for f in replay_files(cfg))
 
 
 def beam_counters(pipeline) -> dict[str, int]:
@@ -121,6 +140,8 @@ def prepare(cfg: ShardsConfig) -> Prepared:
     from pipelines.tokenizer import special_ids
 
     read_manifest(cfg.corpus)  # the corpus must have finished; input_ref pins its manifest's sha256
+    for r in cfg.replay:
+        read_manifest(r)
     tok_manifest = read_manifest(cfg.tokenizer)
     tokenizer_json = Path(cfg.tokenizer, "tokenizer.json")
     digest = sha256_file(tokenizer_json)
@@ -179,7 +200,7 @@ def run(cfg: ShardsConfig, beam_args: list[str] | None = None) -> Path:
     with beam.Pipeline(options=PipelineOptions(args)) as p:
         _ = p | "Shards" >> ShardsPipeline(corpus_glob, str(prep.tokenizer_json), cfg.output, cfg.seq_len, cfg.mask,
                                            cfg.num_shards, cfg.valid_per_mille, cfg.packing, cfg.target_bytes,
-                                           cfg.fast_encode)
+                                           cfg.fast_encode, replay_files(cfg), cfg.replay_fraction)
     return finish(cfg, prep, beam_counters(p), t0)
 
 
@@ -193,9 +214,15 @@ def run_local(cfg: ShardsConfig) -> Path:
 
     t0 = time.time()
     prep = prepare(cfg)
+    from pipelines.shards.rows import replay_mask
+
     groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for f in sorted(Path(cfg.corpus, "data").glob("*/*.parquet")):
-        for d in pq.read_table(f, columns=["id", "text"]).to_pylist():
+    own = sorted(str(f) for f in Path(cfg.corpus, "data").glob("*/*.parquet"))
+    for f in own + replay_files(cfg):
+        docs = pq.read_table(f, columns=["id", "text"]).to_pylist()
+        if f not in own:
+            docs = [d for d, keep in zip(docs, replay_mask([d["id"] for d in docs], cfg.replay_fraction)) if keep]
+        for d in docs:
             split = split_of(d["id"], cfg.valid_per_mille)
             groups.setdefault((split, shard_of(d["id"], cfg.num_shards if split == "train" else 1)), []).append(d)
     tok = load_tokenizer(prep.tokenizer_json)
@@ -238,7 +265,9 @@ def finish(cfg: ShardsConfig, prep: Prepared, metrics: dict[str, int], t0: float
         if metrics and metrics.get(f"{split}_rows", 0) != counts[f"{split}_rows"]:
             raise RuntimeError(f"shards: the run counted {metrics.get(f'{split}_rows', 0)} {split} rows but "
                                f"{out / split} holds {counts[f'{split}_rows']}; records were lost")
-    check_documents(cfg.corpus, metrics)
+    replayed = replay_documents(cfg) if cfg.replay else 0
+    check_documents(cfg.corpus, metrics, replayed)
+    counts["replayed_documents"] = replayed
     if not counts["train_rows"] or not counts["valid_rows"]:
         raise RuntimeError(f"shards: empty split in {out} ({counts}); the corpus is too small for valid_per_mille={cfg.valid_per_mille}")
     per_token = bytes_per_token(shards)
@@ -247,7 +276,8 @@ def finish(cfg: ShardsConfig, prep: Prepared, metrics: dict[str, int], t0: float
     meta, ids = prep.meta, prep.ids
     corpus_ref, tokenizer_ref = input_ref(cfg.corpus), input_ref(cfg.tokenizer)
     write_manifest(out, Manifest(
-        stage="shards", config=config_to_dict(cfg), inputs=[corpus_ref, tokenizer_ref], counts=counts, outputs=outputs,
+        stage="shards", config=config_to_dict(cfg), inputs=[corpus_ref, tokenizer_ref, *map(input_ref, cfg.replay)],
+        counts=counts, outputs=outputs,
         extra={"schema": SHARD_SCHEMA_VERSION, "seq_len": cfg.seq_len, "num_variants": meta.num_variants,
                "objective": meta.objective, "family": meta.family, "packing": meta.packing,
                "vocab_size": prep.vocab_size, "pad_id": meta.pad_id, "mask_id": ids["mask"], "eos_id": meta.eos_id,

@@ -24,7 +24,8 @@ def test_three_refreshes(tmp_path, monkeypatch):
     s1, s2 = crawl / "2026-10", crawl / "2026-11"
     _split_warc(TINY / "tiny.warc.gz", s1 / "crawl.warc.gz", s2 / "crawl.warc.gz")
     kw = dict(run_name="weekly", runs_dir=str(tmp_path / "runs"), crawl_root=str(crawl),
-              dedup_index=str(tmp_path / "state" / "minhash_index"), preset="tiny")
+              dedup_index=str(tmp_path / "state" / "minhash_index"), preset="tiny",
+              replay_fraction=0.5)
     base = tmp_path / "runs" / "weekly"
 
     first = lmforge_refresh(**kw)
@@ -49,6 +50,10 @@ def test_three_refreshes(tmp_path, monkeypatch):
         return json.loads((stage / "tokenizer.json").read_text())["model"]["vocab"]
 
     assert vocab(run2 / "tokenizer") == vocab(base / "2026-10" / "tokenizer")
+    # half of snapshot 1's kept pages replayed into snapshot 2's shards
+    shards2 = read_manifest(run2 / "shards")
+    assert 0 < shards2["counts"]["replayed_documents"] < len(kept1)
+    assert str(base / "2026-10" / "corpus") in {i["path"] for i in shards2["inputs"]}
     report = json.loads((run2 / "eval" / "report.json").read_text())
     assert report["previous"]["path"] == str(base / "2026-10" / "pretrain" / "hf") and report["previous"]["mlm_loss"] > 0
     assert (base / "latest").resolve() == run2.resolve()

@@ -220,6 +220,7 @@ def test_refresh_takes_snapshots_in_order_and_continues_from_the_previous_model(
     assert rec.opts("tokenizer")["from_model"] == str(base / "2026-01" / "pretrain" / "hf")
     assert rec.opts("pretrain")["init_from"] == str(base / "2026-01" / "pretrain" / "hf")
     assert rec.opts("evaluate")["previous"] == str(base / "2026-01" / "pretrain" / "hf")
+    assert "replay" not in rec.opts("shards")  # replay_fraction 0: none
     assert (base / "latest").resolve() == base / "2026-02" and (base / "2026-01").is_dir()
     commit("2026-02", 2)
 
