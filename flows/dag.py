@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import shutil
 import time
 from pathlib import Path
@@ -41,6 +42,7 @@ from flows.params import (
     flow_doc,
 )
 from flows.stages import launch_stage
+from lmforge.config import options_to_argv
 from pipelines.labeled.registry import SOURCES
 
 D, T = DagParams(), TrainOnlyParams()
@@ -82,12 +84,17 @@ def shards_task(corpus: str, tokenizer: str, run: Path, opts: dict, beam_args: l
 
 
 @task(name="pretrain", retries=1, retry_delay_seconds=10)
-def pretrain_task(shards: str, tokenizer: str, run: Path, opts: dict, nproc: int, init_from: str = "") -> str:
+def pretrain_task(shards: str, tokenizer: str, run: Path, opts: dict, nproc: int, init_from: str = "",
+                  nnodes: int = 1, rdzv_endpoint: str = "") -> str:
     out = run / "pretrain"
     # a retry (or a rerun after a crash) continues from the last checkpoint, bit-identically
     resume = (out / "checkpoints" / "latest").exists() and not (out / "manifest.json").exists()
     o = {"shards": shards, "tokenizer": tokenizer, "output": out, **opts, "nproc": nproc,
          **({"init_from": init_from} if init_from else {}), **({"resume": True} if resume else {})}
+    if nnodes > 1:
+        o.update(nnodes=nnodes, rdzv_endpoint=rdzv_endpoint, rdzv_id=f"lmforge-{run.name}")
+        print(f"[pretrain] {nnodes} nodes: this worker is one; on each other node, with the same file system, run: "
+              + shlex.join(["lmforge", "pretrain", *options_to_argv(o)]), flush=True)
     return launch_stage("pretrain", o, out, run / "logs", upstream=[shards, tokenizer],
                         raw_inputs=[init_from] if init_from else [])[0]
 
@@ -135,7 +142,8 @@ def train_and_evaluate(p: TrainParams, run: Path, shards: str, tokenizer: str, i
     """pretrain -> (labeled -> finetune), distill -> evaluate, then the artifacts. Shared by every flow."""
     opts = p.stage_options()
     limit = {"timeout_seconds": p.stage_timeout_minutes * 60}
-    pretrain = pretrain_task.with_options(**limit)(shards, tokenizer, run, opts["pretrain"], p.nproc, init_from)
+    pretrain = pretrain_task.with_options(**limit)(shards, tokenizer, run, opts["pretrain"], p.nproc, init_from,
+                                                   p.nnodes, p.rdzv_endpoint)
     failed: dict[str, str] = {}
 
     def independent(t, *args) -> str | None:
@@ -183,7 +191,8 @@ def token_stages(p, run: Path, corpus: str, adopt_from: str = "", replay: list[s
 @flow_doc("Crawl in, evaluated and distilled model out; every stage writes <runs_dir>/<run_name>/<stage>/.", DagParams)
 def lmforge_dag(run_name: str = D.run_name, runs_dir: str = D.runs_dir, crawl: list[str] = D.crawl,
                 preset: Preset = D.preset, tokenizer_model: TokenizerKind = D.tokenizer_model, mask_objective: MaskObjective = D.mask_objective,
-                model: str = D.model, init_from: str = D.init_from, nproc: int = D.nproc, labeled: str = D.labeled,
+                model: str = D.model, init_from: str = D.init_from, nproc: int = D.nproc, nnodes: int = D.nnodes,
+                rdzv_endpoint: str = D.rdzv_endpoint, labeled: str = D.labeled,
                 task: TaskKind = D.task, text_column: str = D.text_column, text_pair_column: str = D.text_pair_column,
                 label_column: str = D.label_column, dedup_index: str = D.dedup_index, index_wait: float = D.index_wait,
                 beam_args: list[str] = D.beam_args, stage_timeout_minutes: float = D.stage_timeout_minutes,
@@ -201,7 +210,8 @@ def lmforge_dag(run_name: str = D.run_name, runs_dir: str = D.runs_dir, crawl: l
 @flow_doc("Training from existing shards: pretrain, fine-tune and distil, evaluate.", TrainOnlyParams)
 def lmforge_train(run_name: str = T.run_name, runs_dir: str = T.runs_dir, shards: str = T.shards,
                   tokenizer: str = T.tokenizer, preset: Preset = T.preset, model: str = T.model, init_from: str = T.init_from,
-                  nproc: int = T.nproc, labeled: str = T.labeled, task: TaskKind = T.task, text_column: str = T.text_column,
+                  nproc: int = T.nproc, nnodes: int = T.nnodes, rdzv_endpoint: str = T.rdzv_endpoint,
+                  labeled: str = T.labeled, task: TaskKind = T.task, text_column: str = T.text_column,
                   text_pair_column: str = T.text_pair_column, label_column: str = T.label_column,
                   stage_timeout_minutes: float = T.stage_timeout_minutes,
                   overrides: dict[str, dict[str, Any]] = T.overrides) -> dict[str, str | None]:

@@ -117,7 +117,11 @@ class TrainParams(BaseModel):
                        "`lmforge pretrain --help`)")
     init_from: str = Field("", description="a Hugging Face model directory to start from: the tokenizer stage adopts its "
                            "tokenizer and pretraining continues from its weights. Empty: train both from scratch")
-    nproc: int = Field(2, ge=1, le=64, description="pretraining processes on this node (torchrun --nproc_per_node)")
+    nproc: int = Field(2, ge=1, le=64, description="pretraining processes per node (torchrun --nproc_per_node)")
+    nnodes: int = Field(1, ge=1, le=1024, description="pretraining nodes. With more than one, this worker is one of "
+                        "them and the flow log gives the command each other node runs; all share the runs folder's "
+                        "file system")
+    rdzv_endpoint: str = Field("", description="HOST:PORT of the c10d rendezvous every node reaches (with nnodes > 1)")
     labeled: str = Field("vader", description="the fine-tune task: a known labelled source (`lmforge labeled list`), "
                          "a `lmforge finetune --config` JSON file, or one labelled data file (JSONL/CSV/Parquet)")
     task: TaskKind = Field(
@@ -130,6 +134,16 @@ class TrainParams(BaseModel):
     overrides: dict[str, dict[str, Any]] = Field(default_factory=dict, description="per-stage option overrides, e.g. "
                                                  "{'pretrain': {'steps': 50}}; a stage's inputs and outputs are wired "
                                                  "by the flow and cannot be overridden")
+
+    @model_validator(mode="after")
+    def _nodes(self):
+        from training.launch import Nodes
+
+        try:
+            Nodes(self.nnodes, self.rdzv_endpoint)
+        except ValueError as e:
+            raise ParamError(str(e)) from None
+        return self
 
     @field_validator("run_name")
     @classmethod

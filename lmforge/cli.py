@@ -66,10 +66,16 @@ SUMMARIES = {
 }
 
 
-def _quiet_logs() -> None:
-    from lmforge.logs import setup
+def _quiet_logs(flow: bool = False) -> None:
+    """A stage: lmforge's lines to stdout, library chatter to stderr. A flow (`run`, `alerts`): Prefect's
+    own console handler formats the log; only the libraries' loggers are quietened."""
+    from lmforge.logs import NOISY, setup
 
-    setup(logging.INFO)
+    if flow:
+        for name in NOISY:
+            logging.getLogger(name).setLevel(logging.WARNING)
+    else:
+        setup(logging.INFO)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     # Prefect's embedded server otherwise logs an ERROR every few minutes on an offline machine
     # ("Failed to send telemetry"); export PREFECT_SERVER_ANALYTICS_ENABLED=true to send it.
@@ -134,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     command, rest = argv[0], argv[1:]
     if command not in SUMMARIES:
         parser.error(f"unknown command {command!r}; choose from {', '.join((*STAGES, 'run'))}")
-    _quiet_logs()
+    _quiet_logs(flow=command in ("run", "alerts"))
     if command == "run":
         from flows.dag import cli_main
 
@@ -156,7 +162,12 @@ def main(argv: list[str] | None = None) -> int:
     sp = argparse.ArgumentParser(prog=f"lmforge {command}", description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_args(sp, cls)
     if command == "pretrain":
-        sp.add_argument("--nproc", type=int, default=2, help="processes for torchrun --nproc_per_node (default: 2)")
+        sp.add_argument("--nproc", type=int, default=2, help="processes per node (torchrun --nproc_per_node; default: 2)")
+        sp.add_argument("--nnodes", type=int, default=1, help="nodes: run this same command on each of them; they meet "
+                        "through a c10d rendezvous at --rdzv-endpoint and must share the file system holding --shards, "
+                        "--tokenizer and --output (default: 1)")
+        sp.add_argument("--rdzv-endpoint", default="", help="HOST:PORT every node reaches (node 0's), with --nnodes > 1")
+        sp.add_argument("--rdzv-id", default="", help="job id, the same on every node (default: derived from --output)")
     if beam:
         ns, beam_args = sp.parse_known_args(rest)
         _reject_misspelt_flags(sp, beam_args)
@@ -168,7 +179,12 @@ def main(argv: list[str] | None = None) -> int:
         sp.error(str(e))
     try:
         if command == "pretrain":
-            out = run_fn(cfg, nproc=ns.nproc)
+            import hashlib
+
+            from training.launch import Nodes
+
+            job = ns.rdzv_id or "lmforge-" + hashlib.sha1(os.path.abspath(cfg.output).encode()).hexdigest()[:12]
+            out = run_fn(cfg, nproc=ns.nproc, nodes=Nodes(ns.nnodes, ns.rdzv_endpoint, job))
         else:
             out = run_fn(cfg, beam_args) if beam else run_fn(cfg)
     except (FileNotFoundError, ValueError, StageBusy) as e:  # bad input named by the stage: no traceback needed

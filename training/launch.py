@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -50,16 +51,40 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def torchrun_command(module: str, argv: list[str], nproc: int, port: int) -> list[str]:
-    return [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", f"--nproc_per_node={nproc}",
-            "--master_addr=127.0.0.1", f"--master_port={port}", "-m", module, *argv]
+@dataclasses.dataclass(frozen=True)
+class Nodes:
+    """Where the processes of one training job run. One node: torchrun with a free local port. Several
+    nodes: every node runs the same command (one torchrun agent each) and they meet through a c10d
+    rendezvous on `rdzv_endpoint` (host:port of a machine all nodes reach, usually node 0); the shards,
+    tokenizer and output directory must be on a file system they all share."""
+
+    nnodes: int = 1
+    rdzv_endpoint: str = ""
+    rdzv_id: str = "lmforge"
+
+    def __post_init__(self) -> None:
+        if self.nnodes < 1:
+            raise ValueError(f"nnodes must be >= 1, got {self.nnodes}")
+        if self.nnodes > 1 and not re.fullmatch(r"[A-Za-z0-9.\-\[\]:]+:\d+", self.rdzv_endpoint):
+            raise ValueError(f"{self.nnodes} nodes need --rdzv-endpoint HOST:PORT (node 0's address, reachable from "
+                             f"every node), got {self.rdzv_endpoint!r}")
 
 
-def launch(module: str, cfg: Any, output: str | os.PathLike, nproc: int = 2, tail_lines: int = 60) -> Path:
-    """Run `module` under torchrun with `cfg` as flags; returns `output` once every rank exited 0."""
+def torchrun_command(module: str, argv: list[str], nproc: int, port: int, nodes: Nodes = Nodes()) -> list[str]:
+    if nodes.nnodes == 1:
+        where = ["--nnodes=1", "--master_addr=127.0.0.1", f"--master_port={port}"]
+    else:
+        where = [f"--nnodes={nodes.nnodes}", "--rdzv_backend=c10d", f"--rdzv_endpoint={nodes.rdzv_endpoint}",
+                 f"--rdzv_id={nodes.rdzv_id}"]
+    return [sys.executable, "-m", "torch.distributed.run", *where, f"--nproc_per_node={nproc}", "-m", module, *argv]
+
+
+def launch(module: str, cfg: Any, output: str | os.PathLike, nproc: int = 2, tail_lines: int = 60,
+           nodes: Nodes = Nodes()) -> Path:
+    """Run `module` under torchrun with `cfg` as flags; returns `output` once every rank of this node exited 0."""
     output = Path(output)
     output.mkdir(parents=True, exist_ok=True)
-    cmd = torchrun_command(module, cfg_to_argv(cfg), nproc, free_port())
+    cmd = torchrun_command(module, cfg_to_argv(cfg), nproc, free_port(), nodes)
     env = {
         **os.environ,
         "DS_ACCELERATOR": "cpu",
@@ -68,7 +93,9 @@ def launch(module: str, cfg: Any, output: str | os.PathLike, nproc: int = 2, tai
         "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p),
     }
     tail: collections.deque[str] = collections.deque(maxlen=tail_lines)
-    with open(output / "launch.log", "w") as log_file:
+    # one launch log per node on a shared output directory
+    log_name = "launch.log" if nodes.nnodes == 1 else f"launch-{socket.gethostname()}-{os.getpid()}.log"
+    with open(output / log_name, "w") as log_file:
         log_file.write("$ " + " ".join(cmd) + "\n")
         # cwd stays ours, so relative paths in cfg mean what the caller meant; PYTHONPATH finds the repo
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -105,6 +132,6 @@ def launch(module: str, cfg: Any, output: str | os.PathLike, nproc: int = 2, tai
     return output
 
 
-def launch_pretrain(cfg, nproc: int = 2) -> Path:
-    """Run `training.pretrain` on `nproc` CPU processes; returns cfg.output."""
-    return launch("training.pretrain", cfg, cfg.output, nproc=nproc)
+def launch_pretrain(cfg, nproc: int = 2, nodes: Nodes = Nodes()) -> Path:
+    """Run `training.pretrain` on `nproc` processes of this node (of `nodes`); returns cfg.output."""
+    return launch("training.pretrain", cfg, cfg.output, nproc=nproc, nodes=nodes)

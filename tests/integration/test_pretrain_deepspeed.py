@@ -120,3 +120,32 @@ def test_pretrain_causal_and_t5_shards(tmp_path, objective, auto):
     ids = tokenizer("a good movie", return_tensors="pt").input_ids
     generated = model.generate(ids, max_new_tokens=3, do_sample=False, pad_token_id=tokenizer.pad_token_id)
     assert generated.shape[0] == 1 and generated.shape[1] >= 2
+
+
+@pytest.mark.slow
+def test_two_nodes_meet_through_a_c10d_rendezvous(tmp_path):
+    """Two simulated nodes: the same `lmforge pretrain --nnodes 2` command run twice (one torchrun agent
+    each, one process per node) on 127.0.0.1, sharing the file system; one world of 2 ranks."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from training.launch import free_port
+
+    tok = make_tokenizer(tmp_path / "tokenizer")
+    shards = make_shards(tmp_path / "shards", tok, seq_len=32, num_variants=2, train_rows=64, valid_rows=16)
+    out = tmp_path / "pretrain"
+    cmd = [sys.executable, "-m", "lmforge.cli", "pretrain", "--shards", str(shards), "--tokenizer", str(tok),
+           "--output", str(out), "--model", "tiny", "--steps", "8", "--micro-batch-size", "4", "--log-every", "4",
+           "--nproc", "1", "--nnodes", "2", "--rdzv-endpoint", f"127.0.0.1:{free_port()}"]
+    nodes = [subprocess.Popen(cmd, cwd=Path(__file__).resolve().parents[2], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    logs = [n.communicate(timeout=600)[0] for n in nodes]
+    assert [n.returncode for n in nodes] == [0, 0], logs
+    m = read_manifest(out)
+    assert m["extra"]["world_size"] == 2 and m["counts"]["sequences"] == 8 * 4 * 2
+    assert len(list(out.glob("launch-*.log"))) == 2  # one launch log per node
+
+    # a second node count without an endpoint is refused before anything starts
+    bad = subprocess.run(cmd[:-2], cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "need --rdzv-endpoint HOST:PORT" in bad.stderr

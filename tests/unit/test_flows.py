@@ -90,6 +90,8 @@ def test_pull_step_finds_the_checkout_or_says_what_to_set(tmp_path, monkeypatch)
     ({"overrides": {"nope": {}}}, "unknown stage"),
     ({"beam_args": ["--direct-num-workers=2"]}, "Beam options use underscores"),
     ({"beam_args": ["--no_such_beam_option=1"]}, "not a Beam pipeline option"),
+    ({"nnodes": 2}, "need --rdzv-endpoint HOST:PORT"),
+    ({"nnodes": 0}, "nnodes"),
 ])
 def test_unsafe_or_unknown_parameters_are_refused(root, bad, match):
     from pydantic import ValidationError
@@ -240,3 +242,14 @@ def test_index_label_and_next_snapshot(tmp_path):
         next_snapshot(tmp_path / "crawl", tmp_path / "none", "zz")
     with pytest.raises(FileNotFoundError, match="one folder per crawl snapshot"):
         next_snapshot(tmp_path / "missing", tmp_path / "none")
+
+
+def test_several_nodes_reach_pretraining_with_the_command_for_the_others(root, recorded, capsys):
+    import flows.dag as dag
+
+    rec = recorded()
+    dag.lmforge_train.fn(run_name="mn", runs_dir=str(root), shards=str(root), tokenizer=str(root), preset="tiny",
+                         nproc=1, nnodes=2, rdzv_endpoint="10.0.0.1:29500")
+    o = rec.opts("pretrain")
+    assert (o["nnodes"], o["rdzv_endpoint"], o["nproc"]) == (2, "10.0.0.1:29500", 1) and o["rdzv_id"] == "lmforge-mn"
+    assert "on each other node, with the same file system, run: lmforge pretrain" in capsys.readouterr().out
