@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from lmforge.config import config_to_dict, opt, require
+from schemas.hf import portable_tokenizer_config
 from schemas.manifest import Manifest, describe_outputs, input_ref, read_manifest, sha256_file, write_manifest
 
 MODELS = ("wordpiece", "bpe", "byte_bpe", "unigram")
@@ -352,6 +353,7 @@ def save(tok, out: Path, model: str = "wordpiece", model_max_length: int = 512) 
     tmp = Path(tempfile.mkdtemp(prefix=".tokenizer.", dir=out))
     try:
         written = to_transformers(tok, model, model_max_length).save_pretrained(str(tmp))
+        portable_tokenizer_config(tmp)  # loadable by transformers 4.x too (schemas/hf.py)
         names = sorted({Path(p).name for p in written if Path(p).is_file()} | {"tokenizer.json"})
         for name in names:
             os.replace(tmp / name, out / name)
@@ -394,6 +396,7 @@ def adopt(model_dir: str | Path, out: Path) -> tuple[Any, str, list[Path]]:
     tmp = Path(tempfile.mkdtemp(prefix=".tokenizer.", dir=out))
     try:
         written = hf.save_pretrained(str(tmp))
+        portable_tokenizer_config(tmp)
         names = sorted({Path(p).name for p in written if Path(p).is_file()} | {"tokenizer.json"})
         for name in names:
             os.replace(tmp / name, out / name)

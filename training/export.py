@@ -12,6 +12,8 @@ from typing import Any
 
 from transformers import AutoTokenizer, PreTrainedModel
 
+from schemas.hf import portable_tokenizer_config
+
 HF_DIR = "hf"
 METRICS_NAME = "metrics.json"
 
@@ -59,6 +61,7 @@ def save_hf(model: PreTrainedModel, tokenizer, out_dir: str | Path) -> list[Path
     try:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
+        portable_tokenizer_config(tmp)  # loadable by transformers 4.x too
         if out_dir.exists():
             shutil.rmtree(out_dir)
         os.replace(tmp, out_dir)

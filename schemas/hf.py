@@ -1,0 +1,39 @@
+"""The Hugging Face files lmforge writes must load in transformers 4.x and 5.x.
+
+transformers 5 saves a fast tokenizer's config with `"tokenizer_class": "TokenizersBackend"`, a class
+4.x does not have (AutoTokenizer then fails), and its special-token list as `extra_special_tokens`,
+which 4.x reads as a dict of named tokens. `portable_tokenizer_config` rewrites a saved
+tokenizer_config.json to what both read: `PreTrainedTokenizerFast` (5.x maps it to the same backend
+class; 4.x loads tokenizer.json with it as is) and `additional_special_tokens` (5.x converts it).
+Keys only 5.x writes about how it loaded the files (`backend`, `is_local`, `local_files_only`) go.
+tests/integration/test_transformers4.py loads the result with a transformers 4.x release.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+TOKENIZER_CONFIG = "tokenizer_config.json"
+LOAD_TIME_KEYS = ("backend", "is_local", "local_files_only")
+
+
+def portable_tokenizer_config(model_dir: str | os.PathLike) -> Path | None:
+    """Rewrite `<model_dir>/tokenizer_config.json` in place (atomically); None if there is none."""
+    path = Path(model_dir) / TOKENIZER_CONFIG
+    if not path.exists():
+        return None
+    cfg = json.loads(path.read_text())
+    if cfg.get("tokenizer_class") in ("TokenizersBackend", None):
+        cfg["tokenizer_class"] = "PreTrainedTokenizerFast"
+    extra = cfg.pop("extra_special_tokens", None)
+    if isinstance(extra, list) and extra:
+        cfg["additional_special_tokens"] = extra
+    elif isinstance(extra, dict) and extra:
+        cfg["extra_special_tokens"] = extra  # named tokens: what both versions mean by the key
+    for key in LOAD_TIME_KEYS:
+        cfg.pop(key, None)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(json.dumps(cfg, indent=2, ensure_ascii=False) + "\n")
+    os.replace(tmp, path)
+    return path
