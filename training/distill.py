@@ -1,4 +1,4 @@
-"""DistilBERT-style distillation of a pretrained BERT into one with half its layers.
+"""DistilBERT-style distillation of a pretrained BERT into a shallower student (half its layers by default).
 
 Run:
 
@@ -10,8 +10,10 @@ Writes `<output>/hf` (student and tokenizer), `<output>/metrics.json` and, last,
 `<output>/manifest.json`.
 
 The recipe is Sanh et al. 2019 (DistilBERT, huggingface/transformers examples/research_projects/
-distillation): the student keeps the teacher's width, takes every other layer (0, 2, 4, ...)
-and the embeddings and MLM head, and trains on
+distillation): the student keeps the teacher's width, takes `--student-layers` of the teacher's
+layers spread over its depth, first and last included (DistilBERT's extract_distilbert.py takes
+0, 2, 4, 7, 9, 11 of BERT-base's 12; `student_layers` gives the same), the embeddings and the MLM
+head, and trains on
 
     5.0 * KL(student/T || teacher/T) * T^2 + 2.0 * MLM cross-entropy + 1.0 * (1 - cos(h_s, h_t)),
 
@@ -56,6 +58,8 @@ class DistillConfig:
     lr: float = opt(5e-4, help="Peak AdamW learning rate (DistilBERT used 5e-4).")
     warmup_ratio: float = opt(0.05, help="Fraction of steps of linear warmup, then linear decay to 0 (DistilBERT: 5%).")
     weight_decay: float = opt(0.01, help="AdamW weight decay on matrices.")
+    student_layers: int = opt(0, help="Student depth: this many teacher layers, spread over its depth with the first "
+                                      "and last (0: half the teacher's, rounded up).")
     temperature: float = opt(2.0, help="Softmax temperature T for the KL term.")
     alpha_ce: float = opt(5.0, help="Weight of KL(student/T || teacher/T) * T^2.")
     alpha_mlm: float = opt(2.0, help="Weight of the student's own MLM cross-entropy.")
@@ -82,9 +86,17 @@ class DistillConfig:
 # The pure core: student init and the loss.
 
 
-def student_layers(num_teacher_layers: int) -> list[int]:
-    """Every other teacher layer, from the first: 12 -> [0, 2, 4, 6, 8, 10]; 4 -> [0, 2]."""
-    return list(range(0, num_teacher_layers, 2))
+def student_layers(num_teacher_layers: int, depth: int = 0) -> list[int]:
+    """`depth` teacher layers spread evenly over the teacher, first and last included (default: half,
+    rounded up): round(i * (n - 1) / (k - 1)). 12 -> [0, 2, 4, 7, 9, 11] as DistilBERT; 4 -> [0, 3];
+    one layer: [0], the layer that reads the embeddings."""
+    n = num_teacher_layers
+    k = depth or (n + 1) // 2
+    if not 1 <= k <= n:
+        raise ValueError(f"a {k}-layer student does not fit a {n}-layer teacher (1..{n})")
+    if k == 1:
+        return [0]
+    return [int(i * (n - 1) / (k - 1) + 0.5) for i in range(k)]
 
 
 def student_from_teacher(teacher: BertForMaskedLM, layers: list[int] | None = None) -> BertForMaskedLM:
@@ -185,7 +197,8 @@ def run(cfg: DistillConfig) -> Path:
     if teacher.config.vocab_size != shards.vocab_size:
         raise ValueError(f"{teacher_hf}: vocab_size {teacher.config.vocab_size} != shards' {shards.vocab_size}")
     torch.manual_seed(cfg.seed)
-    student = student_from_teacher(teacher).train()
+    layers = student_layers(teacher.config.num_hidden_layers, cfg.student_layers)
+    student = student_from_teacher(teacher, layers).train()
     loader = RankLoader(shards.read("train"), 0, 1, cfg.batch_size, cfg.seed, shards.num_variants)
     total = cfg.steps or cfg.epochs * loader.batches_per_epoch
     optimizer = torch.optim.AdamW(param_groups(student, cfg.weight_decay), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-6)
@@ -193,7 +206,7 @@ def run(cfg: DistillConfig) -> Path:
     log.info("teacher %s (%d layers, %s params) -> student %d layers (%s params), layers %s | %d steps x %d seq",
              teacher_hf, teacher.config.num_hidden_layers, f"{num_parameters(teacher):,}",
              student.config.num_hidden_layers, f"{num_parameters(student):,}",
-             student_layers(teacher.config.num_hidden_layers), total, cfg.batch_size)
+             layers, total, cfg.batch_size)
 
     # --- fit ----------------------------------------------------------------------------------
     curve: list[dict[str, Any]] = []
@@ -239,7 +252,7 @@ def run(cfg: DistillConfig) -> Path:
     hf_files = save_hf(student, tokenizer, out / HF_DIR)
     metrics = {"loss_curve": curve, **loss_summary(curve), **valid, "steps": step, "tokens_seen": tokens,
                "sequences_seen": step * cfg.batch_size, "teacher_layers": teacher.config.num_hidden_layers,
-               "student_layers": student.config.num_hidden_layers, "copied_layers": student_layers(teacher.config.num_hidden_layers),
+               "student_layers": student.config.num_hidden_layers, "copied_layers": layers,
                "teacher_parameters": num_parameters(teacher), "student_parameters": num_parameters(student),
                "fit_seconds": fit_seconds, "seconds_per_step": fit_seconds / step, "wall_seconds": time.time() - t0}
     atomic_write_json(out / METRICS_NAME, metrics)

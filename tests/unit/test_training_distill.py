@@ -22,20 +22,24 @@ def _teacher(layers: int = 4, vocab: int = 100):
 
 
 def test_student_layers():
-    assert student_layers(12) == [0, 2, 4, 6, 8, 10]
-    assert student_layers(4) == [0, 2]
+    assert student_layers(12) == [0, 2, 4, 7, 9, 11]  # DistilBERT's extract_distilbert.py
+    assert student_layers(4) == [0, 3]
     assert student_layers(3) == [0, 2]
+    assert student_layers(6, 3) == [0, 3, 5] and student_layers(6, 6) == list(range(6))
+    assert student_layers(12, 1) == [0] and student_layers(2) == [0]
+    with pytest.raises(ValueError, match="does not fit"):
+        student_layers(4, 5)
 
 
-def test_student_copies_every_other_layer_and_embeddings():
+def test_student_copies_spread_layers_with_the_last_and_embeddings():
     teacher = _teacher(layers=4)
     student = student_from_teacher(teacher)
     assert student.config.num_hidden_layers == 2 and student.config.hidden_size == teacher.config.hidden_size
     t, s = teacher.state_dict(), student.state_dict()
-    for si, ti in enumerate([0, 2]):
+    for si, ti in enumerate([0, 3]):
         for key in [k for k in s if k.startswith(f"bert.encoder.layer.{si}.")]:
             assert torch.equal(s[key], t[key.replace(f"layer.{si}.", f"layer.{ti}.", 1)]), key
-    # Layer 1 of the student is teacher layer 2, not teacher layer 1.
+    # Layer 1 of the student is teacher layer 3 (the last), not teacher layer 1.
     q = "bert.encoder.layer.{}.attention.self.query.weight"
     assert not torch.equal(s[q.format(1)], t[q.format(1)])
     for key in [k for k in s if not k.startswith("bert.encoder.layer.")]:
