@@ -3,6 +3,7 @@ scores next to its controls (random-init twin, majority class, TF-IDF + logistic
 parameter counts and CPU inference throughput.
 
 Run alone:  lmforge evaluate --run runs/demo --output runs/demo/eval
+            lmforge evaluate --model DIR [DIR ...] [--shards S | --texts FILE] --output O   # any model's card
             lmforge evaluate --shards S --pretrain P [--finetune F] [--distill D] [--previous HF] --output O
 
 Needs the shards and the pretrained model; reports the fine-tune and the student when they finished
@@ -39,6 +40,15 @@ from schemas.manifest import (
 @dataclass(kw_only=True)
 class EvaluateConfig:
     output: str = opt(help="stage directory to write report.json, report.md and manifest.json to")
+    model: list[str] = opt([], "card mode: these Hugging Face model directories (masked LM, causal LM, T5, classifier, "
+                               "encoder), each with its language-model quality where it applies and its cost "
+                               "(training/card.py); --shards gives the held-out data")
+    texts: str = opt("", "card mode: real texts (one per line, or JSONL with `text`) to measure cost on, tokenized with "
+                         "each model's own tokenizer (default: the --shards valid rows)")
+    max_length: int = opt(128, "card mode with --texts: tokens per input")
+    cost_inputs: int = opt(2000, "card mode: inputs per throughput run (MOROCCO: 2,000)")
+    cost_repeats: int = opt(5, "card mode: throughput runs; the median is reported")
+    latency_inputs: int = opt(200, "card mode: batch-1 inputs for the p50/p95 latency")
     run: str = opt("", "run directory holding shards/, pretrain/, finetune/ and distill/ (the defaults of the four below)")
     shards: str = opt("", "shards stage directory (default: <run>/shards)")
     pretrain: str = opt("", "pretrain stage directory (default: <run>/pretrain)")
@@ -53,7 +63,10 @@ class EvaluateConfig:
 
     def __post_init__(self) -> None:
         require(self.batch_size >= 1 and self.max_batches >= 0, "batch_size must be >= 1 and max_batches >= 0")
-        require(bool(self.run) or bool(self.shards and self.pretrain), "evaluate needs --run, or --shards and --pretrain")
+        require(bool(self.run) or bool(self.shards and self.pretrain) or bool(self.model),
+                "evaluate needs --model DIR, or --run, or --shards and --pretrain")
+        require(self.cost_inputs >= 1 and self.cost_repeats >= 1 and self.latency_inputs >= 2,
+                "cost_inputs and cost_repeats must be >= 1, latency_inputs >= 2")
         require(set(self.skip) <= {"finetune", "distill"}, f"--skip takes finetune and/or distill, got {self.skip}")
 
     def stage_dir(self, stage: str) -> Path:
@@ -167,6 +180,8 @@ def run(cfg: EvaluateConfig) -> Path:
     from training.finetune import summary_table
 
     t0 = time.time()
+    if cfg.model:
+        return run_card(cfg, t0)
     torch.set_num_threads(cfg.threads)
     out = Path(cfg.output)
     out.mkdir(parents=True, exist_ok=True)
@@ -205,6 +220,29 @@ def run(cfg: EvaluateConfig) -> Path:
         extra={"missing": missing},
         wall_seconds=round(time.time() - t0, 2)))
     print(render_markdown(report), flush=True)
+    return out
+
+
+def run_card(cfg: EvaluateConfig, t0: float) -> Path:
+    """`--model`: the card of each model (quality where it applies, cost), report.json and report.md."""
+    from training.card import card_entry, render
+
+    out = Path(cfg.output)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "manifest.json").unlink(missing_ok=True)
+    entries = []
+    for m in cfg.model:
+        print(f"evaluate: {m} ...", flush=True)
+        entries.append(card_entry(m, cfg))
+    report = {"models": entries}
+    atomic_write_json(out / "report.json", report)
+    atomic_write_bytes(out / "report.md", render(entries).encode())
+    write_manifest(out, Manifest(
+        stage="evaluate", config=config_to_dict(cfg),
+        inputs=[input_ref(m) for m in cfg.model] + ([input_ref(cfg.shards)] if cfg.shards else []),
+        counts={"models": len(entries)}, outputs=describe_outputs(out, [out / "report.json", out / "report.md"]),
+        extra={"mode": "card"}, wall_seconds=round(time.time() - t0, 2)))
+    print(render(entries), flush=True)
     return out
 
 

@@ -1,0 +1,109 @@
+"""`lmforge evaluate --model DIR`: the card of each model kind (tiny models built in the test), and the
+bad inputs the issue lists, each a clear error naming what is missing."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures import make_shards, make_tokenizer
+
+ROOT = Path(__file__).resolve().parents[2]
+SMALL = ["--cost-inputs", "64", "--cost-repeats", "2", "--latency-inputs", "8"]
+
+
+def _evaluate(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "lmforge.cli", "evaluate", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    import torch
+    import transformers as tf
+
+    from training.export import load_tokenizer, save_hf
+
+    tmp = tmp_path_factory.mktemp("card")
+    tok_dir = make_tokenizer(tmp / "tokenizer")
+    shards = make_shards(tmp / "shards", tok_dir, seq_len=32, train_rows=16, valid_rows=24)
+    tok = load_tokenizer(tok_dir)
+    v = len(tok)
+    small = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+    bert = tf.BertConfig(vocab_size=v, max_position_embeddings=64, pad_token_id=tok.pad_token_id, **small)
+    torch.manual_seed(0)
+    built = {
+        "masked_lm": tf.BertForMaskedLM(bert),
+        "classifier": tf.BertForSequenceClassification(tf.BertConfig(**{**bert.to_dict(), "num_labels": 3})),
+        "encoder": tf.BertModel(bert),
+        "causal_lm": tf.GPT2LMHeadModel(tf.GPT2Config(vocab_size=v, n_positions=64, n_embd=32, n_layer=2, n_head=2)),
+        "seq2seq": tf.T5ForConditionalGeneration(tf.T5Config(vocab_size=v, d_model=32, d_kv=16, d_ff=64, num_layers=2,
+                                                             num_heads=2, decoder_start_token_id=tok.pad_token_id,
+                                                             pad_token_id=tok.pad_token_id)),
+    }
+    dirs = {}
+    for kind, model in built.items():
+        save_hf(model, tok, tmp / kind)
+        dirs[kind] = tmp / kind
+    return tmp, shards, dirs
+
+
+@pytest.mark.slow
+def test_card_for_each_model_kind(models, tmp_path):
+    tmp, shards, dirs = models
+    r = _evaluate("--model", *map(str, dirs.values()), "--shards", str(shards), "--output", str(tmp_path / "card"), *SMALL)
+    assert r.returncode == 0, r.stderr[-3000:]
+    report = json.loads((tmp_path / "card" / "report.json").read_text())
+    by_kind = {e["kind"]: e for e in report["models"]}
+    assert set(by_kind) == set(dirs)
+    q = by_kind["masked_lm"]["quality"]
+    assert q["applies"] and q["value"] > 0 and 0 < q["standard_error"] < q["value"] and q["tokens"] > 10
+    assert "causal shards" in by_kind["causal_lm"]["quality"]["why"]
+    assert "task score" in by_kind["classifier"]["quality"]["why"]
+    for kind, e in by_kind.items():
+        c = e["cost"]
+        assert c["parameters"]["total"] > c["parameters"]["without_embeddings"] > 0, kind
+        assert c["disk_bytes"] > 0 and c["peak_rss_bytes"] > c["peak_rss_over_imports_bytes"] > 0, (kind, c)
+        assert c["with_head"]["inputs_per_second_median"] > 0 and len(c["with_head"]["inputs_per_second_runs"]) == 2
+        assert c["with_head"]["latency_ms_p95"] >= c["with_head"]["latency_ms_p50"] > 0
+        assert c["threads"] == 2 and c["inputs"] == 64
+    assert "encoder_only" in by_kind["masked_lm"]["cost"] and "encoder_only" in by_kind["seq2seq"]["cost"]
+    # a tied output projection is counted once: the masked LM has the encoder's parameters plus its head's transform
+    md = (tmp_path / "card" / "report.md").read_text()
+    assert "| masked_lm |" in md and "MOROCCO" in md
+
+    # cost on the user's own texts, tokenized with the model's tokenizer
+    texts = tmp_path / "texts.txt"
+    texts.write_text("a real sentence about the weather\nanother line of text\n")
+    r = _evaluate("--model", str(dirs["classifier"]), "--texts", str(texts), "--max-length", "16",
+                  "--output", str(tmp_path / "card2"), *SMALL)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads((tmp_path / "card2" / "report.json").read_text())["models"][0]["cost"]["seq_len"] == 16
+
+
+@pytest.mark.slow
+def test_card_bad_inputs_name_what_is_missing(models, tmp_path):
+    tmp, shards, dirs = models
+    no_weights = tmp_path / "no-weights"
+    no_weights.mkdir()
+    (no_weights / "config.json").write_text((dirs["masked_lm"] / "config.json").read_text())
+    no_tok = tmp_path / "no-tokenizer"
+    no_tok.mkdir()
+    for f in ("config.json", "model.safetensors"):
+        (no_tok / f).write_bytes((dirs["masked_lm"] / f).read_bytes())
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n")
+    cases = [
+        (["--model", str(tmp_path / "nope")], "no such model directory"),
+        (["--model", str(tmp_path)], "no config.json"),
+        (["--model", str(no_weights), "--shards", str(shards)], "no weights"),
+        (["--model", str(no_tok), "--shards", str(shards)], "no tokenizer"),
+        (["--model", str(dirs["masked_lm"])], "cost needs real inputs"),
+        (["--model", str(dirs["classifier"]), "--texts", str(empty)], "no text lines"),
+    ]
+    for args, message in cases:
+        r = _evaluate(*args, "--output", str(tmp_path / "out"), *SMALL)
+        assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, (args, r.stderr[-2000:])

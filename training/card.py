@@ -1,0 +1,160 @@
+"""The evaluation card of one or more models: language-model quality where it applies, and cost by
+MOROCCO's protocol, side by side (`lmforge evaluate --model DIR [DIR ...] --shards S --output O`).
+
+Quality, named precisely:
+- masked LM on MLM shards: the mean cross-entropy (nats) of the held-out masked tokens (valid split,
+  mask variant 0, so every model sees the same tokens), with its standard error (sd / sqrt(n));
+- causal LM on causal shards: the mean next-token cross-entropy and its exponential, the perplexity;
+- encoder-decoder on t5_span shards: the mean cross-entropy of the span-corruption targets;
+- a classifier or bare encoder: none here (its quality is a task score: `lmforge finetune`).
+Cost (training/resources.py, each model in its own process): parameters with and without embeddings,
+size on disk, peak RSS, init time, throughput at batch 32 (median of 5) and p50/p95 latency at
+batch 1, encoder only and with the head, on real held-out rows (the shards' valid split, or
+`--texts`, tokenized with the model's tokenizer).
+"""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from training.card_models import check_tokenizer, model_kind
+
+APPLIES = {"masked_lm": ("mlm", "whole_word", "span"), "causal_lm": ("causal",), "seq2seq": ("t5_span",)}
+FIGURE = {"masked_lm": "held-out masked-token cross-entropy (nats)", "causal_lm": "held-out next-token cross-entropy (nats)",
+          "seq2seq": "held-out span-corruption target cross-entropy (nats)"}
+
+
+def lm_quality(model_dir: str, kind: str, shards: str | None, batch_size: int = 32, max_batches: int = 0) -> dict[str, Any]:
+    """The kind's loss on the shards' valid split with its standard error, or why none applies."""
+    import numpy as np
+    import torch
+
+    from training.card_models import load_model
+    from training.data import ShardSet, build_batch
+
+    if kind not in APPLIES:
+        return {"applies": False, "why": f"a {kind} has no language-model loss; its quality is a task score"}
+    if not shards:
+        return {"applies": False, "why": "no --shards to score on"}
+    s = ShardSet.open(shards)
+    if s.objective not in APPLIES[kind]:
+        return {"applies": False, "why": f"the shards' objective is {s.objective}; a {kind} is scored on "
+                                         f"{' or '.join(APPLIES[kind])} shards"}
+    model, _ = load_model(model_dir)
+    if model.config.vocab_size < s.vocab_size:
+        raise ValueError(f"{model_dir}: vocabulary of {model.config.vocab_size} tokens, but {shards} was encoded with "
+                         f"{s.vocab_size}: score a model on shards made with its own tokenizer")
+    table = s.read("valid")
+    n_batches = math.ceil(table.num_rows / batch_size)
+    if max_batches:
+        n_batches = min(n_batches, max_batches)
+    losses = []
+    model.eval()
+    with torch.inference_mode():
+        for b in range(n_batches):
+            rows = np.arange(b * batch_size, min((b + 1) * batch_size, table.num_rows))
+            batch = build_batch(table, rows, variant=0)
+            labels = batch.pop("labels")
+            logits = model(**batch, **({"labels": labels} if kind == "seq2seq" else {})).logits
+            if kind == "causal_lm":  # predict token t+1 from tokens <= t
+                logits, labels = logits[:, :-1], labels[:, 1:]
+            per_token = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), labels.reshape(-1),
+                                                          ignore_index=-100, reduction="none")
+            losses.append(per_token[labels.reshape(-1) != -100].numpy())
+    x = np.concatenate(losses) if losses else np.zeros(0)
+    if x.size < 2:
+        raise ValueError(f"{shards}: fewer than 2 scored tokens in the valid split; a loss needs more held-out data")
+    mean, se = float(x.mean()), float(x.std(ddof=1) / math.sqrt(x.size))
+    out = {"applies": True, "figure": FIGURE[kind], "value": round(mean, 4), "standard_error": round(se, 4),
+           "tokens": int(x.size), "rows": int(min(table.num_rows, n_batches * batch_size))}
+    if kind == "causal_lm":
+        out["perplexity"] = round(math.exp(min(mean, 50)), 2)
+    return out
+
+
+def resource_inputs(model_dir: str, shards: str | None, texts: str | None, max_length: int, rows: int = 2000):
+    """(ids, lengths) of real held-out inputs: `texts` (one per line, or JSONL with `text`) tokenized with the
+    model's tokenizer, else the shards' valid rows (encoded with the same tokenizer the model was trained on)."""
+    import numpy as np
+
+    if texts:
+        from transformers import AutoTokenizer
+
+        check_tokenizer(model_dir)
+        lines = [ln for ln in Path(texts).read_text(encoding="utf-8").splitlines() if ln.strip()][:rows]
+        if lines and lines[0].lstrip().startswith("{"):
+            lines = [json.loads(ln)["text"] for ln in lines]
+        if not lines:
+            raise ValueError(f"{texts}: no text lines to measure with")
+        tok = AutoTokenizer.from_pretrained(model_dir)
+        enc = tok(lines, truncation=True, max_length=max_length, padding="max_length")
+        ids = np.asarray(enc["input_ids"], dtype=np.int64)
+        return ids, np.asarray(enc["attention_mask"]).sum(1).astype(np.int64)
+    if not shards:
+        raise ValueError("cost needs real inputs: --shards (their valid rows) or --texts FILE")
+    import pyarrow.compute as pc
+
+    from training.data import ShardSet
+
+    table = ShardSet.open(shards).read("valid")
+    ids = pc.list_flatten(table["input_ids"]).to_numpy().astype(np.int64).reshape(table.num_rows, -1)[:rows]
+    return ids, table["length"].to_numpy().astype(np.int64)[:rows]
+
+
+def resources(model_dir: str, ids, lengths, threads: int, inputs_count: int, repeats: int, latency_count: int) -> dict:
+    """training/resources.py in a fresh process, so peak memory and init time are this model's alone."""
+    import numpy as np
+
+    with tempfile.TemporaryDirectory() as tmp:
+        np.savez(Path(tmp) / "inputs.npz", ids=ids, lengths=lengths)
+        r = subprocess.run([sys.executable, "-m", "training.resources", model_dir, "--inputs", str(Path(tmp) / "inputs.npz"),
+                            "--threads", str(threads), "--inputs-count", str(inputs_count), "--repeats", str(repeats),
+                            "--latency-count", str(latency_count)], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"measuring {model_dir} failed:\n{r.stderr[-3000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def card_entry(model_dir: str, cfg) -> dict[str, Any]:
+    kind = model_kind(model_dir)
+    check_tokenizer(model_dir)
+    quality = lm_quality(model_dir, kind, cfg.shards or None, cfg.batch_size, cfg.max_batches)
+    ids, lengths = resource_inputs(model_dir, cfg.shards or None, cfg.texts or None, cfg.max_length)
+    cost = resources(model_dir, ids, lengths, cfg.threads, cfg.cost_inputs, cfg.cost_repeats, cfg.latency_inputs)
+    return {"path": model_dir, "kind": kind, "quality": quality, "cost": cost}
+
+
+def render(entries: list[dict[str, Any]]) -> str:
+    def mib(b: int) -> str:
+        return f"{b / (1 << 20):.1f}"
+
+    lines = ["# lmforge evaluation card", "",
+             "| model | kind | quality | params (w/o emb.) | disk MiB | peak RSS MiB (over imports) | init s | inputs/s, batch 32 "
+             "(encoder / +head) | p50 / p95 ms, batch 1 (+head) |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+    for e in entries:
+        q, c = e["quality"], e["cost"]
+        qual = f"{q['value']:.3f} ± {q['standard_error']:.3f}" if q.get("applies") else "n/a"
+        enc = c.get("encoder_only", {}).get("inputs_per_second_median")
+        head = c["with_head"]
+        lines.append(f"| `{e['path']}` | {e['kind']} | {qual} | {c['parameters']['total']:,} "
+                     f"({c['parameters']['without_embeddings']:,}) | {mib(c['disk_bytes'])} | {mib(c['peak_rss_bytes'])} "
+                     f"({mib(c['peak_rss_over_imports_bytes']) if c['peak_rss_over_imports_bytes'] is not None else '-'}) | "
+                     f"{c['init_seconds']:.2f} | {enc if enc is not None else '-'} / {head['inputs_per_second_median']} | "
+                     f"{head['latency_ms_p50']:.1f} / {head['latency_ms_p95']:.1f} |")
+    lines.append("")
+    for e in entries:
+        q = e["quality"]
+        lines.append(f"- `{e['path']}`: " + (f"{q['figure']}, {q['tokens']:,} tokens of {q['rows']:,} held-out rows"
+                                            + (f", perplexity {q['perplexity']}" if "perplexity" in q else "")
+                                            if q.get("applies") else f"no language-model figure: {q['why']}") + ".")
+    c = entries[0]["cost"] if entries else {}
+    if c:
+        lines += ["", f"Cost: {c['inputs']:,} inputs of {c['seq_len']} tokens, {c['repeats']} repeats (median), "
+                      f"{c['threads']} torch threads; each model measured in a fresh process (MOROCCO's protocol)."]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,58 @@
+"""Which kind of model a Hugging Face directory holds, and loading it with the matching Auto class.
+
+The kind decides which quality figures apply: a masked LM has a masked-token loss, a causal LM a
+perplexity, an encoder-decoder a span-corruption loss; a classifier or a bare encoder has none of
+them (its quality is a task score). A directory that is not a loadable model fails here with what
+is missing, not with a traceback from inside transformers.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+KINDS = ("masked_lm", "causal_lm", "seq2seq", "classifier", "token_classifier", "encoder")
+WEIGHTS = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json", "pytorch_model.bin.index.json")
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "spiece.model", "vocab.json")
+
+
+def model_kind(model_dir: str | Path) -> str:
+    d = Path(model_dir)
+    if not d.is_dir():
+        raise FileNotFoundError(f"{d}: no such model directory")
+    cfg_path = d / "config.json"
+    if not cfg_path.exists():
+        raise FileNotFoundError(f"{d}: no config.json, so not a Hugging Face model directory (an lmforge stage's "
+                                "model is in its hf/ folder)")
+    if not any((d / w).exists() for w in WEIGHTS):
+        raise FileNotFoundError(f"{d}: no weights ({' or '.join(WEIGHTS[:2])})")
+    archs = json.loads(cfg_path.read_text()).get("architectures") or []
+    arch = archs[0] if archs else ""
+    if arch.endswith("ForMaskedLM"):
+        return "masked_lm"
+    if arch.endswith(("ForCausalLM", "LMHeadModel")):
+        return "causal_lm"
+    if arch.endswith("ForConditionalGeneration"):
+        return "seq2seq"
+    if arch.endswith("ForSequenceClassification"):
+        return "classifier"
+    if arch.endswith("ForTokenClassification"):
+        return "token_classifier"
+    return "encoder"
+
+
+def check_tokenizer(model_dir: str | Path) -> None:
+    d = Path(model_dir)
+    if not any((d / f).exists() for f in TOKENIZER_FILES):
+        raise FileNotFoundError(f"{d}: no tokenizer ({', '.join(TOKENIZER_FILES)}); save it with the model "
+                                "(lmforge stages do) or adopt one with `lmforge tokenizer --from`")
+
+
+def load_model(model_dir: str | Path):
+    """(model, kind), loaded with the Auto class of its kind."""
+    import transformers as tf
+
+    kind = model_kind(model_dir)
+    cls = {"masked_lm": tf.AutoModelForMaskedLM, "causal_lm": tf.AutoModelForCausalLM,
+           "seq2seq": tf.AutoModelForSeq2SeqLM, "classifier": tf.AutoModelForSequenceClassification,
+           "token_classifier": tf.AutoModelForTokenClassification, "encoder": tf.AutoModel}[kind]
+    return cls.from_pretrained(str(model_dir)), kind
