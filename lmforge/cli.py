@@ -33,6 +33,7 @@ _STAGE_TABLE = {
     "finetune": ("training.finetune:FinetuneConfig", "training.finetune:run", "training.finetune", False),
     "distill": ("training.distill:DistillConfig", "training.distill:run", "training.distill", False),
     "evaluate": ("training.evaluate:EvaluateConfig", "training.evaluate:run", "training.evaluate", False),
+    "compress": ("training.compress:CompressConfig", "training.compress:run", "training.compress", False),
 }
 
 
@@ -58,6 +59,7 @@ SUMMARIES = {
     "pretrain": "DeepSpeed ZeRO-2 pretraining, 2 processes (torchrun): BERT on MLM shards, GPT-2 on causal, T5 on t5_span",
     "finetune": "fine-tune on labelled data (classification, pairs, regression, token tags) beside the controls",
     "distill": "DistilBERT-style student from the pretrained teacher",
+    "compress": "int8 dynamic quantization of a model's Linear layers, for CPU inference",
     "evaluate": "MLM loss, accuracy, parameters, throughput -> eval/report.{json,md}",
     "labeled": "real labelled datasets (VADER, Reuters-21578, ...) as files finetune reads: labeled list | prepare NAME",
     "run": "a Prefect flow (no server needed): the whole DAG, training from shards (--flow train), or a refresh (--flow refresh)",
@@ -153,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         return alerts(rest)
     if command == "labeled":
         return _labeled(rest)
-    if command in ("pretrain", "finetune", "distill", "evaluate"):
+    if command in ("pretrain", "finetune", "distill", "evaluate", "compress"):
         # DeepSpeed (imported by transformers) warns when it has to guess the accelerator; tell it
         import torch
 

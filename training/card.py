@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from training.card_models import check_tokenizer, model_kind
+from training.card_models import check_tokenizer, max_tokens, model_kind
 
 APPLIES = {"masked_lm": ("mlm", "whole_word", "span"), "causal_lm": ("causal",), "seq2seq": ("t5_span",)}
 FIGURE = {"masked_lm": "held-out masked-token cross-entropy (nats)", "causal_lm": "held-out next-token cross-entropy (nats)",
@@ -124,6 +124,8 @@ def card_entry(model_dir: str, cfg) -> dict[str, Any]:
     kind = model_kind(model_dir)
     check_tokenizer(model_dir)
     quality = lm_quality(model_dir, kind, cfg.shards or None, cfg.batch_size, cfg.max_batches)
+    if cfg.task_config and kind in ("classifier", "token_classifier"):
+        quality["task"] = task_quality(model_dir, cfg.task_config)
     ids, lengths = resource_inputs(model_dir, cfg.shards or None, cfg.texts or None, cfg.max_length)
     cost = resources(model_dir, ids, lengths, cfg.threads, cfg.cost_inputs, cfg.cost_repeats, cfg.latency_inputs)
     return {"path": model_dir, "kind": kind, "quality": quality, "cost": cost}
@@ -139,7 +141,8 @@ def render(entries: list[dict[str, Any]]) -> str:
              "|---|---|---|---:|---:|---:|---:|---:|---:|"]
     for e in entries:
         q, c = e["quality"], e["cost"]
-        qual = f"{q['value']:.3f} ± {q['standard_error']:.3f}" if q.get("applies") else "n/a"
+        qual = f"{q['value']:.3f} ± {q['standard_error']:.3f}" if q.get("applies") else (
+            f"test {q['task']['primary']} {q['task']['metrics'][q['task']['primary']]:.4f}" if q.get("task") else "n/a")
         enc = c.get("encoder_only", {}).get("inputs_per_second_median")
         head = c["with_head"]
         lines.append(f"| `{e['path']}` | {e['kind']} | {qual} | {c['parameters']['total']:,} "
@@ -152,9 +155,47 @@ def render(entries: list[dict[str, Any]]) -> str:
         q = e["quality"]
         lines.append(f"- `{e['path']}`: " + (f"{q['figure']}, {q['tokens']:,} tokens of {q['rows']:,} held-out rows"
                                             + (f", perplexity {q['perplexity']}" if "perplexity" in q else "")
-                                            if q.get("applies") else f"no language-model figure: {q['why']}") + ".")
+                                            if q.get("applies") else f"no language-model figure: {q['why']}")
+                     + (f"; task: {q['task']['test_examples']:,} test examples, "
+                        + ", ".join(f"{k} {v:.4f}" for k, v in q["task"]["metrics"].items()) if q.get("task") else "")
+                     + ".")
     c = entries[0]["cost"] if entries else {}
     if c:
         lines += ["", f"Cost: {c['inputs']:,} inputs of {c['seq_len']} tokens, {c['repeats']} repeats (median), "
                       f"{c['threads']} torch threads; each model measured in a fresh process (MOROCCO's protocol)."]
     return "\n".join(lines) + "\n"
+
+
+def task_quality(model_dir: str, task_config: str, batch_size: int = 64) -> dict[str, Any]:
+    """A fine-tuned model's score on the test split of the labelled data a `finetune --config` JSON names
+    (the same deterministic split the finetune stage scored), with the same metrics."""
+    from training.card_models import load_model
+    from training.finetune import FinetuneConfig, load_data, load_tokenizer
+    from training.tasks.encode import encode
+    from training.tasks.metrics import primary_metric, score
+    from training.tasks.trainer import predict
+
+    try:
+        spec = json.loads(Path(task_config).read_text())
+    except (OSError, ValueError) as e:
+        raise ValueError(f"--task-config {task_config}: not a readable finetune --config JSON ({e})") from None
+    cfg = FinetuneConfig(**{**spec, "model": model_dir, "output": str(Path(tempfile.gettempdir(), "lmforge-card"))})
+    data = load_data(cfg)
+    if not data.test:
+        raise ValueError(f"{task_config}: the labelled data has no test split to score")
+    model, kind = load_model(model_dir)
+    want = {"classification": "classifier", "regression": "classifier", "tokens": "token_classifier"}[data.task]
+    if kind != want:
+        raise ValueError(f"{model_dir} is a {kind}; a {data.task} task is scored on a {want}")
+    tok = load_tokenizer(model_dir, data.task)
+    # no longer than the model's positions (a model pretrained on 64-token rows accepts 64 at most)
+    max_length = min(cfg.max_length, max_tokens(model.config) or cfg.max_length)
+    pred = predict(model, encode(data, "test", tok, max_length), data, "test", tok.pad_token_id, batch_size)
+    if data.task == "classification":  # the model's label ids -> the data's, by name
+        names = model.config.id2label
+        unknown = sorted({names[p] for p in pred} - set(data.label2id))
+        if unknown:
+            raise ValueError(f"{model_dir} predicts labels the data does not have: {unknown}")
+        pred = [data.label2id[names[p]] for p in pred]
+    primary = primary_metric(data.task, data.is_bio)
+    return {"metrics": score(data, "test", pred), "primary": primary, "test_examples": len(data.test)}

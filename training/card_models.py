@@ -11,7 +11,8 @@ import json
 from pathlib import Path
 
 KINDS = ("masked_lm", "causal_lm", "seq2seq", "classifier", "token_classifier", "encoder")
-WEIGHTS = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json", "pytorch_model.bin.index.json")
+WEIGHTS = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json", "pytorch_model.bin.index.json",
+           "int8.pt")
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "spiece.model", "vocab.json")
 
 
@@ -51,8 +52,22 @@ def load_model(model_dir: str | Path):
     """(model, kind), loaded with the Auto class of its kind."""
     import transformers as tf
 
+    from training.compress import is_quantized, load_int8
+
+    if is_quantized(model_dir):
+        return load_int8(model_dir)
     kind = model_kind(model_dir)
     cls = {"masked_lm": tf.AutoModelForMaskedLM, "causal_lm": tf.AutoModelForCausalLM,
            "seq2seq": tf.AutoModelForSeq2SeqLM, "classifier": tf.AutoModelForSequenceClassification,
            "token_classifier": tf.AutoModelForTokenClassification, "encoder": tf.AutoModel}[kind]
     return cls.from_pretrained(str(model_dir)), kind
+
+
+def max_tokens(config) -> int | None:
+    """How many tokens a model accepts: its position embeddings, less RoBERTa's offset (positions start
+    after the padding id, so a 514-position RoBERTa takes 512)."""
+    n = getattr(config, "max_position_embeddings", None)
+    if n and "roberta" in (getattr(config, "model_type", "") or ""):
+        pad = getattr(config, "pad_token_id", None)
+        n -= (1 if pad is None else pad) + 1
+    return n

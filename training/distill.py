@@ -174,6 +174,9 @@ def resolve_teacher(path: str | Path) -> tuple[Path, Path]:
     hf = p / HF_DIR if (p / HF_DIR / "config.json").exists() else p
     if not (hf / "config.json").exists():
         raise ValueError(f"{path}: no config.json here or in {HF_DIR}/; expected a pretrain output")
+    from training.compress import refuse_quantized
+
+    refuse_quantized(hf, "distillation (the teacher's logits and gradients-free forward in fp32)")
     stage = hf.parent if (hf.parent / MANIFEST_NAME).exists() else hf
     return hf, stage
 

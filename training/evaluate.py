@@ -46,6 +46,8 @@ class EvaluateConfig:
     texts: str = opt("", "card mode: real texts (one per line, or JSONL with `text`) to measure cost on, tokenized with "
                          "each model's own tokenizer (default: the --shards valid rows)")
     max_length: int = opt(128, "card mode with --texts: tokens per input")
+    task_config: str = opt("", "card mode: a `lmforge finetune --config` JSON (e.g. runs/demo/labeled/vader/finetune.json): "
+                               "fine-tuned models are scored on its test split, the split the finetune stage scored")
     cost_inputs: int = opt(2000, "card mode: inputs per throughput run (MOROCCO: 2,000)")
     cost_repeats: int = opt(5, "card mode: throughput runs; the median is reported")
     latency_inputs: int = opt(200, "card mode: batch-1 inputs for the p50/p95 latency")

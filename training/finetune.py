@@ -131,6 +131,21 @@ def load_data(cfg: FinetuneConfig) -> TaskData:
     return data
 
 
+def fitting_length(model_dir: str, max_length: int) -> int:
+    """`max_length`, or the model's position count if that is smaller (said once): a model pretrained on
+    64-token rows has 64 position embeddings, and a longer input would fail inside transformers."""
+    from transformers import AutoConfig
+
+    from training.card_models import max_tokens
+
+    positions = max_tokens(AutoConfig.from_pretrained(model_dir))
+    if positions and positions < max_length:
+        print(f"finetune: --max-length {max_length} is more than {model_dir}'s {positions} positions; using {positions}",
+              flush=True)
+        return positions
+    return max_length
+
+
 def load_tokenizer(model_dir: str, task: str):
     from transformers import AutoTokenizer
 
@@ -175,8 +190,12 @@ def _run(cfg: FinetuneConfig) -> Path:
 
     data = load_data(cfg)
     primary = cfg.select_metric or primary_metric(cfg.task, data.is_bio)
+    from training.compress import refuse_quantized
+
+    refuse_quantized(cfg.model, "fine-tuning")
     tok = load_tokenizer(cfg.model, cfg.task)
-    enc = {s: encode(data, s, tok, cfg.max_length) for s in ("train", *SCORED)}
+    max_length = fitting_length(cfg.model, cfg.max_length)
+    enc = {s: encode(data, s, tok, max_length) for s in ("train", *SCORED)}
     counts: dict[str, Any] = dict(data.counts)
     for e in enc.values():
         counts.update(e.counts)

@@ -182,6 +182,9 @@ def load_for_objective(objective: str, model_dir: str, vocab_size: int, pad_id: 
     """
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM
 
+    from training.compress import refuse_quantized
+
+    refuse_quantized(model_dir, "continued pretraining (--init-from)")
     config = AutoConfig.from_pretrained(model_dir)
     problems = []
     if config.vocab_size != vocab_size:

@@ -40,6 +40,10 @@ def count_parameters(model) -> dict[str, int]:
     seen: set[int] = set()
     total = emb = 0
     for module in model.modules():
+        packed = getattr(module, "_packed_params", None)  # an int8 dynamic Linear keeps its weights packed
+        if packed is not None and hasattr(packed, "_weight_bias"):
+            w, b = packed._weight_bias()
+            total += w.numel() + (b.numel() if b is not None else 0)
         for p in module.parameters(recurse=False):
             if id(p) in seen:
                 continue

@@ -107,3 +107,40 @@ def test_card_bad_inputs_name_what_is_missing(models, tmp_path):
     for args, message in cases:
         r = _evaluate(*args, "--output", str(tmp_path / "out"), *SMALL)
         assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, (args, r.stderr[-2000:])
+
+
+@pytest.mark.slow
+def test_int8_compression_is_scored_beside_its_source_and_refused_for_training(models, tmp_path):
+    from tests.fixtures import vader_texts
+
+    tmp, shards, dirs = models
+    data = tmp_path / "labeled.jsonl"
+    texts = vader_texts("tweets", 90)
+    data.write_text("".join(json.dumps({"text": t, "label": f"LABEL_{i % 3}", "split": ("train", "validation", "test")[(i // 3) % 3]})
+                            + "\n" for i, t in enumerate(texts)))
+    task = tmp_path / "finetune.json"
+    task.write_text(json.dumps({"data": [str(data)], "task": "classification"}))
+    r = subprocess.run([sys.executable, "-m", "lmforge.cli", "compress", "--model", str(dirs["classifier"]),
+                        "--output", str(tmp_path / "int8")], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    q = json.loads((tmp_path / "int8" / "quantization.json").read_text())
+    assert q["quantized_modules"] > 0 and q["kind"] == "classifier"
+    assert not list((tmp_path / "int8").glob("*.safetensors"))
+
+    r = _evaluate("--model", str(dirs["classifier"]), str(tmp_path / "int8"), "--task-config", str(task),
+                  "--shards", str(shards), "--output", str(tmp_path / "card"), *SMALL)
+    assert r.returncode == 0, r.stderr[-3000:]
+    fp32, int8 = json.loads((tmp_path / "card" / "report.json").read_text())["models"]
+    for e in (fp32, int8):
+        assert e["quality"]["task"]["test_examples"] == 30 and e["quality"]["task"]["primary"] == "accuracy"
+        assert 0 <= e["quality"]["task"]["metrics"]["accuracy"] <= 1
+    # the same architecture: the same parameter count, int8 weights on disk in less space
+    assert int8["cost"]["parameters"]["total"] == fp32["cost"]["parameters"]["total"]
+    assert int8["cost"]["disk_bytes"] < fp32["cost"]["disk_bytes"]
+
+    # an int8 model is for inference: training from it is refused with what to do instead
+    for args in (["finetune", "--model", str(tmp_path / "int8"), "--config", str(task), "--output", str(tmp_path / "ft")],
+                 ["distill", "--teacher", str(tmp_path / "int8"), "--shards", str(shards), "--output", str(tmp_path / "d")]):
+        r = subprocess.run([sys.executable, "-m", "lmforge.cli", *args], cwd=ROOT, capture_output=True, text=True,
+                           timeout=600)
+        assert r.returncode == 2 and "int8 dynamic-quantized model, for inference only" in r.stderr, r.stderr[-2000:]

@@ -1,0 +1,125 @@
+"""Compress a model for CPU inference: int8 dynamic quantization of its Linear layers.
+
+    lmforge compress --model runs/demo/finetune/hf --output runs/demo/int8 --method int8
+
+`torch.ao.quantization.quantize_dynamic` turns every `nn.Linear` into an int8-weight Linear that
+quantizes its activations on the fly (PyTorch's recipe for BERT on CPU); embeddings and LayerNorms
+stay fp32. transformers has no file format for such a model, so the output holds the float model's
+`config.json` and tokenizer, the quantized `state_dict` as `int8.pt` (read back with
+`torch.load(weights_only=True)`), and `quantization.json` saying how it was made.
+`load_int8(DIR)` (and `lmforge evaluate --model DIR`) rebuilds it: the architecture from the config,
+quantized the same way, then the saved weights. It is for inference only: fine-tuning, continued
+pretraining or distilling from it is refused with a message (train the float model, then compress).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from lmforge.config import config_to_dict, opt, parse_config, require
+from schemas.manifest import Manifest, describe_outputs, input_ref, write_manifest
+
+QUANT_FILE = "quantization.json"
+INT8_WEIGHTS = "int8.pt"
+METHODS = ("int8",)
+
+
+@dataclass(kw_only=True)
+class CompressConfig:
+    model: str = opt(help="Hugging Face model directory to compress (any kind lmforge evaluate reads)")
+    output: str = opt(help="directory to write the compressed model, quantization.json and manifest.json to")
+    method: str = opt("int8", "int8: dynamic quantization of every Linear layer (weights int8, activations "
+                              "quantized per batch), for CPU inference")
+
+    def __post_init__(self) -> None:
+        require(self.method in METHODS, f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
+
+
+def is_quantized(model_dir: str | os.PathLike) -> bool:
+    return (Path(model_dir) / QUANT_FILE).exists()
+
+
+def refuse_quantized(model_dir: str | os.PathLike, what: str) -> None:
+    """A clear error when a training stage is pointed at an int8 model."""
+    if is_quantized(model_dir):
+        q = json.loads((Path(model_dir) / QUANT_FILE).read_text())
+        raise ValueError(f"{model_dir} is an int8 dynamic-quantized model, for inference only; {what} needs the float "
+                         f"model it was made from ({q.get('source', 'see quantization.json')})")
+
+
+def quantize(model):
+    import torch
+
+    with warnings.catch_warnings():  # torch deprecates quantized tensors in favour of torchao; not ours to fix
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+
+
+def load_int8(model_dir: str | os.PathLike):
+    """(model, kind) of a directory written by `compress --method int8`."""
+    import torch
+    import transformers as tf
+
+    from training.card_models import model_kind
+
+    kind = model_kind(model_dir)
+    cls = {"masked_lm": tf.AutoModelForMaskedLM, "causal_lm": tf.AutoModelForCausalLM,
+           "seq2seq": tf.AutoModelForSeq2SeqLM, "classifier": tf.AutoModelForSequenceClassification,
+           "token_classifier": tf.AutoModelForTokenClassification, "encoder": tf.AutoModel}[kind]
+    model = quantize(cls.from_config(tf.AutoConfig.from_pretrained(str(model_dir))).eval())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        state = torch.load(Path(model_dir) / INT8_WEIGHTS, weights_only=True)
+    model.load_state_dict(state)
+    return model.eval(), kind
+
+
+def run(cfg: CompressConfig) -> Path:
+    import torch
+
+    from training.card_models import check_tokenizer, load_model
+
+    t0 = time.time()
+    refuse_quantized(cfg.model, "compressing it again")
+    check_tokenizer(cfg.model)
+    model, kind = load_model(cfg.model)
+    q = quantize(model.eval())
+    out = Path(cfg.output)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "manifest.json").unlink(missing_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".compress.", dir=out))
+    try:
+        torch.save(q.state_dict(), tmp / INT8_WEIGHTS)
+        for f in Path(cfg.model).iterdir():  # config and tokenizer files, not the float weights
+            if f.is_file() and f.suffix not in (".safetensors", ".bin") and f.name != "manifest.json":
+                shutil.copy2(f, tmp / f.name)
+        linear = sum(1 for m in model.modules() if isinstance(m, torch.nn.Linear))
+        (tmp / QUANT_FILE).write_text(json.dumps({"method": "int8 dynamic (torch.ao.quantization.quantize_dynamic)",
+                                                  "modules": "torch.nn.Linear", "quantized_modules": linear,
+                                                  "dtype": "qint8", "source": str(cfg.model), "kind": kind,
+                                                  "torch": torch.__version__}, indent=2) + "\n")
+        written = []
+        for f in sorted(tmp.iterdir()):
+            os.replace(f, out / f.name)
+            written.append(out / f.name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    write_manifest(out, Manifest(stage="compress", config=config_to_dict(cfg), inputs=[input_ref(cfg.model)],
+                                 counts={"quantized_linear_modules": linear}, outputs=describe_outputs(out, written),
+                                 wall_seconds=round(time.time() - t0, 2)))
+    print(f"compress: {kind} {cfg.model} -> int8 ({linear} Linear layers) {out}", flush=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    run(parse_config(CompressConfig, "lmforge compress", __doc__, argv))
+
+
+if __name__ == "__main__":
+    main()
