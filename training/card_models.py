@@ -12,7 +12,7 @@ from pathlib import Path
 
 KINDS = ("masked_lm", "causal_lm", "seq2seq", "classifier", "token_classifier", "encoder")
 WEIGHTS = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json", "pytorch_model.bin.index.json",
-           "int8.pt")
+           "int8.pt", "pruned.pt")
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "spiece.model", "vocab.json")
 
 
@@ -48,19 +48,26 @@ def check_tokenizer(model_dir: str | Path) -> None:
                                 "(lmforge stages do) or adopt one with `lmforge tokenizer --from`")
 
 
-def load_model(model_dir: str | Path):
-    """(model, kind), loaded with the Auto class of its kind."""
+def auto_class(kind: str):
     import transformers as tf
 
+    return {"masked_lm": tf.AutoModelForMaskedLM, "causal_lm": tf.AutoModelForCausalLM,
+            "seq2seq": tf.AutoModelForSeq2SeqLM, "classifier": tf.AutoModelForSequenceClassification,
+            "token_classifier": tf.AutoModelForTokenClassification, "encoder": tf.AutoModel}[kind]
+
+
+def load_model(model_dir: str | Path):
+    """(model, kind), loaded with the Auto class of its kind (int8 and head-pruned models as
+    training/compress.py and training/prune.py saved them)."""
     from training.compress import is_quantized, load_int8
+    from training.prune import PRUNE_FILE, load_pruned
 
     if is_quantized(model_dir):
         return load_int8(model_dir)
+    if (Path(model_dir) / PRUNE_FILE).exists():
+        return load_pruned(model_dir)
     kind = model_kind(model_dir)
-    cls = {"masked_lm": tf.AutoModelForMaskedLM, "causal_lm": tf.AutoModelForCausalLM,
-           "seq2seq": tf.AutoModelForSeq2SeqLM, "classifier": tf.AutoModelForSequenceClassification,
-           "token_classifier": tf.AutoModelForTokenClassification, "encoder": tf.AutoModel}[kind]
-    return cls.from_pretrained(str(model_dir)), kind
+    return auto_class(kind).from_pretrained(str(model_dir)), kind
 
 
 def max_tokens(config) -> int | None:

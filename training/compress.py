@@ -1,6 +1,9 @@
-"""Compress a model for CPU inference: int8 dynamic quantization of its Linear layers.
+"""Compress a model for CPU inference: int8 dynamic quantization of its Linear layers, or attention-head
+pruning by importance (training/prune.py).
 
     lmforge compress --model runs/demo/finetune/hf --output runs/demo/int8 --method int8
+    lmforge compress --model runs/demo/finetune/hf --output runs/demo/pruned --method prune --shares 0.2 0.4 \
+        --task-config runs/demo/labeled/vader/finetune.json      # one model per share: pruned/share-0.20, ...
 
 `torch.ao.quantization.quantize_dynamic` turns every `nn.Linear` into an int8-weight Linear that
 quantizes its activations on the fly (PyTorch's recipe for BERT on CPU); embeddings and LayerNorms
@@ -27,7 +30,7 @@ from schemas.manifest import Manifest, describe_outputs, input_ref, write_manife
 
 QUANT_FILE = "quantization.json"
 INT8_WEIGHTS = "int8.pt"
-METHODS = ("int8",)
+METHODS = ("int8", "prune")
 
 
 @dataclass(kw_only=True)
@@ -35,10 +38,18 @@ class CompressConfig:
     model: str = opt(help="Hugging Face model directory to compress (any kind lmforge evaluate reads)")
     output: str = opt(help="directory to write the compressed model, quantization.json and manifest.json to")
     method: str = opt("int8", "int8: dynamic quantization of every Linear layer (weights int8, activations "
-                              "quantized per batch), for CPU inference")
+                              "quantized per batch), for CPU inference | prune: remove the least important "
+                              "attention heads of a fine-tuned model (Michel et al. 2019)")
+    shares: list[float] = opt([0.3], "prune: shares of all heads to remove, one model each (<output>/share-0.30, ...)")
+    task_config: str = opt("", "prune: the `lmforge finetune --config` JSON of the model's task; head importance is "
+                               "the task loss's gradient on its validation split")
+    importance_examples: int = opt(512, "prune: validation examples the importance is measured on")
 
     def __post_init__(self) -> None:
         require(self.method in METHODS, f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        require(self.method != "prune" or bool(self.task_config),
+                "--method prune needs --task-config: head importance is measured on the task's validation data")
+        require(all(0.0 <= s < 1.0 for s in self.shares), f"shares must be in [0, 1), got {self.shares}")
 
 
 def is_quantized(model_dir: str | os.PathLike) -> bool:
@@ -66,13 +77,10 @@ def load_int8(model_dir: str | os.PathLike):
     import torch
     import transformers as tf
 
-    from training.card_models import model_kind
+    from training.card_models import auto_class, model_kind
 
     kind = model_kind(model_dir)
-    cls = {"masked_lm": tf.AutoModelForMaskedLM, "causal_lm": tf.AutoModelForCausalLM,
-           "seq2seq": tf.AutoModelForSeq2SeqLM, "classifier": tf.AutoModelForSequenceClassification,
-           "token_classifier": tf.AutoModelForTokenClassification, "encoder": tf.AutoModel}[kind]
-    model = quantize(cls.from_config(tf.AutoConfig.from_pretrained(str(model_dir))).eval())
+    model = quantize(auto_class(kind).from_config(tf.AutoConfig.from_pretrained(str(model_dir))).eval())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         state = torch.load(Path(model_dir) / INT8_WEIGHTS, weights_only=True)
@@ -88,6 +96,8 @@ def run(cfg: CompressConfig) -> Path:
     t0 = time.time()
     refuse_quantized(cfg.model, "compressing it again")
     check_tokenizer(cfg.model)
+    if cfg.method == "prune":
+        return run_prune(cfg, t0)
     model, kind = load_model(cfg.model)
     q = quantize(model.eval())
     out = Path(cfg.output)
@@ -114,6 +124,73 @@ def run(cfg: CompressConfig) -> Path:
                                  counts={"quantized_linear_modules": linear}, outputs=describe_outputs(out, written),
                                  wall_seconds=round(time.time() - t0, 2)))
     print(f"compress: {kind} {cfg.model} -> int8 ({linear} Linear layers) {out}", flush=True)
+    return out
+
+
+def importance_batches(model_dir: str, task_config: str, examples: int, batch_size: int = 32):
+    """Labelled batches of the task's validation split, as the finetune stage encodes them."""
+    from training.card_models import max_tokens
+    from training.finetune import FinetuneConfig, load_data, load_tokenizer
+    from training.tasks.dataset import cap
+    from training.tasks.encode import collate, encode
+
+    spec = json.loads(Path(task_config).read_text())
+    fcfg = FinetuneConfig(**{**spec, "model": model_dir, "output": str(Path(tempfile.gettempdir(), "lmforge-prune"))})
+    data = load_data(fcfg)
+    data.validation = cap(data.validation, examples)
+    if len(data.validation) < 2:
+        raise ValueError(f"{task_config}: fewer than 2 validation examples to measure head importance on")
+    tok = load_tokenizer(model_dir, data.task)
+    from transformers import AutoConfig
+
+    length = min(fcfg.max_length, max_tokens(AutoConfig.from_pretrained(model_dir)) or fcfg.max_length)
+    enc = encode(data, "validation", tok, length)
+    n = len(enc.input_ids)
+    return [collate(enc, list(range(i, min(i + batch_size, n))), tok.pad_token_id, data.task) for i in range(0, n, batch_size)]
+
+
+def run_prune(cfg: CompressConfig, t0: float) -> Path:
+    import torch
+
+    from training.card_models import load_model
+    from training.prune import PRUNE_FILE, PRUNED_WEIGHTS, head_importance, heads_to_prune, prune
+
+    batches = importance_batches(cfg.model, cfg.task_config, cfg.importance_examples)
+    model, kind = load_model(cfg.model)
+    if kind not in ("classifier", "token_classifier"):
+        raise ValueError(f"{cfg.model} is a {kind}; head importance needs a fine-tuned classifier and its task")
+    importance = head_importance(model, batches)
+    out = Path(cfg.output)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "manifest.json").unlink(missing_ok=True)
+    written, total = [], sum(len(x) for x in importance)
+    for share in cfg.shares:
+        heads = heads_to_prune(importance, share)
+        pruned, _ = load_model(cfg.model)
+        prune(pruned, heads)
+        d = out / f"share-{share:.2f}"
+        tmp = Path(tempfile.mkdtemp(prefix=".prune.", dir=out))
+        try:
+            torch.save(pruned.state_dict(), tmp / PRUNED_WEIGHTS)
+            for f in Path(cfg.model).iterdir():
+                if f.is_file() and f.suffix not in (".safetensors", ".bin") and f.name != "manifest.json":
+                    shutil.copy2(f, tmp / f.name)
+            removed = sum(len(v) for v in heads.values())
+            (tmp / PRUNE_FILE).write_text(json.dumps({
+                "method": "attention-head pruning by importance (Michel et al. 2019), per-layer normalised",
+                "share_requested": share, "heads_removed": removed, "heads_total": total,
+                "pruned_heads": {str(k): v for k, v in heads.items()}, "importance": importance,
+                "source": str(cfg.model), "task_config": str(cfg.task_config), "kind": kind}, indent=1) + "\n")
+            shutil.rmtree(d, ignore_errors=True)
+            os.replace(tmp, d)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        written += sorted(p for p in d.iterdir() if p.is_file())
+        print(f"compress: pruned {removed} of {total} heads ({share:.0%} asked) -> {d}", flush=True)
+    write_manifest(out, Manifest(stage="compress", config=config_to_dict(cfg), inputs=[input_ref(cfg.model)],
+                                 counts={"models": len(cfg.shares), "heads_total": total},
+                                 outputs=describe_outputs(out, written), extra={"importance": importance},
+                                 wall_seconds=round(time.time() - t0, 2)))
     return out
 
 

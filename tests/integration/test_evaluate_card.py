@@ -127,11 +127,19 @@ def test_int8_compression_is_scored_beside_its_source_and_refused_for_training(m
     assert q["quantized_modules"] > 0 and q["kind"] == "classifier"
     assert not list((tmp_path / "int8").glob("*.safetensors"))
 
-    r = _evaluate("--model", str(dirs["classifier"]), str(tmp_path / "int8"), "--task-config", str(task),
-                  "--shards", str(shards), "--output", str(tmp_path / "card"), *SMALL)
+    r = subprocess.run([sys.executable, "-m", "lmforge.cli", "compress", "--model", str(dirs["classifier"]),
+                        "--output", str(tmp_path / "pruned"), "--method", "prune", "--shares", "0.25",
+                        "--task-config", str(task)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    spec = json.loads((tmp_path / "pruned" / "share-0.25" / "pruning.json").read_text())
+    assert spec["heads_removed"] == 1 and spec["heads_total"] == 4  # 2 layers x 2 heads, one layer keeps both
+
+    r = _evaluate("--model", str(dirs["classifier"]), str(tmp_path / "int8"), str(tmp_path / "pruned" / "share-0.25"),
+                  "--task-config", str(task), "--shards", str(shards), "--output", str(tmp_path / "card"), *SMALL)
     assert r.returncode == 0, r.stderr[-3000:]
-    fp32, int8 = json.loads((tmp_path / "card" / "report.json").read_text())["models"]
-    for e in (fp32, int8):
+    fp32, int8, pruned = json.loads((tmp_path / "card" / "report.json").read_text())["models"]
+    assert pruned["cost"]["parameters"]["total"] < fp32["cost"]["parameters"]["total"]
+    for e in (fp32, int8, pruned):
         assert e["quality"]["task"]["test_examples"] == 30 and e["quality"]["task"]["primary"] == "accuracy"
         assert 0 <= e["quality"]["task"]["metrics"]["accuracy"] <= 1
     # the same architecture: the same parameter count, int8 weights on disk in less space
