@@ -126,6 +126,16 @@ def card_entry(model_dir: str, cfg) -> dict[str, Any]:
     quality = lm_quality(model_dir, kind, cfg.shards or None, cfg.batch_size, cfg.max_batches)
     if cfg.task_config and kind in ("classifier", "token_classifier"):
         quality["task"] = task_quality(model_dir, cfg.task_config)
+    if cfg.probe_corpus:
+        from training.probing import probe_model
+
+        vpm = 50
+        if cfg.shards:
+            from schemas.manifest import read_manifest
+
+            vpm = int(read_manifest(cfg.shards)["config"].get("valid_per_mille", vpm))
+        quality["probing"] = probe_model(model_dir, cfg.probe_corpus, cfg.probe_languages, vpm, cfg.probe_wc_words,
+                                         cfg.probe_min_per_class)
     ids, lengths = resource_inputs(model_dir, cfg.shards or None, cfg.texts or None, cfg.max_length)
     cost = resources(model_dir, ids, lengths, cfg.threads, cfg.cost_inputs, cfg.cost_repeats, cfg.latency_inputs)
     return {"path": model_dir, "kind": kind, "quality": quality, "cost": cost}
@@ -159,6 +169,20 @@ def render(entries: list[dict[str, Any]]) -> str:
                      + (f"; task: {q['task']['test_examples']:,} test examples, "
                         + ", ".join(f"{k} {v:.4f}" for k, v in q["task"]["metrics"].items()) if q.get("task") else "")
                      + ".")
+    for e in entries:
+        for lang, tasks in (e["quality"].get("probing") or {}).items():
+            n = len(next(v for k, v in tasks.items() if k != "sentences")["layers"])
+            lines += ["", f"Probing `{e['path']}` ({lang}, {tasks['sentences']:,} held-out sentences; accuracy of a "
+                          "logistic-regression probe on each layer's mean-pooled states, layer 0 = embeddings):", "",
+                      "| task | classes | train / test | " + " | ".join(f"L{i}" for i in range(n))
+                      + " | chance | majority | bag of embeddings |",
+                      "|---|---:|---:|" + "---:|" * (n + 3)]
+            for name, t in tasks.items():
+                if name == "sentences":
+                    continue
+                lines.append(f"| {name} | {len(t['classes'])} | {t['train']} / {t['test']} | "
+                             + " | ".join(f"{a:.3f}" for a in t["layers"])
+                             + f" | {t['chance']:.3f} | {t['majority']:.3f} | {t['bag_of_embeddings']:.3f} |")
     c = entries[0]["cost"] if entries else {}
     if c:
         lines += ["", f"Cost: {c['inputs']:,} inputs of {c['seq_len']} tokens, {c['repeats']} repeats (median), "

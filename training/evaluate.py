@@ -48,6 +48,11 @@ class EvaluateConfig:
     max_length: int = opt(128, "card mode with --texts: tokens per input")
     task_config: str = opt("", "card mode: a `lmforge finetune --config` JSON (e.g. runs/demo/labeled/vader/finetune.json): "
                                "fine-tuned models are scored on its test split, the split the finetune stage scored")
+    probe_corpus: str = opt("", "card mode: a corpus stage directory whose held-out documents (the shards' valid split) "
+                                "give the probing sentences (SentLen, WC, BShift per layer; training/probing.py)")
+    probe_languages: list[str] = opt(["en", "ru"], "card mode: languages to probe in")
+    probe_min_per_class: int = opt(10, "card mode: fewest held-out sentences a probing class may have")
+    probe_wc_words: int = opt(20, "card mode: words of the WC task")
     cost_inputs: int = opt(2000, "card mode: inputs per throughput run (MOROCCO: 2,000)")
     cost_repeats: int = opt(5, "card mode: throughput runs; the median is reported")
     latency_inputs: int = opt(200, "card mode: batch-1 inputs for the p50/p95 latency")
