@@ -136,6 +136,20 @@ def card_entry(model_dir: str, cfg) -> dict[str, Any]:
             vpm = int(read_manifest(cfg.shards)["config"].get("valid_per_mille", vpm))
         quality["probing"] = probe_model(model_dir, cfg.probe_corpus, cfg.probe_languages, vpm, cfg.probe_wc_words,
                                          cfg.probe_min_per_class)
+        if kind == "masked_lm" and cfg.pppl_sentences:
+            from transformers import AutoTokenizer
+
+            from training.card_models import load_model
+            from training.pppl import pseudo_perplexity
+            from training.probing import held_out_texts, sentences
+
+            model, _ = load_model(model_dir)
+            tok = AutoTokenizer.from_pretrained(model_dir)
+            length = min(64, max_tokens(model.config) or 64)
+            quality["pseudo_perplexity"] = {
+                lang: pseudo_perplexity(model, tok, sentences(held_out_texts(cfg.probe_corpus, lang, vpm, 100000))
+                                        [:cfg.pppl_sentences], length)
+                for lang in cfg.probe_languages}
     ids, lengths = resource_inputs(model_dir, cfg.shards or None, cfg.texts or None, cfg.max_length)
     cost = resources(model_dir, ids, lengths, cfg.threads, cfg.cost_inputs, cfg.cost_repeats, cfg.latency_inputs)
     return {"path": model_dir, "kind": kind, "quality": quality, "cost": cost}
@@ -166,6 +180,9 @@ def render(entries: list[dict[str, Any]]) -> str:
         lines.append(f"- `{e['path']}`: " + (f"{q['figure']}, {q['tokens']:,} tokens of {q['rows']:,} held-out rows"
                                             + (f", perplexity {q['perplexity']}" if "perplexity" in q else "")
                                             if q.get("applies") else f"no language-model figure: {q['why']}")
+                     + "".join(f"; pseudo-perplexity ({lang}, {p['sentences']} held-out sentences): {p['original']['pppl']:.1f}"
+                               f" (PLL-word-l2r {p['word_l2r']['pppl']:.1f}) over {p['original']['tokens']:,} tokens"
+                               for lang, p in (q.get("pseudo_perplexity") or {}).items())
                      + (f"; task: {q['task']['test_examples']:,} test examples, "
                         + ", ".join(f"{k} {v:.4f}" for k, v in q["task"]["metrics"].items()) if q.get("task") else "")
                      + ".")

@@ -53,6 +53,8 @@ class EvaluateConfig:
     probe_languages: list[str] = opt(["en", "ru"], "card mode: languages to probe in")
     probe_min_per_class: int = opt(10, "card mode: fewest held-out sentences a probing class may have")
     probe_wc_words: int = opt(20, "card mode: words of the WC task")
+    pppl_sentences: int = opt(100, "card mode, masked LMs with --probe-corpus: held-out sentences per language for the "
+                                   "pseudo-perplexity (Salazar et al. 2020; and Kauf & Ivanova 2023's word-l2r)")
     cost_inputs: int = opt(2000, "card mode: inputs per throughput run (MOROCCO: 2,000)")
     cost_repeats: int = opt(5, "card mode: throughput runs; the median is reported")
     latency_inputs: int = opt(200, "card mode: batch-1 inputs for the p50/p95 latency")

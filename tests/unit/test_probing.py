@@ -86,3 +86,41 @@ def test_probe_per_layer_with_controls_on_a_tiny_model(tmp_path):
     # sentence length is visible to a probe on mean-pooled states (padding is masked out, but the
     # [CLS]/[SEP] share of the mean shrinks with length): well above chance even at random init
     assert max(r["layers"]) > 0.3
+
+
+def test_pseudo_perplexity_word_l2r_masks_the_rest_of_the_word(tmp_path):
+    import torch
+    from transformers import BertConfig, BertForMaskedLM
+
+    from tests.fixtures import make_tokenizer
+    from training.export import load_tokenizer
+    from training.pppl import pseudo_perplexity, sentence_pll
+
+    tok = load_tokenizer(make_tokenizer(tmp_path / "tok", vocab_size=120, texts=vader_texts("movieReviewSnippets", 200)))
+    torch.manual_seed(0)
+    model = BertForMaskedLM(BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                       intermediate_size=64, max_position_embeddings=64)).eval()
+    seen = []
+    real_forward = model.forward
+
+    def spy(input_ids=None, attention_mask=None, **kw):
+        seen.append(input_ids.clone())
+        return real_forward(input_ids=input_ids, attention_mask=attention_mask, **kw)
+
+    model.forward = spy
+    sentence = "unbelievably extraordinary performances"  # long words: several pieces each with 120 pieces
+    enc = tok(sentence)
+    words = enc.word_ids()
+    multi = [w for w in set(words) if w is not None and words.count(w) > 1]
+    assert multi, "the test needs a word split into pieces"
+    ll_o, n_o = sentence_pll(model, tok, sentence, "original", 64)
+    ll_w, n_w = sentence_pll(model, tok, sentence, "word_l2r", 64)
+    original, l2r = seen
+    assert n_o == n_w == sum(w is not None for w in words)
+    assert (original == tok.mask_token_id).sum(1).tolist() == [1] * n_o  # one mask per row
+    first = words.index(multi[0])
+    row = [i for i, w in enumerate(words) if w is not None].index(first)
+    assert (l2r[row] == tok.mask_token_id).sum() == words.count(multi[0])  # the whole word from the first piece
+    model.forward = real_forward
+    r = pseudo_perplexity(model, tok, [sentence, "a fine film"])
+    assert r["original"]["pppl"] > 1 and r["word_l2r"]["pppl"] > 1 and r["original"]["tokens"] == r["word_l2r"]["tokens"]
