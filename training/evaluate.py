@@ -243,15 +243,22 @@ def run_card(cfg: EvaluateConfig, t0: float) -> Path:
     for m in cfg.model:
         print(f"evaluate: {m} ...", flush=True)
         entries.append(card_entry(m, cfg))
-    report = {"models": entries}
+    from training.card_plots import loss_curves, probing, quality_cost, write_html
+
+    md = render(entries)
+    images = [p for p in (quality_cost(entries, out / "quality_cost.png"), probing(entries, out / "probing.png"),
+                          loss_curves(entries, out / "loss_curves.png")) if p]
+    report = {"models": entries, "images": [p.name for p in images]}
     atomic_write_json(out / "report.json", report)
-    atomic_write_bytes(out / "report.md", render(entries).encode())
+    atomic_write_bytes(out / "report.md", (md + "".join(f"\n![{p.stem}]({p.name})\n" for p in images)).encode())
+    write_html(md, images, out / "report.html")
     write_manifest(out, Manifest(
         stage="evaluate", config=config_to_dict(cfg),
         inputs=[input_ref(m) for m in cfg.model] + ([input_ref(cfg.shards)] if cfg.shards else []),
-        counts={"models": len(entries)}, outputs=describe_outputs(out, [out / "report.json", out / "report.md"]),
+        counts={"models": len(entries)},
+        outputs=describe_outputs(out, [out / "report.json", out / "report.md", out / "report.html", *images]),
         extra={"mode": "card"}, wall_seconds=round(time.time() - t0, 2)))
-    print(render(entries), flush=True)
+    print(md, flush=True)
     return out
 
 

@@ -139,6 +139,10 @@ def test_int8_compression_is_scored_beside_its_source_and_refused_for_training(m
     assert r.returncode == 0, r.stderr[-3000:]
     fp32, int8, pruned = json.loads((tmp_path / "card" / "report.json").read_text())["models"]
     assert pruned["cost"]["parameters"]["total"] < fp32["cost"]["parameters"]["total"]
+    # the card's picture of quality against cost, and its HTML with it
+    assert json.loads((tmp_path / "card" / "report.json").read_text())["images"] == ["quality_cost.png"]
+    html = (tmp_path / "card" / "report.html").read_text()
+    assert "<table>" in html and 'src="quality_cost.png"' in html
     for e in (fp32, int8, pruned):
         assert e["quality"]["task"]["test_examples"] == 30 and e["quality"]["task"]["primary"] == "accuracy"
         assert 0 <= e["quality"]["task"]["metrics"]["accuracy"] <= 1
