@@ -137,9 +137,47 @@ def evaluate_task(run: Path, opts: dict, shards: str, pretrain: str, finetune: s
                         raw_inputs=[previous] if previous else [])[0]
 
 
+@task(name="compress", retries=1, retry_delay_seconds=10)
+def compress_task(stage: str, run: Path, name: str, opts: dict) -> str:
+    """The fine-tuned model int8-quantized or head-pruned (training/compress.py) into run/<name>."""
+    out = run / name
+    return launch_stage("compress", {"model": Path(stage) / "hf", "output": out, **opts}, out, run / "logs",
+                        upstream=[stage], raw_inputs=[opts["task_config"]] if opts.get("task_config") else [],
+                        log_name=f"compress-{name}")[0]
+
+
+@task(name="card", retries=1, retry_delay_seconds=10)
+def card_task(run: Path, models: dict[str, str], shards: str, task_config: str, probe_corpus: str, opts: dict) -> str:
+    """`lmforge evaluate --model ...`: every model's quality and cost together (training/card.py)."""
+    out = run / "card"
+    o = {"output": out, "model": list(models.values()), "shards": shards, **opts,
+         **({"task_config": task_config} if task_config else {}), **({"probe_corpus": probe_corpus} if probe_corpus else {})}
+    stages = sorted({str(Path(m).parent) if Path(m).name == "hf" or Path(m).name.startswith("share-") else m
+                     for m in models.values()})
+    return launch_stage("evaluate", o, out, run / "logs", upstream=[*stages, shards, *([probe_corpus] if probe_corpus else [])],
+                        raw_inputs=[task_config] if task_config else [], log_name="card")[0]
+
+
+TASK_KEYS = ("task", "text_column", "text_pair_column", "label_column", "split_column", "id_column", "tokens_column",
+             "tags_column", "test_per_mille", "validation_per_mille", "max_validation", "max_test")
+
+
+def task_config(labeled: str, finetune_opts: dict, run: Path) -> str:
+    """The fine-tune's data as a `finetune --config` JSON (what it read, with the run's column and split
+    options), so the card and head pruning score the same test and validation splits."""
+    prepared = Path(labeled, "finetune.json")
+    spec = (json.loads(prepared.read_text()) if prepared.exists() else
+            json.loads(Path(labeled).read_text()) if labeled.endswith(".json") else {"data": [labeled]})
+    spec.update({k: v for k, v in finetune_opts.items() if k in TASK_KEYS})
+    path = run / "card-task.json"
+    path.write_text(json.dumps(spec, indent=1, sort_keys=True) + "\n")
+    return str(path)
+
+
 def train_and_evaluate(p: TrainParams, run: Path, shards: str, tokenizer: str, init_from: str = "",
-                       previous: str = "") -> dict[str, str | None]:
-    """pretrain -> (labeled -> finetune), distill -> evaluate, then the artifacts. Shared by every flow."""
+                       previous: str = "", corpus: str | None = None) -> dict[str, str | None]:
+    """pretrain -> (labeled -> finetune -> int8, pruned), distill -> evaluate and the card, then the
+    artifacts. Shared by every flow."""
     opts = p.stage_options()
     limit = {"timeout_seconds": p.stage_timeout_minutes * 60}
     pretrain = pretrain_task.with_options(**limit)(shards, tokenizer, run, opts["pretrain"], p.nproc, init_from,
@@ -156,11 +194,23 @@ def train_and_evaluate(p: TrainParams, run: Path, shards: str, tokenizer: str, i
     labeled = independent(labeled_task, p.labeled, run) if p.labeled in SOURCES else p.labeled
     finetune = independent(finetune_task, pretrain, labeled, run, opts["finetune"]) if labeled else None
     distill = independent(distill_task, pretrain, shards, run, opts["distill"])
+    task = task_config(labeled, opts["finetune"], run) if finetune else ""
+    int8 = independent(compress_task, finetune, run, "int8", {"method": "int8"}) if finetune else None
+    pruned = independent(compress_task, finetune, run, "pruned", {"method": "prune", **opts["compress"],
+                                                                   "task_config": task}) if finetune else None
     evaluation = evaluate_task.with_options(**limit)(run, opts["evaluate"], shards, pretrain, finetune, distill, previous)
     artifacts.publish_eval(p.run_name, Path(evaluation))
+    card_opts = dict(opts["card"])
+    probe = card_opts.pop("probe", False)
+    models = {"teacher": f"{pretrain}/hf", **({"student": f"{distill}/hf"} if distill else {}),
+              **({"fine-tuned": f"{finetune}/hf"} if finetune else {}), **({"int8": int8} if int8 else {}),
+              **({f"pruned {s:.0%}": f"{pruned}/share-{s:.2f}" for s in opts["compress"]["shares"]} if pruned else {})}
+    card = independent(card_task, run, models, shards, task, corpus if probe and corpus else "", card_opts)
+    if card:
+        artifacts.publish_card(p.run_name, Path(card), models)
     artifacts.publish_lineage(p.run_name, Path(pretrain))
     result = {"tokenizer": tokenizer, "shards": shards, "pretrain": pretrain, "labeled": labeled,
-              "finetune": finetune, "distill": distill, "eval": evaluation}
+              "finetune": finetune, "distill": distill, "int8": int8, "pruned": pruned, "eval": evaluation, "card": card}
     artifacts.publish_outputs(p.run_name, result)
     if failed:
         raise RuntimeError(f"{', '.join(failed)} failed; evaluate reported what finished ({evaluation}/report.md). "
@@ -203,7 +253,7 @@ def lmforge_dag(run_name: str = D.run_name, runs_dir: str = D.runs_dir, crawl: l
     index = Path(p.dedup_index).resolve() if p.dedup_index else run / "minhash_index"
     corpus = corpus_stage(p, run, p.crawl, index, own_index=not p.dedup_index)
     tokenizer, shards = token_stages(p, run, corpus, adopt_from=p.init_from)
-    return {"corpus": corpus, **train_and_evaluate(p, run, shards, tokenizer, p.init_from)}
+    return {"corpus": corpus, **train_and_evaluate(p, run, shards, tokenizer, p.init_from, corpus=corpus)}
 
 
 @flow(name="lmforge-train", persist_result=True, log_prints=True, flow_run_name=flow_run_name)

@@ -106,7 +106,7 @@ def lmforge_refresh(run_name: str = R.run_name, runs_dir: str = R.runs_dir, craw
     earlier = [str(base / s / "corpus") for s in indexed_snapshots(index)
                if s != snap and (base / s / "corpus" / "manifest.json").exists()]
     tokenizer, shards = token_stages(p, run, corpus, adopt_from=start, replay=earlier, replay_fraction=p.replay_fraction)
-    result = train_and_evaluate(p, run, shards, tokenizer, init_from=start, previous=prev_model)
+    result = train_and_evaluate(p, run, shards, tokenizer, init_from=start, previous=prev_model, corpus=corpus)
     switch_latest(base, snap)
     summary = (f"# refresh {p.run_name}: {snap}\n\n{why}. Continued from "
                + (f"the previous snapshot's model `{prev_model}` (its tokenizer adopted)" if prev_model

@@ -46,7 +46,7 @@ def unchanged(out: Path, key: dict) -> bool:
 
 def launch_stage(stage: str, opts: dict[str, Any], out: Path, log_dir: Path, argv: Iterable[str] = (),
                  upstream: Iterable[str | Path] = (), raw_inputs: Iterable[str] = (), cache: bool = True,
-                 before_run=None) -> tuple[str, bool]:
+                 before_run=None, log_name: str = "") -> tuple[str, bool]:
     """Run `lmforge <stage> [argv] <opts as flags>` unless it is unchanged since its last run.
     Returns (stage directory, whether it ran). `before_run` is called only when the stage runs."""
     out = Path(out)
@@ -59,7 +59,7 @@ def launch_stage(stage: str, opts: dict[str, Any], out: Path, log_dir: Path, arg
     (out / FLOW_KEY).unlink(missing_ok=True)
     if before_run is not None:
         before_run()
-    log_path = Path(log_dir) / f"{stage}.log"
+    log_path = Path(log_dir) / f"{log_name or stage}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     print(f"[{stage}] {' '.join(map(str, cmd[3:]))}", flush=True)

@@ -21,7 +21,7 @@ def test_dag_end_to_end(tmp_path, monkeypatch):
     crawl = sorted(glob.glob(str(ROOT / "tests/data/tiny/*.warc.gz")) + glob.glob(str(ROOT / "tests/data/tiny/*.wet")))
     result = lmforge_dag(run_name="e2e", runs_dir=str(tmp_path), crawl=crawl, preset="tiny")
     run = tmp_path / "e2e"
-    assert set(result) == set(STAGES) | {"tokenizer"} and all(result.values())
+    assert set(result) == set(STAGES) | {"tokenizer", "int8", "pruned", "card"} and all(result.values())
     for stage in STAGES:
         stage_dir = Path(result[stage])
         assert stage_dir == run / ("labeled/vader" if stage == "labeled" else stage)
@@ -62,12 +62,19 @@ def test_dag_end_to_end(tmp_path, monkeypatch):
     md = (run / "eval" / "report.md").read_text()
     assert "| teacher |" in md and "| scratch |" in md and "| tfidf_lr |" in md
 
-    # A second run with the same parameters finds every stage unchanged and skips it; a changed
-    # fine-tune option reruns the fine-tune and what reads it (evaluate), nothing upstream.
-    before = {s: read_manifest(run / ("labeled/vader" if s == "labeled" else s))["created_unix"] for s in STAGES}
+    # A second run with a changed fine-tune option reruns the fine-tune and what reads it (evaluate,
+    # the compressed models, the card), nothing upstream.
+    # the card: teacher, student, fine-tuned, int8 and pruned, quality and cost together
+    card = json.loads((run / "card" / "report.json").read_text())["models"]
+    assert [e["kind"] for e in card] == ["masked_lm", "masked_lm", "classifier", "classifier", "classifier"]
+    assert all(e["quality"]["task"]["test_examples"] == 300 for e in card[2:])
+    assert card[0]["quality"]["applies"] and card[3]["cost"]["disk_bytes"] < card[2]["cost"]["disk_bytes"]
+
+    ALL = (*STAGES, "int8", "pruned", "card")
+    before = {s: read_manifest(run / ("labeled/vader" if s == "labeled" else s))["created_unix"] for s in ALL}
     lmforge_dag(run_name="e2e", runs_dir=str(tmp_path), crawl=crawl, preset="tiny",
                 overrides={"finetune": {"seeds": [2]}})
-    after = {s: read_manifest(run / ("labeled/vader" if s == "labeled" else s))["created_unix"] for s in STAGES}
-    assert {s for s in STAGES if after[s] != before[s]} == {"finetune", "eval"}
+    after = {s: read_manifest(run / ("labeled/vader" if s == "labeled" else s))["created_unix"] for s in ALL}
+    assert {s for s in ALL if after[s] != before[s]} == {"finetune", "eval", "int8", "pruned", "card"}
     logs = {p.name for p in (run / "logs").glob("*.log")}
     assert {"corpus.log", "pretrain.log", "finetune.log"} <= logs

@@ -132,7 +132,8 @@ class Recorder:
         self.calls: list[tuple[str, dict, list]] = []
         self.fail = fail
 
-    def __call__(self, stage, opts, out, log_dir, argv=(), upstream=(), raw_inputs=(), cache=True, before_run=None):
+    def __call__(self, stage, opts, out, log_dir, argv=(), upstream=(), raw_inputs=(), cache=True, before_run=None,
+                 log_name=""):
         self.calls.append((stage, dict(opts), list(argv)))
         if stage in self.fail:
             raise RuntimeError(f"stage {stage} failed (exit 1)")
@@ -160,7 +161,8 @@ def recorded(monkeypatch):
     def install(fail=frozenset()):
         rec = Recorder(set(fail))
         monkeypatch.setattr(dag, "launch_stage", rec)
-        for name in ("publish_corpus", "publish_eval", "publish_lineage", "publish_outputs", "publish_note"):
+        for name in ("publish_corpus", "publish_eval", "publish_lineage", "publish_outputs", "publish_note",
+                     "publish_card"):
             monkeypatch.setattr(art, name, lambda *a, **k: None)
         return rec
     return install
@@ -178,8 +180,18 @@ def test_dag_wires_init_from_and_the_labeled_task(root, recorded):
     assert rec.opts("pretrain")["init_from"] == str(ROOT)
     assert next(a for s, _, a in rec.calls if s == "labeled") == ["prepare", "vader"]
     assert rec.opts("finetune")["config"] == run / "labeled" / "vader" / "finetune.json"
-    assert rec.stages() == ["corpus", "tokenizer", "shards", "pretrain", "labeled", "finetune", "distill", "evaluate"]
+    assert rec.stages() == ["corpus", "tokenizer", "shards", "pretrain", "labeled", "finetune", "distill", "compress",
+                            "compress", "evaluate", "evaluate"]
     assert rec.opts("corpus")["index"] == run / "minhash_index"
+    # the card: teacher, student, fine-tuned, int8 and pruned, scored on the fine-tune's own test split
+    compress = [o for s, o, _ in rec.calls if s == "compress"]
+    assert [c["method"] for c in compress] == ["int8", "prune"]
+    assert compress[1]["task_config"] == str(run / "card-task.json")
+    assert json.loads((run / "card-task.json").read_text())["max_test"] == 300  # the tiny preset's cap
+    card = [o for s, o, _ in rec.calls if s == "evaluate"][1]
+    assert card["model"] == [str(run / "pretrain/hf"), str(run / "distill/hf"), str(run / "finetune/hf"),
+                             str(run / "int8"), str(run / "pruned/share-0.25")]
+    assert card["task_config"] == str(run / "card-task.json") and "probe_corpus" not in card  # tiny: no probing
 
 
 def test_failed_finetune_does_not_stop_distillation(root, recorded):
@@ -188,8 +200,10 @@ def test_failed_finetune_does_not_stop_distillation(root, recorded):
     rec = recorded(fail={"finetune"})
     with pytest.raises(RuntimeError, match="finetune failed; evaluate reported what finished"):
         dag.lmforge_dag.fn(run_name="w", runs_dir=str(root), preset="tiny")
-    assert rec.stages()[-2:] == ["distill", "evaluate"]
+    assert rec.stages()[-3:] == ["distill", "evaluate", "evaluate"]  # no compression without a fine-tuned model
     assert rec.opts("evaluate")["skip"] == ["finetune"]
+    card = [o for s, o, _ in rec.calls if s == "evaluate"][1]
+    assert len(card["model"]) == 2 and "task_config" not in card
 
 
 def test_refresh_takes_snapshots_in_order_and_continues_from_the_previous_model(root, recorded):
