@@ -9,8 +9,8 @@ In a fresh process (so one model's memory never counts against another's):
 - throughput at batch 32 over `inputs_count` inputs, repeated 5 times, the median, encoder only (the
   base model) and with the output head;
 - latency at batch 1, p50 and p95 over `latency_count` inputs, encoder only and with the head;
-- peak resident memory of the process (ru_maxrss) after all of it, and how much of it came after
-  importing torch and transformers (the model, its activations and the inputs);
+- peak resident memory of the process (VmHWM), and how much of it came after importing torch and
+  transformers (the model, its activations and the inputs: the kernel's peak mark is reset there);
 - the torch threads used.
 Inputs are real held-out rows (token ids with their lengths), written by the caller as .npy.
 Prints one JSON object.
@@ -81,6 +81,7 @@ def measure(model_dir: str, ids, lengths, threads: int = 2, repeats: int = 5, in
     import transformers  # noqa: F401 - imported before the baseline, so the figure below is the model's share
     from transformers import AutoModel  # noqa: F401
 
+    import_peak = _status_bytes("VmHWM")
     baseline = _reset_peak()
     reps = int(np.ceil(inputs_count / len(ids)))
     ids, lengths = np.tile(ids, (reps, 1))[:inputs_count], np.tile(lengths, reps)[:inputs_count]
@@ -121,10 +122,15 @@ def measure(model_dir: str, ids, lengths, threads: int = 2, repeats: int = 5, in
         out[name] = {"inputs_per_second_median": round(statistics.median(rates), 1),
                      "inputs_per_second_runs": [round(r, 1) for r in rates],
                      "latency_ms_p50": round(statistics.median(lat), 3), "latency_ms_p95": round(q[18], 3)}
-    out["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+    # VmHWM is this process's own peak: ru_maxrss would also carry the peak of the process that started
+    # this one (Linux keeps it across fork and exec), so a big parent would show in every model's figure
     hwm = _status_bytes("VmHWM")
-    out["peak_rss_over_imports_bytes"] = max(0, (hwm if baseline is not None and hwm else out["peak_rss_bytes"])
-                                             - (baseline or 0)) if baseline is not None else None
+    if hwm is None:
+        out["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+        out["peak_rss_over_imports_bytes"] = None
+    else:
+        out["peak_rss_bytes"] = max(hwm, import_peak or 0)
+        out["peak_rss_over_imports_bytes"] = max(0, hwm - baseline) if baseline is not None else None
     return out
 
 
