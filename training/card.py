@@ -126,6 +126,7 @@ def card_entry(model_dir: str, cfg) -> dict[str, Any]:
     quality = lm_quality(model_dir, kind, cfg.shards or None, cfg.batch_size, cfg.max_batches)
     if cfg.task_config and kind in ("classifier", "token_classifier"):
         quality["task"] = task_quality(model_dir, cfg.task_config)
+        quality["task"]["controls"] = finetune_controls(model_dir)
     if cfg.probe_corpus:
         from training.probing import probe_model
 
@@ -184,7 +185,10 @@ def render(entries: list[dict[str, Any]]) -> str:
                                f" (PLL-word-l2r {p['word_l2r']['pppl']:.1f}) over {p['original']['tokens']:,} tokens"
                                for lang, p in (q.get("pseudo_perplexity") or {}).items())
                      + (f"; task: {q['task']['test_examples']:,} test examples, "
-                        + ", ".join(f"{k} {v:.4f}" for k, v in q["task"]["metrics"].items()) if q.get("task") else "")
+                        + ", ".join(f"{k} {v:.4f}" for k, v in q["task"]["metrics"].items())
+                        + ("; controls on the same split (" + q["task"]["primary"] + "): "
+                           + ", ".join(f"{k} {v:.4f}" for k, v in q["task"]["controls"].items())
+                           if q["task"].get("controls") else "") if q.get("task") else "")
                      + ".")
     for e in entries:
         for lang, tasks in (e["quality"].get("probing") or {}).items():
@@ -240,3 +244,22 @@ def task_quality(model_dir: str, task_config: str, batch_size: int = 64) -> dict
         pred = [data.label2id[names[p]] for p in pred]
     primary = primary_metric(data.task, data.is_bio)
     return {"metrics": score(data, "test", pred), "primary": primary, "test_examples": len(data.test)}
+
+
+def finetune_controls(model_dir: str) -> dict[str, float]:
+    """The controls the finetune stage scored on the same test split (random-init twin, majority, TF-IDF + LR),
+    for a fine-tuned model in a finetune stage's hf/, or compressed from one: a task score stands next to them."""
+    from schemas.finetune import FinetuneMetrics
+
+    d = Path(model_dir)
+    for spec in ("quantization.json", "pruning.json"):
+        if (d / spec).exists():
+            d = Path(json.loads((d / spec).read_text())["source"])
+    metrics = d.parent / "metrics.json"
+    if not metrics.exists():
+        return {}
+    try:
+        m = FinetuneMetrics.read(metrics)
+    except (ValueError, KeyError):
+        return {}
+    return {row: round(m.mean(row), 4) for row in m.rows if row != "pretrained" and m.mean(row) is not None}

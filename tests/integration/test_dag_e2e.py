@@ -68,6 +68,8 @@ def test_dag_end_to_end(tmp_path, monkeypatch):
     card = json.loads((run / "card" / "report.json").read_text())["models"]
     assert [e["kind"] for e in card] == ["masked_lm", "masked_lm", "classifier", "classifier", "classifier"]
     assert all(e["quality"]["task"]["test_examples"] == 300 for e in card[2:])
+    # each task score stands next to the fine-tune's controls on the same split
+    assert all(set(e["quality"]["task"]["controls"]) == {"scratch", "majority", "tfidf_lr"} for e in card[2:])
     assert card[0]["quality"]["applies"] and card[3]["cost"]["disk_bytes"] < card[2]["cost"]["disk_bytes"]
 
     ALL = (*STAGES, "int8", "pruned", "card")
