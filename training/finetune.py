@@ -80,6 +80,11 @@ class FinetuneConfig:
     eval_every: int = opt(0, "steps between validation scores (0: every epoch)")
     dropout: float = opt(-1.0, "hidden and attention dropout while fine-tuning (-1: the model's own)")
     max_length: int = opt(128, "tokens per example after truncation (truncations are counted)")
+    teacher: str = opt("", "task-level distillation: a fine-tuned model of this task (same labels) whose soft "
+                           "labels the model also learns from: alpha * KL(teacher/T || model/T) * T^2 + (1 - alpha) "
+                           "* the gold-label loss (Hinton et al. 2015; DistilBERT's task-specific variant)")
+    distill_alpha: float = opt(0.5, "with --teacher: the soft labels' weight")
+    distill_temperature: float = opt(2.0, "with --teacher: the softmax temperature T")
     bf16: bool = opt(False, "train and predict under bfloat16 autocast (fp32 weights): 1.4x faster on CPUs with "
                      "AVX512-BF16, and on GPUs")
     select_metric: str = opt("", "metric for model selection (default: accuracy, pearson, entity_f1 or token_accuracy)")
@@ -88,6 +93,8 @@ class FinetuneConfig:
 
     def __post_init__(self) -> None:
         require(self.task in TASKS, f"task must be one of {', '.join(TASKS)}, got {self.task!r}")
+        require(0.0 <= self.distill_alpha <= 1.0 and self.distill_temperature > 0,
+                "distill_alpha must be in [0, 1] and distill_temperature > 0")
         require(bool(self.init) and set(self.init) <= set(INITS), f"init must be among {INITS}, got {self.init}")
         require(len(set(self.init)) == len(self.init), f"init lists {self.init} twice")
         require(bool(self.seeds) and len(set(self.seeds)) == len(self.seeds), f"seeds must be distinct, got {self.seeds}")
@@ -251,6 +258,36 @@ def _run(cfg: FinetuneConfig) -> Path:
 
 
 
+def load_teacher(teacher_dir: str, data: TaskData, model_dir: str):
+    """The fine-tuned teacher of task-level distillation, checked to predict this task's labels in this order."""
+    from training.card_models import load_model
+    from training.compress import refuse_quantized
+
+    refuse_quantized(teacher_dir, "a distillation teacher (its logits are needed in fp32)")
+    if data.task == "regression":
+        raise ValueError("--teacher: task-level distillation here is for classification and tagging (soft labels)")
+    model, kind = load_model(teacher_dir)
+    want = "classifier" if data.task == "classification" else "token_classifier"
+    if kind != want:
+        raise ValueError(f"--teacher {teacher_dir} is a {kind}; a {data.task} task needs a fine-tuned {want}")
+    import hashlib
+
+    def tok_hash(d: str) -> str | None:
+        p = Path(d) / "tokenizer.json"
+        return hashlib.sha256(p.read_bytes()).hexdigest() if p.exists() else None
+
+    if tok_hash(teacher_dir) != tok_hash(model_dir):
+        raise ValueError(f"--teacher {teacher_dir} tokenizes differently from {model_dir}: the soft labels must be "
+                         "for the same input ids")
+    names = [model.config.id2label[i] for i in range(model.config.num_labels)]
+    if names != list(data.labels):
+        raise ValueError(f"--teacher {teacher_dir} predicts labels {names}, this data has {list(data.labels)} "
+                         "(in this order); distil from a model fine-tuned on the same labelled data")
+    from training.tasks.trainer import device
+
+    return model.to(device()).eval()
+
+
 def fit_seeds(cfg: FinetuneConfig, init: str, lr: float, data: TaskData, enc: dict[str, Any], tok: Any, primary: str,
               better: Any, keep: Path | None) -> dict[str, Any]:
     """Every seed of one init at one learning rate: scores per split, costs, and (with `keep`) the best seed's
@@ -263,11 +300,13 @@ def fit_seeds(cfg: FinetuneConfig, init: str, lr: float, data: TaskData, enc: di
     seconds, details, saved = {}, {}, {}
     recipe = cfg.recipe_at(lr)
     tag = f" lr {lr:g}" if cfg.lr_grid else ""
+    teacher = load_teacher(cfg.teacher, data, cfg.model) if cfg.teacher else None
     for seed in cfg.seeds:
         ts = time.time()
         model = build_model(cfg.model, data, init, seed, recipe.dropout)
         history = fit(model, enc["train"], enc["validation"], data, recipe, seed, primary, tok.pad_token_id,
-                      desc=f"finetune {init}{tag} seed {seed}")
+                      desc=f"finetune {init}{tag} seed {seed}", teacher=teacher, alpha=cfg.distill_alpha,
+                      temperature=cfg.distill_temperature)
         for s in SCORED:  # test is scored here, once per run, with the weights chosen on validation
             for m, v in score(data, s, predict(model, enc[s], data, s, tok.pad_token_id, bf16=cfg.bf16)).items():
                 per_split[s].setdefault(m, {})[str(seed)] = v

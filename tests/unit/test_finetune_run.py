@@ -137,3 +137,41 @@ def test_lr_grid_must_not_repeat_lr(tmp_path, model_dir, capsys):
         main(["finetune", "--model", str(model_dir), "--data", str(data), "--output", str(tmp_path / "o"),
               "--lr", "1e-3", "--lr-grid", "1e-3"])
     assert e.value.code != 0 and "lr_grid must hold distinct positive rates" in capsys.readouterr().err
+
+
+def test_soft_label_loss_is_hintons_kl_on_labelled_positions():
+    import torch
+    import torch.nn.functional as F
+
+    from training.tasks.trainer import soft_label_loss
+
+    torch.manual_seed(0)
+    s, t = torch.randn(4, 3), torch.randn(4, 3)
+    want = (F.softmax(t / 2, -1) * (F.log_softmax(t / 2, -1) - F.log_softmax(s / 2, -1))).sum(-1).mean() * 4
+    assert torch.allclose(soft_label_loss(s, t, torch.zeros(4, dtype=torch.long), 2.0), want)
+    assert soft_label_loss(t, t, torch.zeros(4, dtype=torch.long), 2.0).abs() < 1e-6
+    # tagging: only positions with a label count
+    s3, t3 = torch.randn(2, 5, 3), torch.randn(2, 5, 3)
+    labels = torch.tensor([[0, -100, 1, -100, 2], [-100, 1, -100, -100, -100]])
+    keep = labels != -100
+    assert torch.allclose(soft_label_loss(s3, t3, labels, 1.0), soft_label_loss(s3[keep], t3[keep], labels[keep], 1.0))
+
+
+def test_task_level_distillation_from_a_fine_tuned_teacher(tmp_path, model_dir, capsys):
+    from lmforge.cli import main
+
+    rows, data = split_reviews(tmp_path / "reviews.jsonl", 300)
+    teacher = tmp_path / "teacher"
+    finetune(["--model", str(model_dir), "--data", str(data), "--output", str(teacher), "--no-controls"])
+    student = tmp_path / "student"
+    finetune(["--model", str(model_dir), "--data", str(data), "--output", str(student), "--no-controls",
+              "--teacher", str(teacher / "hf"), "--distill-alpha", "0.7"])
+    m = FinetuneMetrics.read(student / "metrics.json")
+    assert 0 <= m.rows["pretrained"].scores["test"]["accuracy"].mean <= 1
+    assert read_manifest(student)["config"]["teacher"] == str(teacher / "hf")
+    # a teacher of other labels is refused before any training
+    other = write_jsonl(tmp_path / "other.jsonl", [{**r, "label": "x" if r["label"] == "neutral" else r["label"]}
+                                                   for r in rows])
+    code = main(["finetune", "--model", str(model_dir), "--data", str(other), "--output", str(tmp_path / "bad"),
+                 "--teacher", str(teacher / "hf")])
+    assert code == 2 and "distil from a model fine-tuned on the same labelled data" in capsys.readouterr().err

@@ -123,9 +123,25 @@ def predict(model, enc: Encoded, data, split: str, pad_id: int, batch_size: int 
     return out
 
 
+def soft_label_loss(student_logits, teacher_logits, labels, temperature: float):
+    """KL(teacher/T || student/T) * T^2 over the positions that have a label (every example in
+    classification, the first sub-words in tagging): Hinton et al.'s soft-label term, DistilBERT's scaling."""
+    import torch.nn.functional as F
+
+    s, t = student_logits.float(), teacher_logits.float()
+    if s.dim() == 3:  # tokens: (batch, length, labels) -> the labelled positions
+        keep = labels != -100
+        s, t = s[keep], t[keep]
+    return F.kl_div(F.log_softmax(s / temperature, -1), F.softmax(t / temperature, -1),
+                    reduction="batchmean") * temperature ** 2
+
+
 def fit(model, train: Encoded, validation: Encoded, data, recipe: Recipe, seed: int, primary: str, pad_id: int,
-        desc: str = "finetune") -> dict[str, Any]:
-    """Train in place; at the end the model holds its best weights on validation. Returns the history."""
+        desc: str = "finetune", teacher=None, alpha: float = 0.5, temperature: float = 2.0) -> dict[str, Any]:
+    """Train in place; at the end the model holds its best weights on validation. Returns the history.
+
+    With a `teacher` (a fine-tuned model of the same task and labels), task-level distillation: the loss
+    is alpha * soft_label_loss + (1 - alpha) * the gold-label loss."""
     import torch
     from tqdm import tqdm
     from transformers import get_linear_schedule_with_warmup
@@ -148,8 +164,14 @@ def fit(model, train: Encoded, validation: Encoded, data, recipe: Recipe, seed: 
     for epoch in range(recipe.epochs):
         model.train()
         for rows in _batches(len(train.input_ids), recipe.batch_size, seed * 1000 + epoch):
+            batch = {k: v.to(device()) for k, v in collate(train, rows, pad_id, data.task).items()}
             with autocast(recipe.bf16):
-                loss = model(**{k: v.to(device()) for k, v in collate(train, rows, pad_id, data.task).items()}).loss
+                out = model(**batch)
+                loss = out.loss
+                if teacher is not None:
+                    with torch.no_grad():
+                        t_logits = teacher(**{k: v for k, v in batch.items() if k != "labels"}).logits
+                    loss = alpha * soft_label_loss(out.logits, t_logits, batch["labels"], temperature) + (1 - alpha) * loss
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.clip)
             opt.step()
