@@ -64,6 +64,13 @@ def refuse_quantized(model_dir: str | os.PathLike, what: str) -> None:
                          f"model it was made from ({q.get('source', 'see quantization.json')})")
 
 
+def copy_model_files(src: str | os.PathLike, dst: Path) -> None:
+    """The config and tokenizer files of a model directory, not its float weights (the caller writes its own)."""
+    for f in Path(src).iterdir():
+        if f.is_file() and f.suffix not in (".safetensors", ".bin") and f.name != "manifest.json":
+            shutil.copy2(f, dst / f.name)
+
+
 def quantize(model):
     import torch
 
@@ -106,9 +113,7 @@ def run(cfg: CompressConfig) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=".compress.", dir=out))
     try:
         torch.save(q.state_dict(), tmp / INT8_WEIGHTS)
-        for f in Path(cfg.model).iterdir():  # config and tokenizer files, not the float weights
-            if f.is_file() and f.suffix not in (".safetensors", ".bin") and f.name != "manifest.json":
-                shutil.copy2(f, tmp / f.name)
+        copy_model_files(cfg.model, tmp)
         linear = sum(1 for m in model.modules() if isinstance(m, torch.nn.Linear))
         (tmp / QUANT_FILE).write_text(json.dumps({"method": "int8 dynamic (torch.ao.quantization.quantize_dynamic)",
                                                   "modules": "torch.nn.Linear", "quantized_modules": linear,
@@ -172,9 +177,7 @@ def run_prune(cfg: CompressConfig, t0: float) -> Path:
         tmp = Path(tempfile.mkdtemp(prefix=".prune.", dir=out))
         try:
             torch.save(pruned.state_dict(), tmp / PRUNED_WEIGHTS)
-            for f in Path(cfg.model).iterdir():
-                if f.is_file() and f.suffix not in (".safetensors", ".bin") and f.name != "manifest.json":
-                    shutil.copy2(f, tmp / f.name)
+            copy_model_files(cfg.model, tmp)
             removed = sum(len(v) for v in heads.values())
             (tmp / PRUNE_FILE).write_text(json.dumps({
                 "method": "attention-head pruning by importance (Michel et al. 2019), per-layer normalised",
