@@ -170,7 +170,9 @@ def task_config(labeled: str, finetune_opts: dict, run: Path) -> str:
             json.loads(Path(labeled).read_text()) if labeled.endswith(".json") else {"data": [labeled]})
     spec.update({k: v for k, v in finetune_opts.items() if k in TASK_KEYS})
     path = run / "card-task.json"
-    path.write_text(json.dumps(spec, indent=1, sort_keys=True) + "\n")
+    text = json.dumps(spec, indent=1, sort_keys=True) + "\n"
+    if not path.exists() or path.read_text() != text:  # unchanged: keep its mtime, so the stages reading it stay cached
+        path.write_text(text)
     return str(path)
 
 

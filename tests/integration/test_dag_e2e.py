@@ -78,5 +78,10 @@ def test_dag_end_to_end(tmp_path, monkeypatch):
                 overrides={"finetune": {"seeds": [2]}})
     after = {s: read_manifest(run / ("labeled/vader" if s == "labeled" else s))["created_unix"] for s in ALL}
     assert {s for s in ALL if after[s] != before[s]} == {"finetune", "eval", "int8", "pruned", "card"}
+    # the same parameters again: nothing reruns
+    lmforge_dag(run_name="e2e", runs_dir=str(tmp_path), crawl=crawl, preset="tiny",
+                overrides={"finetune": {"seeds": [2]}})
+    again = {s: read_manifest(run / ("labeled/vader" if s == "labeled" else s))["created_unix"] for s in ALL}
+    assert again == after
     logs = {p.name for p in (run / "logs").glob("*.log")}
     assert {"corpus.log", "pretrain.log", "finetune.log"} <= logs
