@@ -29,7 +29,8 @@ FIGURE = {"masked_lm": "held-out masked-token cross-entropy (nats)", "causal_lm"
           "seq2seq": "held-out span-corruption target cross-entropy (nats)"}
 
 
-def lm_quality(model_dir: str, kind: str, shards: str | None, batch_size: int = 32, max_batches: int = 0) -> dict[str, Any]:
+def lm_quality(model_dir: str, kind: str, shards: str | None, batch_size: int = 32, max_batches: int = 0,
+               model=None) -> dict[str, Any]:
     """The kind's loss on the shards' valid split with its standard error, or why none applies."""
     import numpy as np
     import torch
@@ -45,7 +46,7 @@ def lm_quality(model_dir: str, kind: str, shards: str | None, batch_size: int = 
     if s.objective not in APPLIES[kind]:
         return {"applies": False, "why": f"the shards' objective is {s.objective}; a {kind} is scored on "
                                          f"{' or '.join(APPLIES[kind])} shards"}
-    model, _ = load_model(model_dir)
+    model = model if model is not None else load_model(model_dir)[0]
     if model.config.vocab_size < s.vocab_size:
         raise ValueError(f"{model_dir}: vocabulary of {model.config.vocab_size} tokens, but {shards} was encoded with "
                          f"{s.vocab_size}: score a model on shards made with its own tokenizer")
@@ -121,11 +122,14 @@ def resources(model_dir: str, ids, lengths, threads: int, inputs_count: int, rep
 
 
 def card_entry(model_dir: str, cfg) -> dict[str, Any]:
-    kind = model_kind(model_dir)
+    from training.card_models import load_model
+
+    model_kind(model_dir)  # a clear error for a directory that is not a model, before anything loads
     check_tokenizer(model_dir)
-    quality = lm_quality(model_dir, kind, cfg.shards or None, cfg.batch_size, cfg.max_batches)
+    model, kind = load_model(model_dir)  # once, for every quality figure (cost loads it again, alone)
+    quality = lm_quality(model_dir, kind, cfg.shards or None, cfg.batch_size, cfg.max_batches, model)
     if cfg.task_config and kind in ("classifier", "token_classifier"):
-        quality["task"] = task_quality(model_dir, cfg.task_config)
+        quality["task"] = task_quality(model_dir, cfg.task_config, model=model)
         quality["task"]["controls"] = finetune_controls(model_dir)
     if cfg.probe_corpus:
         from training.probing import probe_model
@@ -136,15 +140,13 @@ def card_entry(model_dir: str, cfg) -> dict[str, Any]:
 
             vpm = int(read_manifest(cfg.shards)["config"].get("valid_per_mille", vpm))
         quality["probing"] = probe_model(model_dir, cfg.probe_corpus, cfg.probe_languages, vpm, cfg.probe_wc_words,
-                                         cfg.probe_min_per_class)
+                                         cfg.probe_min_per_class, model=model)
         if kind == "masked_lm" and cfg.pppl_sentences:
             from transformers import AutoTokenizer
 
-            from training.card_models import load_model
             from training.pppl import pseudo_perplexity
             from training.probing import held_out_texts, sentences
 
-            model, _ = load_model(model_dir)
             tok = AutoTokenizer.from_pretrained(model_dir)
             length = min(64, max_tokens(model.config) or 64)
             quality["pseudo_perplexity"] = {
@@ -211,7 +213,7 @@ def render(entries: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def task_quality(model_dir: str, task_config: str, batch_size: int = 64) -> dict[str, Any]:
+def task_quality(model_dir: str, task_config: str, batch_size: int = 64, model=None) -> dict[str, Any]:
     """A fine-tuned model's score on the test split of the labelled data a `finetune --config` JSON names
     (the same deterministic split the finetune stage scored), with the same metrics."""
     from training.card_models import load_model
@@ -228,7 +230,7 @@ def task_quality(model_dir: str, task_config: str, batch_size: int = 64) -> dict
     data = load_data(cfg)
     if not data.test:
         raise ValueError(f"{task_config}: the labelled data has no test split to score")
-    model, kind = load_model(model_dir)
+    model, kind = (model, model_kind(model_dir)) if model is not None else load_model(model_dir)
     want = {"classification": "classifier", "regression": "classifier", "tokens": "token_classifier"}[data.task]
     if kind != want:
         raise ValueError(f"{model_dir} is a {kind}; a {data.task} task is scored on a {want}")
