@@ -122,32 +122,45 @@ def student_from_teacher(teacher: BertForMaskedLM, layers: list[int] | None = No
 
 def distill_loss(s_logits: torch.Tensor, t_logits: torch.Tensor, s_hidden: torch.Tensor, t_hidden: torch.Tensor,
                  labels: torch.Tensor, attention_mask: torch.Tensor, cfg: DistillConfig) -> tuple[torch.Tensor, dict[str, float]]:
-    """The weighted DistilBERT loss and its parts (as floats, for the curve).
+    """The weighted DistilBERT loss and its parts (as floats, for the curve), from full (batch, seq, vocab) logits."""
+    sel = (labels != IGNORE_INDEX) if cfg.restrict_ce_to_mask else attention_mask.bool()
+    att = attention_mask.bool()
+    return loss_at(s_logits[sel], t_logits[sel], labels[sel], s_hidden[att], t_hidden[att], cfg)
+
+
+def loss_at(s_sel: torch.Tensor, t_sel: torch.Tensor, labels_sel: torch.Tensor, s_h: torch.Tensor, t_h: torch.Tensor,
+            cfg: DistillConfig) -> tuple[torch.Tensor, dict[str, float]]:
+    """The loss from logits at the KL positions only (masked ones with restrict_ce_to_mask, else every attended one;
+    `labels_sel` the labels there, IGNORE_INDEX where a position is not masked) and hidden states at attended ones.
 
     KL uses reduction batchmean over the selected positions and is scaled by T^2 so its
     gradient keeps the same size whatever T (Hinton et al. 2015).
     """
     T = cfg.temperature
-    labelled = labels != IGNORE_INDEX
-    sel = labelled if cfg.restrict_ce_to_mask else attention_mask.bool()
-    s_sel, t_sel = s_logits[sel], t_logits[sel]  # (positions, vocab)
+    labelled = labels_sel != IGNORE_INDEX
     loss_ce = F.kl_div(F.log_softmax(s_sel / T, dim=-1), F.softmax(t_sel / T, dim=-1), reduction="batchmean") * T**2
-    loss_mlm = F.cross_entropy(s_logits[labelled], labels[labelled], reduction="sum") / labelled.sum().clamp(min=1)
-    att = attention_mask.bool()
-    s_h, t_h = s_hidden[att], t_hidden[att]
+    loss_mlm = F.cross_entropy(s_sel[labelled], labels_sel[labelled], reduction="sum") / labelled.sum().clamp(min=1)
     loss_cos = F.cosine_embedding_loss(s_h, t_h, torch.ones(s_h.shape[0], device=s_h.device))
     loss = cfg.alpha_ce * loss_ce + cfg.alpha_mlm * loss_mlm + cfg.alpha_cos * loss_cos
     return loss, {"loss": loss.item(), "ce": loss_ce.item(), "mlm": loss_mlm.item(), "cos": loss_cos.item()}
 
 
 def distill_step(student, teacher, batch: dict[str, torch.Tensor], cfg: DistillConfig) -> tuple[torch.Tensor, dict[str, float]]:
-    """Forward both models on one batch and return the loss (student graph only)."""
+    """Forward both models on one batch and return the loss (student graph only).
+
+    The MLM heads run only where the loss reads them (the KL positions), not over every position of the
+    batch: with a 30k vocabulary the head is most of a small model's compute. Measured here on MiniLM
+    (6 x 384, 30,522 tokens; a 3-layer student; 16 x 128 tokens, forward and backward, 2 threads): KL over
+    every attended position 5.2 s per step with full-sequence heads, 4.0 s with heads at those positions;
+    KL at the masked positions only 2.5 s and 1.3 s."""
     inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+    labels, att = batch["labels"], batch["attention_mask"].bool()
+    sel = (labels != IGNORE_INDEX) if cfg.restrict_ce_to_mask else att
     with torch.no_grad():
-        t = teacher(**inputs, output_hidden_states=True)
-    s = student(**inputs, output_hidden_states=True)
-    return distill_loss(s.logits, t.logits, s.hidden_states[-1], t.hidden_states[-1],
-                        batch["labels"], batch["attention_mask"], cfg)
+        t_h = teacher.bert(**inputs).last_hidden_state
+        t_sel = teacher.cls(t_h[sel])
+    s_h = student.bert(**inputs).last_hidden_state
+    return loss_at(student.cls(s_h[sel]), t_sel, labels[sel], s_h[att], t_h[att], cfg)
 
 
 def mlm_loss(model, batches, limit: int) -> float | None:

@@ -68,6 +68,27 @@ def test_loss_parts_are_zero_for_identical_models():
     assert loss.item() == pytest.approx(cfg.alpha_mlm * parts["mlm"], rel=1e-5)
 
 
+@pytest.mark.parametrize("restrict", [False, True])
+def test_step_with_heads_at_selected_positions_equals_the_full_logits_loss(restrict):
+    torch.manual_seed(0)
+    teacher = _teacher(layers=2).eval()
+    student = student_from_teacher(teacher, [1]).eval()  # eval: no dropout, so both paths see the same network
+    ids = torch.randint(5, 100, (3, 16))
+    mask = torch.ones_like(ids)
+    mask[2, 9:] = 0
+    labels = torch.full_like(ids, -100)
+    labels[:, [2, 5, 8]] = ids[:, [2, 5, 8]]
+    cfg = DistillConfig(teacher="t", shards="s", output="o", restrict_ce_to_mask=restrict)
+    with torch.no_grad():
+        t = teacher(input_ids=ids, attention_mask=mask, output_hidden_states=True)
+        s = student(input_ids=ids, attention_mask=mask, output_hidden_states=True)
+        full, parts_full = distill_loss(s.logits, t.logits, s.hidden_states[-1], t.hidden_states[-1], labels, mask, cfg)
+        step, parts_step = distill_step(student, teacher, {"input_ids": ids, "attention_mask": mask, "labels": labels}, cfg)
+    assert step.item() == pytest.approx(full.item(), rel=1e-5)
+    assert parts_step == pytest.approx(parts_full, rel=1e-4, abs=1e-6)
+    assert parts_full["ce"] > 0  # the student differs from the teacher, so the KL term is measured, not trivially 0
+
+
 def test_sparse_mlm_equals_hf_loss():
     model = _teacher(layers=2).eval()
     ids = torch.randint(5, 100, (3, 16))
