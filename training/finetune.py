@@ -27,6 +27,7 @@ seed with mean and sd, on validation and test, for every row) and, last, `manife
 """
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from dataclasses import dataclass
@@ -273,8 +274,13 @@ def load_teacher(teacher_dir: str, data: TaskData, model_dir: str):
     import hashlib
 
     def tok_hash(d: str) -> str | None:
+        """The tokenizer's vocabulary and pipeline; its truncation and padding settings (which a stage may have
+        saved, e.g. an adopted tokenizer's row length) do not change the ids of a text."""
         p = Path(d) / "tokenizer.json"
-        return hashlib.sha256(p.read_bytes()).hexdigest() if p.exists() else None
+        if not p.exists():
+            return None
+        spec = {k: v for k, v in json.loads(p.read_text(encoding="utf-8")).items() if k not in ("truncation", "padding")}
+        return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
     if tok_hash(teacher_dir) != tok_hash(model_dir):
         raise ValueError(f"--teacher {teacher_dir} tokenizes differently from {model_dir}: the soft labels must be "
