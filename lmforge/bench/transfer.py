@@ -97,6 +97,13 @@ class BenchConfig:
     """Further fine-tuning rates for lmforge's model and its twin; each keeps its best on validation."""
     ft_lr_minilm: float = 1e-4
     nproc: int = 2
+    compress_tasks: list[str] = field(default_factory=lambda: ["vader", "reuters"])
+    """Tasks of the compression part (half-depth students, int8, pruning); [] skips it."""
+    distill_steps: int = 600
+    """DistilBERT-loss steps of 16 x 128 tokens for each half-depth student."""
+    prune_shares: list[float] = field(default_factory=lambda: [0.1, 0.2, 0.3, 0.4, 0.5])
+    cost_inputs: int = 1000
+    cost_repeats: int = 3
 
     @property
     def data_dir(self) -> Path:
@@ -367,6 +374,9 @@ def _sources(cache: Path) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     from lmforge.bench.report import write_section
+    from lmforge.bench.transfer_compress import compress_steps
+    from lmforge.bench.transfer_compress import measure as measure_compression
+    from lmforge.bench.transfer_compress import plot as plot_compression
     from lmforge.bench.transfer_report import plot, render
 
     d = BenchConfig()
@@ -399,6 +409,17 @@ def main(argv: list[str] | None = None) -> int:
                     help="further fine-tune rates for lmforge and its twin; each row keeps the one with the best "
                          "mean validation score (finetune --lr-grid)")
     ap.add_argument("--ft-lr-minilm", type=float, default=d.ft_lr_minilm, help="fine-tune lr of the MiniLM rows")
+    ap.add_argument("--compress-tasks", nargs="*", default=d.compress_tasks, choices=sorted(TASKS),
+                    help="tasks of the compression part: half-depth students, int8 and pruning of the MiniLM and "
+                         "lmforge teachers (default: %(default)s; none skips it)")
+    ap.add_argument("--distill-steps", type=int, default=d.distill_steps,
+                    help="DistilBERT-loss steps (16 x 128 tokens) per student (default: %(default)s)")
+    ap.add_argument("--prune-shares", type=float, nargs="+", default=d.prune_shares,
+                    help="shares of attention heads to prune (default: %(default)s)")
+    ap.add_argument("--cost-inputs", type=int, default=d.cost_inputs,
+                    help="real test inputs per throughput pass (default: %(default)s; MOROCCO: 2000)")
+    ap.add_argument("--cost-repeats", type=int, default=d.cost_repeats,
+                    help="throughput passes, the median reported (default: %(default)s; MOROCCO: 5)")
     ap.add_argument("--experiments", nargs="*", default=[], metavar="WORK",
                     help="earlier runs (their --work) to list in the report as recipe measurements, e.g. short "
                          "budgets with other settings")
@@ -414,6 +435,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.experiments:
             res["experiments"] = [experiment_summary(Path(e)) for e in a.experiments]
         plot(res, out.parent / "benchmarks" / "transfer.png")
+        plot_compression(res.get("compression") or {}, out.parent / "benchmarks" / "compression.png")
         write_section(out, TITLE, render(res), res, measured=res.get("measured_utc"))
         return 0
     cfg = BenchConfig(work=a.work, data=a.data, model=a.model, prenorm=a.prenorm, dropout=a.dropout, bf16=a.bf16,
@@ -421,7 +443,8 @@ def main(argv: list[str] | None = None) -> int:
                       budget_minutes=a.budget_minutes, lr=a.lr, micro_batch_size=a.micro_batch_size,
                       cpt_minutes=a.cpt_minutes, probe_minutes=a.probe_minutes, tasks=a.tasks, seeds=a.seeds,
                       rows=a.rows, ft_lr_small=a.ft_lr_small, ft_lr_grid_small=a.ft_lr_grid_small,
-                      ft_lr_minilm=a.ft_lr_minilm)
+                      ft_lr_minilm=a.ft_lr_minilm, compress_tasks=a.compress_tasks, distill_steps=a.distill_steps,
+                      prune_shares=a.prune_shares, cost_inputs=a.cost_inputs, cost_repeats=a.cost_repeats)
     if a.fresh:
         shutil.rmtree(cfg.work, ignore_errors=True)
     t0 = time.time()
@@ -429,6 +452,7 @@ def main(argv: list[str] | None = None) -> int:
     data = data_steps(s, cfg)
     models = model_steps(s, cfg, data)
     runs = finetune_steps(s, cfg, models)
+    plan = compress_steps(s, cfg, data, models, runs) if cfg.compress_tasks else {}
     # the held-out losses of the two MiniLM models take ~10 minutes; a resumed run whose models were
     # all finished before keeps the last run's figures
     prev = Path(cfg.work, "results.json")
@@ -440,6 +464,9 @@ def main(argv: list[str] | None = None) -> int:
     took = (last.get("timings") or {}).get("in_domain_loss") if keep else round(time.time() - t1, 1)
     if took is not None:
         res["timings"]["in_domain_loss"] = took
+    t2 = time.time()
+    res["compression"] = measure_compression(cfg, plan) if plan else {}
+    res["timings"]["compression_measurements"] = round(time.time() - t2, 1)
     res["wall_seconds"] = round(time.time() - t0, 1)
     res["experiments"] = [experiment_summary(Path(e)) for e in a.experiments]
     Path(cfg.work, "results.json").write_text(json.dumps(res, indent=1, default=str) + "\n")
@@ -447,5 +474,6 @@ def main(argv: list[str] | None = None) -> int:
     print(body)
     if not a.no_report:
         plot(res, out.parent / "benchmarks" / "transfer.png")
+        plot_compression(res.get("compression") or {}, out.parent / "benchmarks" / "compression.png")
         write_section(out, TITLE, body, res)
     return 0

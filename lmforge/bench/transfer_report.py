@@ -77,7 +77,10 @@ def render(res: dict[str, Any]) -> str:
         "| goal | met | measured |",
         "|---|---|---|",
     ]
-    for g, met, ev in goals(res):
+    from lmforge.bench.transfer_compress import goals as compression_goals
+    from lmforge.bench.transfer_compress import render as render_compression
+
+    for g, met, ev in goals(res) + compression_goals(res.get("compression") or {}):
         lines.append(f"| {g} | {'yes' if met else 'no' if met is not None else 'not measured'} | {ev} |")
     lines += ["", "### Tasks", ""]
     for name, t in res["tasks"].items():
@@ -95,7 +98,11 @@ def render(res: dict[str, Any]) -> str:
                 r = t["rows"][row]["test"]
                 lines.append(f"| {ROW_NAMES[row]} | " + " | ".join(_cell(r.get(m)) for m in metrics) + " |")
         lines.append("")
-    lines += ["![quality per task and row](benchmarks/transfer.png)", "", "### Pretraining", ""]
+    lines += ["![quality per task and row](benchmarks/transfer.png)"]
+    comp = render_compression(res.get("compression") or {})
+    if comp:
+        lines += [comp, "![quality against throughput, marker by peak memory](benchmarks/compression.png)"]
+    lines += ["", "### Pretraining", ""]
     if "pretrain" in pre:
         p = pre["pretrain"]
         lines.append(f"- lmforge: preset `{cfg['model']}` ({p['num_parameters']:,} parameters), {cfg['budget_minutes']:g} "
