@@ -259,6 +259,18 @@ def _run(cfg: FinetuneConfig) -> Path:
 
 
 
+def tokenizer_identity(model_dir: str) -> str | None:
+    """A hash of the tokenizer's vocabulary and pipeline; its truncation and padding settings (which a stage may
+    have saved, e.g. an adopted tokenizer's row length) do not change the ids of a text."""
+    import hashlib
+
+    p = Path(model_dir) / "tokenizer.json"
+    if not p.exists():
+        return None
+    spec = {k: v for k, v in json.loads(p.read_text(encoding="utf-8")).items() if k not in ("truncation", "padding")}
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+
+
 def load_teacher(teacher_dir: str, data: TaskData, model_dir: str):
     """The fine-tuned teacher of task-level distillation, checked to predict this task's labels in this order."""
     from training.card_models import load_model
@@ -271,18 +283,7 @@ def load_teacher(teacher_dir: str, data: TaskData, model_dir: str):
     want = "classifier" if data.task == "classification" else "token_classifier"
     if kind != want:
         raise ValueError(f"--teacher {teacher_dir} is a {kind}; a {data.task} task needs a fine-tuned {want}")
-    import hashlib
-
-    def tok_hash(d: str) -> str | None:
-        """The tokenizer's vocabulary and pipeline; its truncation and padding settings (which a stage may have
-        saved, e.g. an adopted tokenizer's row length) do not change the ids of a text."""
-        p = Path(d) / "tokenizer.json"
-        if not p.exists():
-            return None
-        spec = {k: v for k, v in json.loads(p.read_text(encoding="utf-8")).items() if k not in ("truncation", "padding")}
-        return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
-
-    if tok_hash(teacher_dir) != tok_hash(model_dir):
+    if tokenizer_identity(teacher_dir) != tokenizer_identity(model_dir):
         raise ValueError(f"--teacher {teacher_dir} tokenizes differently from {model_dir}: the soft labels must be "
                          "for the same input ids")
     names = [model.config.id2label[i] for i in range(model.config.num_labels)]

@@ -175,3 +175,20 @@ def test_task_level_distillation_from_a_fine_tuned_teacher(tmp_path, model_dir, 
     code = main(["finetune", "--model", str(model_dir), "--data", str(other), "--output", str(tmp_path / "bad"),
                  "--teacher", str(teacher / "hf")])
     assert code == 2 and "distil from a model fine-tuned on the same labelled data" in capsys.readouterr().err
+
+
+def test_teacher_tokenizer_identity_ignores_saved_truncation_and_padding(tmp_path, model_dir):
+    """An adopted tokenizer saves its row length (truncation and padding) in tokenizer.json; the ids are the
+    same, so a teacher fine-tuned from the original tokenizer still matches; another vocabulary does not."""
+    from training.finetune import tokenizer_identity
+
+    spec = json.loads(Path(model_dir, "tokenizer.json").read_text())
+    for name, extra in (("padded", {"truncation": {"direction": "Right", "max_length": 128, "strategy": "LongestFirst",
+                                                   "stride": 0},
+                                    "padding": {"strategy": {"Fixed": 128}, "direction": "Right", "pad_id": 0}}),
+                        ("other", {"model": {**spec["model"], "vocab": {**spec["model"]["vocab"], "zzzq": 99999}}})):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "tokenizer.json").write_text(json.dumps({**spec, **extra}))
+    assert tokenizer_identity(tmp_path / "padded") == tokenizer_identity(model_dir)
+    assert tokenizer_identity(tmp_path / "other") != tokenizer_identity(model_dir)
+    assert tokenizer_identity(tmp_path) is None
