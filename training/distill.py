@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from transformers import BertConfig, BertForMaskedLM, get_linear_schedule_with_warmup
+from transformers import get_linear_schedule_with_warmup
 from transformers.utils import logging as hf_logging
 
 from lmforge.config import add_config_args, config_from_args, config_to_dict, opt, require
@@ -99,14 +99,32 @@ def student_layers(num_teacher_layers: int, depth: int = 0) -> list[int]:
     return [int(i * (n - 1) / (k - 1) + 0.5) for i in range(k)]
 
 
-def student_from_teacher(teacher: BertForMaskedLM, layers: list[int] | None = None) -> BertForMaskedLM:
-    """A BertForMaskedLM with len(layers) blocks copied from `teacher`; embeddings and MLM head copied too."""
+def mlm_head(model):
+    """The MLM head module of a BERT-family masked LM (BERT's `cls`, RoBERTa's and pre-LN RoBERTa's `lm_head`)."""
+    for name in ("cls", "lm_head"):
+        head = getattr(model, name, None)
+        if head is not None:
+            return head
+    raise ValueError(f"{type(model).__name__}: no MLM head (cls or lm_head); distill takes BERT-family masked LMs")
+
+
+def layer_prefix(model) -> str:
+    """Where the encoder blocks sit in the state dict: bert.encoder.layer., roberta_prelayernorm.encoder.layer., ..."""
+    prefix = f"{model.base_model_prefix}.encoder.layer."
+    if not any(k.startswith(prefix) for k in model.state_dict()):
+        raise ValueError(f"{type(model).__name__}: no {prefix}N blocks; distill takes BERT-family encoders")
+    return prefix
+
+
+def student_from_teacher(teacher, layers: list[int] | None = None):
+    """A masked LM of the teacher's class (BERT, RoBERTa, pre-LN RoBERTa, ...) with len(layers) blocks copied from
+    `teacher`; embeddings, any final LayerNorm and the MLM head copied too."""
     layers = student_layers(teacher.config.num_hidden_layers) if layers is None else layers
     if not layers or max(layers) >= teacher.config.num_hidden_layers:
         raise ValueError(f"layers {layers} do not fit a {teacher.config.num_hidden_layers}-layer teacher")
-    config = BertConfig.from_dict({**teacher.config.to_dict(), "num_hidden_layers": len(layers)})
-    student = BertForMaskedLM(config)
-    prefix = "bert.encoder.layer."
+    config = type(teacher.config).from_dict({**teacher.config.to_dict(), "num_hidden_layers": len(layers)})
+    student = type(teacher)(config)
+    prefix = layer_prefix(teacher)
     source = teacher.state_dict()
     state = {}
     for key in student.state_dict():
@@ -157,10 +175,10 @@ def distill_step(student, teacher, batch: dict[str, torch.Tensor], cfg: DistillC
     labels, att = batch["labels"], batch["attention_mask"].bool()
     sel = (labels != IGNORE_INDEX) if cfg.restrict_ce_to_mask else att
     with torch.no_grad():
-        t_h = teacher.bert(**inputs).last_hidden_state
-        t_sel = teacher.cls(t_h[sel])
-    s_h = student.bert(**inputs).last_hidden_state
-    return loss_at(student.cls(s_h[sel]), t_sel, labels[sel], s_h[att], t_h[att], cfg)
+        t_h = teacher.base_model(**inputs).last_hidden_state
+        t_sel = mlm_head(teacher)(t_h[sel])
+    s_h = student.base_model(**inputs).last_hidden_state
+    return loss_at(mlm_head(student)(s_h[sel]), t_sel, labels[sel], s_h[att], t_h[att], cfg)
 
 
 def mlm_loss(model, batches, limit: int) -> float | None:
@@ -194,6 +212,30 @@ def resolve_teacher(path: str | Path) -> tuple[Path, Path]:
     return hf, stage
 
 
+def load_teacher(teacher_hf: Path):
+    """The teacher as its own masked-LM class (the config's architecture), every weight loaded: a pre-LN model read
+    as a BERT would silently start from random weights."""
+    from transformers import AutoConfig, AutoModelForMaskedLM
+
+    config = AutoConfig.from_pretrained(teacher_hf)
+    try:
+        teacher, info = AutoModelForMaskedLM.from_pretrained(teacher_hf, output_loading_info=True)
+    except ValueError as e:
+        raise ValueError(f"{teacher_hf}: a {config.model_type} model has no masked-LM class; distill takes BERT-family "
+                         f"masked LMs ({e})") from None
+    missing = [k for k in info.get("missing_keys", []) if "position_ids" not in k]
+    if missing:
+        raise ValueError(f"{teacher_hf}: the teacher's weights lack {', '.join(sorted(missing)[:5])}"
+                         f"{' ...' if len(missing) > 5 else ''}: not a complete masked LM (a bare encoder has no MLM head; "
+                         "fit one with `lmforge pretrain --init-from DIR --freeze-encoder`)")
+    layer_prefix(teacher)
+    mlm_head(teacher)
+    teacher.eval()
+    for p in teacher.parameters():
+        p.requires_grad_(False)
+    return teacher
+
+
 def run(cfg: DistillConfig) -> Path:
     t0 = time.time()
     hf_logging.disable_progress_bar()
@@ -204,12 +246,10 @@ def run(cfg: DistillConfig) -> Path:
     # --- setup --------------------------------------------------------------------------------
     teacher_hf, teacher_stage = resolve_teacher(cfg.teacher)
     shards = ShardSet.open(cfg.shards)
-    shards.require_objective(MLM_OBJECTIVES, "distill (BertForMaskedLM)")
+    shards.require_objective(MLM_OBJECTIVES, "distill (a masked LM)")
     tokenizer = load_tokenizer(teacher_hf, max_length=shards.seq_len)
     check_tokenizer(tokenizer, shards.vocab_size, shards.pad_id, shards.mask_id, f"{cfg.shards}/manifest.json")
-    teacher = BertForMaskedLM.from_pretrained(teacher_hf).eval()
-    for p in teacher.parameters():
-        p.requires_grad_(False)
+    teacher = load_teacher(teacher_hf)
     if teacher.config.vocab_size != shards.vocab_size:
         raise ValueError(f"{teacher_hf}: vocab_size {teacher.config.vocab_size} != shards' {shards.vocab_size}")
     torch.manual_seed(cfg.seed)

@@ -144,3 +144,34 @@ def test_distill_runs_end_to_end(tmp_path, monkeypatch):
     assert all(torch.isfinite(torch.tensor(p["loss"])) for p in metrics["loss_curve"])
     assert AutoModelForMaskedLM.from_pretrained(out / "hf").config.num_hidden_layers == 1
     assert AutoTokenizer.from_pretrained(out / "hf").mask_token == "[MASK]"
+
+
+def test_a_pre_ln_teacher_keeps_its_class_and_weights(tmp_path):
+    """lmforge's --prenorm models are RobertaPreLayerNormForMaskedLM: distill loads them as such (read as a BERT,
+    every weight would be 'unexpected' and the teacher random) and copies layers under their own prefix."""
+    from transformers import RobertaPreLayerNormForMaskedLM
+
+    from training.distill import load_teacher
+    from training.model import prenorm_config
+
+    torch.manual_seed(0)
+    cfg = ModelConfig(hidden_size=32, num_layers=4, num_heads=2, intermediate_size=64, prenorm=True)
+    RobertaPreLayerNormForMaskedLM(prenorm_config(cfg, 100, 0, 16)).save_pretrained(tmp_path / "t")
+    teacher = load_teacher(tmp_path / "t")
+    assert isinstance(teacher, RobertaPreLayerNormForMaskedLM) and not any(p.requires_grad for p in teacher.parameters())
+    ids = torch.randint(5, 100, (2, 12))
+    mask = torch.ones_like(ids)
+    with torch.no_grad():  # every layer copied: the same function as the teacher
+        same = student_from_teacher(teacher, [0, 1, 2, 3]).eval()
+        assert torch.allclose(same(input_ids=ids, attention_mask=mask).logits,
+                              teacher(input_ids=ids, attention_mask=mask).logits, atol=1e-5)
+    student = student_from_teacher(teacher)
+    assert student.config.num_hidden_layers == 2 and isinstance(student, RobertaPreLayerNormForMaskedLM)
+    last = "roberta_prelayernorm.encoder.layer.{}.attention.self.query.weight"
+    assert torch.equal(student.state_dict()[last.format(1)], teacher.state_dict()[last.format(3)])
+    # a model without an MLM head is refused with what to do
+    from transformers import RobertaPreLayerNormModel
+
+    RobertaPreLayerNormModel(prenorm_config(cfg, 100, 0, 16)).save_pretrained(tmp_path / "bare")
+    with pytest.raises(ValueError, match="not a complete masked LM .*--freeze-encoder"):
+        load_teacher(tmp_path / "bare")
