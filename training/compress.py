@@ -6,8 +6,13 @@ pruning by importance (training/prune.py).
         --task-config runs/demo/labeled/vader/finetune.json      # one model per share: pruned/share-0.20, ...
 
 `torch.ao.quantization.quantize_dynamic` turns every `nn.Linear` into an int8-weight Linear that
-quantizes its activations on the fly (PyTorch's recipe for BERT on CPU); embeddings and LayerNorms
-stay fp32. transformers has no file format for such a model, so the output holds the float model's
+quantizes its activations on the fly (PyTorch's recipe for BERT on CPU), with one weight scale per
+output channel (`--scheme per_channel`, the default; `per_tensor` is PyTorch's tutorial's), and every
+`nn.Embedding` into int8 rows with a scale each (weight-only; `--no-int8-embeddings` keeps them fp32).
+LayerNorms stay fp32. Measured on the transfer bench's fine-tuned MiniLM (VADER test, 2,302
+sentences; fp32 74.9% accuracy, 86.7 MiB): per-tensor Linear only 73.5% and 55.9 MiB (the 30k x 384
+embedding matrix is most of what is left); per-channel Linear 74.5%; per-channel with int8
+embeddings 74.4% and 22.4 MiB. transformers has no file format for such a model, so the output holds the float model's
 `config.json` and tokenizer, the quantized `state_dict` as `int8.pt` (read back with
 `torch.load(weights_only=True)`), and `quantization.json` saying how it was made.
 `load_int8(DIR)` (and `lmforge evaluate --model DIR`) rebuilds it: the architecture from the config,
@@ -31,6 +36,7 @@ from schemas.manifest import Manifest, describe_outputs, input_ref, write_manife
 QUANT_FILE = "quantization.json"
 INT8_WEIGHTS = "int8.pt"
 METHODS = ("int8", "prune")
+SCHEMES = ("per_channel", "per_tensor")
 
 
 @dataclass(kw_only=True)
@@ -44,12 +50,17 @@ class CompressConfig:
     task_config: str = opt("", "prune: the `lmforge finetune --config` JSON of the model's task; head importance is "
                                "the task loss's gradient on its validation split")
     importance_examples: int = opt(512, "prune: validation examples the importance is measured on")
+    scheme: str = opt("per_channel", "int8: one weight scale per output channel of each Linear (per_channel) or one per "
+                                     "matrix (per_tensor)")
+    int8_embeddings: bool = opt(True, "int8: embedding tables as int8 rows with a scale each (weight-only); most of a small "
+                                      "model's file is its vocabulary")
 
     def __post_init__(self) -> None:
         require(self.method in METHODS, f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
         require(self.method != "prune" or bool(self.task_config),
                 "--method prune needs --task-config: head importance is measured on the task's validation data")
         require(all(0.0 <= s < 1.0 for s in self.shares), f"shares must be in [0, 1), got {self.shares}")
+        require(self.scheme in SCHEMES, f"scheme must be one of {', '.join(SCHEMES)}, got {self.scheme!r}")
 
 
 def is_quantized(model_dir: str | os.PathLike) -> bool:
@@ -71,12 +82,28 @@ def copy_model_files(src: str | os.PathLike, dst: Path) -> None:
             shutil.copy2(f, dst / f.name)
 
 
-def quantize(model):
+def quantize(model, scheme: str = "per_channel", embeddings: bool = True):
+    """int8 dynamic quantization of the Linear layers (and weight-only int8 embedding rows), in place."""
     import torch
+    from torch.ao import quantization as tq
 
+    spec = {torch.nn.Linear: tq.per_channel_dynamic_qconfig if scheme == "per_channel" else tq.default_dynamic_qconfig}
+    if embeddings:
+        spec[torch.nn.Embedding] = tq.float_qparams_weight_only_qconfig
     with warnings.catch_warnings():  # torch deprecates quantized tensors in favour of torchao; not ours to fix
         warnings.simplefilter("ignore", UserWarning)
-        return torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+        q = tq.quantize_dynamic(model, spec, dtype=torch.qint8)
+    from torch.ao.nn.quantized import Embedding as Int8Embedding
+
+    for m in q.modules():
+        # the int8 lookup needs contiguous ids; BERT's default token_type_ids are an expanded (strided) buffer
+        if isinstance(m, Int8Embedding):
+            m.register_forward_pre_hook(_contiguous_ids)
+    return q
+
+
+def _contiguous_ids(module, args):
+    return (args[0].contiguous(), *args[1:])
 
 
 def load_int8(model_dir: str | os.PathLike):
@@ -87,7 +114,10 @@ def load_int8(model_dir: str | os.PathLike):
     from training.card_models import auto_class, model_kind
 
     kind = model_kind(model_dir)
-    model = quantize(auto_class(kind).from_config(tf.AutoConfig.from_pretrained(str(model_dir))).eval())
+    spec = json.loads((Path(model_dir) / QUANT_FILE).read_text())
+    # models quantized before the scheme was recorded: per-tensor Linear layers, fp32 embeddings
+    model = quantize(auto_class(kind).from_config(tf.AutoConfig.from_pretrained(str(model_dir))).eval(),
+                     spec.get("scheme", "per_tensor"), spec.get("int8_embeddings", False))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         state = torch.load(Path(model_dir) / INT8_WEIGHTS, weights_only=True)
@@ -106,7 +136,7 @@ def run(cfg: CompressConfig) -> Path:
     if cfg.method == "prune":
         return run_prune(cfg, t0)
     model, kind = load_model(cfg.model)
-    q = quantize(model.eval())
+    q = quantize(model.eval(), cfg.scheme, cfg.int8_embeddings)
     out = Path(cfg.output)
     out.mkdir(parents=True, exist_ok=True)
     (out / "manifest.json").unlink(missing_ok=True)
@@ -115,8 +145,12 @@ def run(cfg: CompressConfig) -> Path:
         torch.save(q.state_dict(), tmp / INT8_WEIGHTS)
         copy_model_files(cfg.model, tmp)
         linear = sum(1 for m in model.modules() if isinstance(m, torch.nn.Linear))
+        embeddings = sum(1 for m in model.modules() if isinstance(m, torch.nn.Embedding)) if cfg.int8_embeddings else 0
         (tmp / QUANT_FILE).write_text(json.dumps({"method": "int8 dynamic (torch.ao.quantization.quantize_dynamic)",
-                                                  "modules": "torch.nn.Linear", "quantized_modules": linear,
+                                                  "modules": "torch.nn.Linear" + (", torch.nn.Embedding (weight-only)"
+                                                                                  if embeddings else ""),
+                                                  "scheme": cfg.scheme, "int8_embeddings": cfg.int8_embeddings,
+                                                  "quantized_modules": linear, "quantized_embeddings": embeddings,
                                                   "dtype": "qint8", "source": str(cfg.model), "kind": kind,
                                                   "torch": torch.__version__}, indent=2) + "\n")
         written = []

@@ -37,9 +37,15 @@ def count_parameters(model) -> dict[str, int]:
     """Total and embedding parameters; a weight shared by two modules (tied embeddings) counts once."""
     import torch
 
+    from torch.ao.nn.quantized import Embedding as Int8Embedding
+
     seen: set[int] = set()
     total = emb = 0
     for module in model.modules():
+        if isinstance(module, Int8Embedding):  # int8 rows, not a Parameter
+            n = module.weight().numel()
+            total, emb = total + n, emb + n
+            continue
         packed = getattr(module, "_packed_params", None)  # an int8 dynamic Linear keeps its weights packed
         if packed is not None and hasattr(packed, "_weight_bias"):
             w, b = packed._weight_bias()

@@ -304,6 +304,11 @@ def render(comp: dict[str, Any]) -> str:
                      f"parameters, {d['steps']} steps ({d['tokens_seen']:,} tokens, {d['fit_seconds'] / 60:.0f} min); "
                      f"held-out MLM loss student {d['student_valid_mlm_loss']:.3f} vs teacher "
                      f"{d['teacher_valid_mlm_loss']:.3f}.")
+    seen = max(f["distill"]["tokens_seen"] for f in comp["families"].values())
+    lines += ["", f"For scale: each student's general distillation here saw at most {seen / 1e6:.1f}M tokens of the bench's "
+              "corpus; DistilBERT's saw English Wikipedia and the Toronto Book Corpus for about 90 hours on 8 V100s "
+              "(Sanh et al. 2019). int8 is `lmforge compress --method int8` with its defaults: per-channel int8 Linear "
+              "weights with dynamically quantized activations, and int8 embedding rows (weight-only)."]
     return "\n".join(lines) + "\n"
 
 

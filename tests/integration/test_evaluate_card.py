@@ -119,12 +119,14 @@ def test_int8_compression_is_scored_beside_its_source_and_refused_for_training(m
     data.write_text("".join(json.dumps({"text": t, "label": f"LABEL_{i % 3}", "split": ("train", "validation", "test")[(i // 3) % 3]})
                             + "\n" for i, t in enumerate(texts)))
     task = tmp_path / "finetune.json"
-    task.write_text(json.dumps({"data": [str(data)], "task": "classification"}))
+    # the fine-tune's headline metric is what the card reports as the task score (here macro-F1, not accuracy)
+    task.write_text(json.dumps({"data": [str(data)], "task": "classification", "select_metric": "macro_f1"}))
     r = subprocess.run([sys.executable, "-m", "lmforge.cli", "compress", "--model", str(dirs["classifier"]),
                         "--output", str(tmp_path / "int8")], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     q = json.loads((tmp_path / "int8" / "quantization.json").read_text())
     assert q["quantized_modules"] > 0 and q["kind"] == "classifier"
+    assert q["scheme"] == "per_channel" and q["quantized_embeddings"] == 3  # word, position and token-type tables
     assert not list((tmp_path / "int8").glob("*.safetensors"))
 
     r = subprocess.run([sys.executable, "-m", "lmforge.cli", "compress", "--model", str(dirs["classifier"]),
@@ -144,8 +146,8 @@ def test_int8_compression_is_scored_beside_its_source_and_refused_for_training(m
     html = (tmp_path / "card" / "report.html").read_text()
     assert "<table>" in html and 'src="quality_cost.png"' in html
     for e in (fp32, int8, pruned):
-        assert e["quality"]["task"]["test_examples"] == 30 and e["quality"]["task"]["primary"] == "accuracy"
-        assert 0 <= e["quality"]["task"]["metrics"]["accuracy"] <= 1
+        assert e["quality"]["task"]["test_examples"] == 30 and e["quality"]["task"]["primary"] == "macro_f1"
+        assert 0 <= e["quality"]["task"]["metrics"]["accuracy"] <= 1 and 0 <= e["quality"]["task"]["metrics"]["macro_f1"] <= 1
     # the same architecture: the same parameter count, int8 weights on disk in less space
     assert int8["cost"]["parameters"]["total"] == fp32["cost"]["parameters"]["total"]
     assert int8["cost"]["disk_bytes"] < fp32["cost"]["disk_bytes"]
