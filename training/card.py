@@ -131,6 +131,9 @@ def card_entry(model_dir: str, cfg) -> dict[str, Any]:
     if cfg.task_config and kind in ("classifier", "token_classifier"):
         quality["task"] = task_quality(model_dir, cfg.task_config, model=model)
         quality["task"]["controls"] = finetune_controls(model_dir)
+        ref = task_reference(model_dir)
+        if ref:
+            quality["task"]["reference"] = ref
     if cfg.probe_corpus:
         from training.probing import probe_model
 
@@ -206,6 +209,16 @@ def render(entries: list[dict[str, Any]]) -> str:
                 lines.append(f"| {name} | {len(t['classes'])} | {t['train']} / {t['test']} | "
                              + " | ".join(f"{a:.3f}" for a in t["layers"])
                              + f" | {t['chance']:.3f} | {t['majority']:.3f} | {t['bag_of_embeddings']:.3f} |")
+    scores = {str(Path(e["path"]).resolve()): e["quality"]["task"]["metrics"][e["quality"]["task"]["primary"]]
+              for e in entries if e["quality"].get("task")}
+    shares = []
+    for e in entries:
+        t = e["quality"].get("task") or {}
+        ref = str(Path(t["reference"]).resolve()) if t.get("reference") else None
+        if ref in scores and scores[ref]:
+            shares.append(f"`{e['path']}` {100 * t['metrics'][t['primary']] / scores[ref]:.1f}% of `{t['reference']}`")
+    if shares:
+        lines += ["", "Task score as a share of the model it was compressed or distilled from: " + "; ".join(shares) + "."]
     c = entries[0]["cost"] if entries else {}
     if c:
         lines += ["", f"Cost: {c['inputs']:,} inputs of {c['seq_len']} tokens, {c['repeats']} repeats (median), "
@@ -244,8 +257,24 @@ def task_quality(model_dir: str, task_config: str, batch_size: int = 64, model=N
         if unknown:
             raise ValueError(f"{model_dir} predicts labels the data does not have: {unknown}")
         pred = [data.label2id[names[p]] for p in pred]
-    primary = primary_metric(data.task, data.is_bio)
+    primary = cfg.select_metric or primary_metric(data.task, data.is_bio)  # the fine-tune's own headline metric
     return {"metrics": score(data, "test", pred), "primary": primary, "test_examples": len(data.test)}
+
+
+def task_reference(model_dir: str) -> str | None:
+    """The model a compressed model was made from (quantization.json / pruning.json), or the teacher a student
+    was fine-tuned against (its finetune run's --teacher): what its task score is a share of."""
+    d = Path(model_dir)
+    for spec in ("quantization.json", "pruning.json"):
+        if (d / spec).exists():
+            return json.loads((d / spec).read_text()).get("source")
+    metrics = d.parent / "metrics.json"
+    if metrics.exists():
+        try:
+            return (json.loads(metrics.read_text()).get("config") or {}).get("teacher") or None
+        except ValueError:
+            return None
+    return None
 
 
 def finetune_controls(model_dir: str) -> dict[str, float]:
@@ -264,4 +293,9 @@ def finetune_controls(model_dir: str) -> dict[str, float]:
         m = FinetuneMetrics.read(metrics)
     except (ValueError, KeyError):
         return {}
-    return {row: round(m.mean(row), 4) for row in m.rows if row != "pretrained" and m.mean(row) is not None}
+    out = {row: round(m.mean(row), 4) for row in m.rows if row != "pretrained" and m.mean(row) is not None}
+    teacher = (m.config or {}).get("teacher")
+    if not out and teacher and Path(teacher).resolve() != d.resolve():
+        # a student fine-tuned with task-level distillation: its teacher's run scored the controls on the same split
+        return finetune_controls(teacher)
+    return out

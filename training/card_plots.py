@@ -27,26 +27,33 @@ def _name(e: dict[str, Any]) -> str:
 
 
 def quality_cost(entries: list[dict[str, Any]], out: Path) -> Path | None:
-    tasks = [e["quality"].get("task") for e in entries]
-    if all(tasks):
-        ys = [t["metrics"][t["primary"]] for t in tasks]
-        label = f"test {tasks[0]['primary']} (higher is better)"
-    elif all(e["quality"].get("applies") for e in entries):
-        ys = [e["quality"]["value"] for e in entries]
-        label = "held-out LM cross-entropy, nats (lower is better)"
-    else:
+    """MOROCCO's chart: quality against throughput, marker area by peak memory. One panel for the models
+    with a task score, one for those with a language-model loss (a card of a teacher, its student and
+    their fine-tuned and compressed models has both)."""
+    panels = []
+    scored = [e for e in entries if e["quality"].get("task")]
+    if scored:
+        t = scored[0]["quality"]["task"]
+        panels.append((scored, [e["quality"]["task"]["metrics"][e["quality"]["task"]["primary"]] for e in scored],
+                       f"test {t['primary']} (higher is better)"))
+    lm = [e for e in entries if not e["quality"].get("task") and e["quality"].get("applies")]
+    if lm:
+        panels.append((lm, [e["quality"]["value"] for e in lm], "held-out LM cross-entropy, nats (lower is better)"))
+    if not panels:
         return None
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    mem = [max(e["cost"].get("peak_rss_over_imports_bytes") or e["cost"]["peak_rss_bytes"], 1) / (1 << 20) for e in entries]
-    xs = [e["cost"]["with_head"]["inputs_per_second_median"] for e in entries]
-    ax.scatter(xs, ys, s=[20 + m for m in mem], alpha=0.5)
-    ax.margins(0.25)
-    for x, y, e, m in zip(xs, ys, entries, mem):
-        ax.annotate(f"{_name(e)} ({m:.0f} MiB)", (x, y), fontsize=7, xytext=(4, 4), textcoords="offset points")
-    ax.set_xlabel("inputs/s at batch 32, with the head (CPU)")
-    ax.set_ylabel(label)
-    ax.set_title("quality and cost (marker area: peak memory over the imports)", fontsize=9)
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.4 * len(panels), 4.2), squeeze=False)
+    for ax, (group, ys, label) in zip(axes[0], panels):
+        mem = [max(e["cost"].get("peak_rss_over_imports_bytes") or e["cost"]["peak_rss_bytes"], 1) / (1 << 20)
+               for e in group]
+        xs = [e["cost"]["with_head"]["inputs_per_second_median"] for e in group]
+        ax.scatter(xs, ys, s=[20 + m for m in mem], alpha=0.5)
+        ax.margins(0.25)
+        for x, y, e, m in zip(xs, ys, group, mem):
+            ax.annotate(f"{_name(e)} ({m:.0f} MiB)", (x, y), fontsize=7, xytext=(4, 4), textcoords="offset points")
+        ax.set_xlabel("inputs/s at batch 32, with the head (CPU)")
+        ax.set_ylabel(label)
+        ax.set_title("quality and cost (marker area: peak memory over the imports)", fontsize=9)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)
