@@ -9,7 +9,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
+from prefect.artifacts import (
+    create_image_artifact,
+    create_link_artifact,
+    create_markdown_artifact,
+    create_table_artifact,
+)
 
 from schemas.manifest import MANIFEST_NAME, read_manifest, sha256_file
 
@@ -128,3 +133,15 @@ def publish_card(run_name: str, card: Path, models: dict[str, str]) -> None:
                           description="quality and cost together (MOROCCO's protocol, training/resources.py)")
     create_link_artifact(key=artifact_key(run_name, "card-html"), link=(card / "report.html").resolve().as_uri(),
                          link_text=f"evaluation card with plots ({card / 'report.html'})")
+    # the plots themselves, inline: a file:// address would not load in a browser on another machine
+    for name in report.get("images", []):
+        png = card / name
+        if png.exists():
+            create_image_artifact(image_url=image_data_uri(png), key=artifact_key(run_name, f"card-{png.stem}"),
+                                  description=f"{png.stem.replace('_', ' ')} ({png})")
+
+
+def image_data_uri(png: Path) -> str:
+    import base64
+
+    return "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode("ascii")

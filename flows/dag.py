@@ -1,5 +1,6 @@
-"""The lmforge DAG as Prefect flows: corpus -> tokenizer -> shards -> pretrain -> (labeled -> finetune,
-distill) -> evaluate.
+"""The lmforge DAG as Prefect flows: corpus -> tokenizer -> shards -> pretrain -> (labeled -> finetune
+-> int8, pruned; distill; the distilled student fine-tuned with the fine-tuned teacher's soft labels)
+-> evaluate and the evaluation card.
 
     lmforge run --name demo                              # no Prefect server needed
     PREFECT_API_URL=http://127.0.0.1:4200/api lmforge run --name demo   # shows in the UI
@@ -106,16 +107,33 @@ def labeled_task(name: str, run: Path) -> str:
     return launch_stage("labeled", {"output": out}, out, run / "logs", argv=["prepare", name])[0]
 
 
-@task(name="finetune", retries=1, retry_delay_seconds=10)
-def finetune_task(pretrain: str, labeled: str, run: Path, opts: dict) -> str:
-    out = run / "finetune"
+def _labeled_source(labeled: str) -> tuple[dict, bool]:
+    """(finetune's data options, whether the data is a stage's output) for a labeled stage, a config or a file."""
     prepared = Path(labeled, "finetune.json")
     source = ({"config": prepared} if prepared.exists() else {"config": labeled} if labeled.endswith(".json")
               else {"data": [labeled]})
-    stage_input = prepared.exists()
+    return source, prepared.exists()
+
+
+@task(name="finetune", retries=1, retry_delay_seconds=10)
+def finetune_task(pretrain: str, labeled: str, run: Path, opts: dict) -> str:
+    out = run / "finetune"
+    source, stage_input = _labeled_source(labeled)
     return launch_stage("finetune", {"model": Path(pretrain) / "hf", **source, "output": out, **opts}, out, run / "logs",
                         upstream=[pretrain, labeled] if stage_input else [pretrain],
                         raw_inputs=[] if stage_input else [labeled])[0]
+
+
+@task(name="student-finetune", retries=1, retry_delay_seconds=10)
+def student_finetune_task(distill: str, finetune: str, labeled: str, run: Path, opts: dict) -> str:
+    """The distilled student fine-tuned on the same data with task-level distillation from the fine-tuned teacher
+    (`finetune --teacher`), so the card has the student's task score beside the teacher's."""
+    out = run / "student-finetune"
+    source, stage_input = _labeled_source(labeled)
+    return launch_stage("finetune", {"model": Path(distill) / "hf", **source, "output": out,
+                                     "teacher": Path(finetune) / "hf", **opts}, out, run / "logs",
+                        upstream=[distill, finetune, *([labeled] if stage_input else [])],
+                        raw_inputs=[] if stage_input else [labeled], log_name="student-finetune")[0]
 
 
 @task(name="distill", retries=1, retry_delay_seconds=10)
@@ -178,7 +196,8 @@ def task_config(labeled: str, finetune_opts: dict, run: Path) -> str:
 
 def train_and_evaluate(p: TrainParams, run: Path, shards: str, tokenizer: str, init_from: str = "",
                        previous: str = "", corpus: str | None = None) -> dict[str, str | None]:
-    """pretrain -> (labeled -> finetune -> int8, pruned), distill -> evaluate and the card, then the
+    """pretrain -> (labeled -> finetune -> int8, pruned), distill (-> the student fine-tuned on the task) ->
+    evaluate and the card, then the
     artifacts. Shared by every flow."""
     opts = p.stage_options()
     limit = {"timeout_seconds": p.stage_timeout_minutes * 60}
@@ -197,6 +216,11 @@ def train_and_evaluate(p: TrainParams, run: Path, shards: str, tokenizer: str, i
     finetune = independent(finetune_task, pretrain, labeled, run, opts["finetune"]) if labeled else None
     distill = independent(distill_task, pretrain, shards, run, opts["distill"])
     task = task_config(labeled, opts["finetune"], run) if finetune else ""
+    # the student on the task: the teacher's recipe, its first init only, no controls (the teacher's run has them)
+    student_opts = {**opts["finetune"], "init": ["pretrained"], "controls": False, "lr_grid": [],
+                    **opts.get("student_finetune", {})}
+    student_ft = (independent(student_finetune_task, distill, finetune, labeled, run, student_opts)
+                  if finetune and distill and opts.get("student_finetune") is not None else None)
     int8 = independent(compress_task, finetune, run, "int8", {"method": "int8"}) if finetune else None
     pruned = independent(compress_task, finetune, run, "pruned", {"method": "prune", **opts["compress"],
                                                                    "task_config": task}) if finetune else None
@@ -205,14 +229,15 @@ def train_and_evaluate(p: TrainParams, run: Path, shards: str, tokenizer: str, i
     card_opts = dict(opts["card"])
     probe = card_opts.pop("probe", False)
     models = {"teacher": f"{pretrain}/hf", **({"student": f"{distill}/hf"} if distill else {}),
-              **({"fine-tuned": f"{finetune}/hf"} if finetune else {}), **({"int8": int8} if int8 else {}),
+              **({"fine-tuned": f"{finetune}/hf"} if finetune else {}),
+              **({"student fine-tuned": f"{student_ft}/hf"} if student_ft else {}), **({"int8": int8} if int8 else {}),
               **({f"pruned {s:.0%}": f"{pruned}/share-{s:.2f}" for s in opts["compress"]["shares"]} if pruned else {})}
     card = independent(card_task, run, models, shards, task, corpus if probe and corpus else "", card_opts)
     if card:
         artifacts.publish_card(p.run_name, Path(card), models)
     artifacts.publish_lineage(p.run_name, Path(pretrain))
     result = {"tokenizer": tokenizer, "shards": shards, "pretrain": pretrain, "labeled": labeled,
-              "finetune": finetune, "distill": distill, "int8": int8, "pruned": pruned, "eval": evaluation, "card": card}
+              "finetune": finetune, "distill": distill, "student_finetune": student_ft, "int8": int8, "pruned": pruned, "eval": evaluation, "card": card}
     artifacts.publish_outputs(p.run_name, result)
     if failed:
         raise RuntimeError(f"{', '.join(failed)} failed; evaluate reported what finished ({evaluation}/report.md). "

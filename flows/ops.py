@@ -185,7 +185,7 @@ def ui_check(out: Path, work: Path) -> list[Path]:
                  screenshot(f"{ui}/deployments/deployment/{dep['id']}/run", out / "run-form.png"),
                  screenshot(f"{ui}/runs/flow-run/{run['id']}", out / "flow-run.png")]
         by_key = {a["key"]: a["id"] for a in artifacts(env["PREFECT_API_URL"], run["id"]) if a.get("key")}
-        for key in ("demo-corpus-counts", "demo-eval-report", "demo-lineage"):
+        for key in ("demo-corpus-counts", "demo-eval-report", "demo-lineage", "demo-card-table", "demo-card-quality-cost"):
             shots.append(screenshot(f"{ui}/artifacts/artifact/{by_key[key]}", out / f"artifact-{key[5:]}.png"))
         print(f"ui-check: run {run['name']} ended {run['state']['type']}; screenshots: {', '.join(map(str, shots))}")
         if run["state"]["type"] != "COMPLETED":

@@ -38,6 +38,7 @@ WIRED = {
     "finetune": {"model", "output", "data", "train", "validation", "test", "config"},
     "distill": {"teacher", "shards", "output"},
     "evaluate": {"run", "output"},
+    "student_finetune": {"model", "output", "data", "train", "validation", "test", "config", "teacher"},
     "compress": {"model", "output", "method", "task_config"},
     "card": {"run", "output", "model", "shards", "task_config", "probe_corpus", "pretrain", "finetune", "distill"},
 }
@@ -70,6 +71,8 @@ def stage_options(stage: str) -> set[str]:
     """The option names of a stage's config class (what `lmforge <stage> --help` lists)."""
     from lmforge.cli import _stage
 
+    if stage == "student_finetune":  # the finetune stage on the distilled student
+        stage = "finetune"
     if stage == "card":  # the evaluation card is the evaluate stage on several models, plus the flow's switch
         return {f.name for f in dataclasses.fields(_stage("evaluate")[0])} | {"probe"}
     cls = _stage(stage)[0]

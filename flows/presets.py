@@ -23,6 +23,9 @@ def demo() -> dict[str, dict[str, Any]]:
         # KL only at masked positions: full-vocabulary KL at every position costs ~0.7 s/step here.
         "distill": {"steps": 200, "batch_size": 16, "restrict_ce_to_mask": True, "log_every": 25},
         "evaluate": {},
+        # the distilled student fine-tuned on the same task with the teacher's recipe (one seed, no controls: the
+        # teacher's run has them) plus task-level distillation from the fine-tuned teacher, for its task score
+        "student_finetune": {},
         # the fine-tuned model compressed two ways: int8 weights, and a quarter of its heads pruned
         "compress": {"shares": [0.25]},
         # the card of teacher, student, fine-tuned model, int8 and pruned: 512 inputs x 3 repeats per
@@ -41,6 +44,7 @@ def tiny() -> dict[str, dict[str, Any]]:
                      "max_length": 64, "init": ["pretrained", "scratch"]},
         "distill": {"steps": 10, "batch_size": 8},
         "evaluate": {"max_batches": 4},
+        "student_finetune": {},
         "compress": {"shares": [0.25], "importance_examples": 64},
         # the tiny crawl's held-out part is too small for probing's balanced classes
         "card": {"cost_inputs": 64, "cost_repeats": 2, "latency_inputs": 8, "max_batches": 4, "probe": False},

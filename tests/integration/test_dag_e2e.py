@@ -21,7 +21,7 @@ def test_dag_end_to_end(tmp_path, monkeypatch):
     crawl = sorted(glob.glob(str(ROOT / "tests/data/tiny/*.warc.gz")) + glob.glob(str(ROOT / "tests/data/tiny/*.wet")))
     result = lmforge_dag(run_name="e2e", runs_dir=str(tmp_path), crawl=crawl, preset="tiny")
     run = tmp_path / "e2e"
-    assert set(result) == set(STAGES) | {"tokenizer", "int8", "pruned", "card"} and all(result.values())
+    assert set(result) == set(STAGES) | {"tokenizer", "student_finetune", "int8", "pruned", "card"} and all(result.values())
     for stage in STAGES:
         stage_dir = Path(result[stage])
         assert stage_dir == run / ("labeled/vader" if stage == "labeled" else stage)
@@ -64,20 +64,27 @@ def test_dag_end_to_end(tmp_path, monkeypatch):
 
     # A second run with a changed fine-tune option reruns the fine-tune and what reads it (evaluate,
     # the compressed models, the card), nothing upstream.
-    # the card: teacher, student, fine-tuned, int8 and pruned, quality and cost together
+    # the card: teacher, student, fine-tuned, the student fine-tuned, int8 and pruned, quality and cost together
     card = json.loads((run / "card" / "report.json").read_text())["models"]
-    assert [e["kind"] for e in card] == ["masked_lm", "masked_lm", "classifier", "classifier", "classifier"]
+    assert [Path(e["path"]).parent.name for e in card[:4]] == ["pretrain", "distill", "finetune", "student-finetune"]
+    assert [e["kind"] for e in card] == ["masked_lm", "masked_lm", "classifier", "classifier", "classifier", "classifier"]
     assert all(e["quality"]["task"]["test_examples"] == 300 for e in card[2:])
-    # each task score stands next to the fine-tune's controls on the same split
+    # each task score stands next to the fine-tune's controls on the same split (the student's: its teacher's run's)
     assert all(set(e["quality"]["task"]["controls"]) == {"scratch", "majority", "tfidf_lr"} for e in card[2:])
-    assert card[0]["quality"]["applies"] and card[3]["cost"]["disk_bytes"] < card[2]["cost"]["disk_bytes"]
+    assert card[0]["quality"]["applies"] and card[4]["cost"]["disk_bytes"] < card[2]["cost"]["disk_bytes"]
+    assert card[3]["cost"]["parameters"]["without_embeddings"] < card[2]["cost"]["parameters"]["without_embeddings"]
+    # the student's and the int8 model's scores are shares of the fine-tuned teacher's
+    assert {Path(card[i]["quality"]["task"]["reference"]).resolve() for i in (3, 4, 5)} == {(run / "finetune/hf").resolve()}
+    assert "Task score as a share of the model it was compressed or distilled from" in (run / "card/report.md").read_text()
+    sft = read_manifest(run / "student-finetune")
+    assert sft["config"]["teacher"] == str(run / "finetune" / "hf") and sft["config"]["init"] == ["pretrained"]
 
-    ALL = (*STAGES, "int8", "pruned", "card")
+    ALL = (*STAGES, "student-finetune", "int8", "pruned", "card")
     before = {s: read_manifest(run / ("labeled/vader" if s == "labeled" else s))["created_unix"] for s in ALL}
     lmforge_dag(run_name="e2e", runs_dir=str(tmp_path), crawl=crawl, preset="tiny",
                 overrides={"finetune": {"seeds": [2]}})
     after = {s: read_manifest(run / ("labeled/vader" if s == "labeled" else s))["created_unix"] for s in ALL}
-    assert {s for s in ALL if after[s] != before[s]} == {"finetune", "eval", "int8", "pruned", "card"}
+    assert {s for s in ALL if after[s] != before[s]} == {"finetune", "student-finetune", "eval", "int8", "pruned", "card"}
     # the same parameters again: nothing reruns
     lmforge_dag(run_name="e2e", runs_dir=str(tmp_path), crawl=crawl, preset="tiny",
                 overrides={"finetune": {"seeds": [2]}})

@@ -65,7 +65,7 @@ def test_documented_deployment_runs_and_a_failed_refresh_is_reported(tmp_path):
             assert run["parameters"]["preset"] == "tiny" and run["parameters"]["run_name"] == "demo"
             keys = {a["key"] for a in ops.artifacts(url, run["id"]) if a.get("key")}
             assert {"demo-corpus-counts", "demo-corpus-report", "demo-outputs", "demo-lineage", "demo-eval-report",
-                    "demo-eval-table"} <= keys, keys
+                    "demo-eval-table", "demo-card", "demo-card-table", "demo-card-quality-cost"} <= keys, keys
             tasks = ops.api(url, "/task_runs/filter", {"flow_runs": {"id": {"any_": [run["id"]]}}})
             assert {t["name"].rsplit("-", 1)[0] for t in tasks} >= {"corpus", "tokenizer", "shards", "pretrain",
                                                                    "labeled", "finetune", "distill", "evaluate"}

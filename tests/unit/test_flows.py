@@ -180,17 +180,23 @@ def test_dag_wires_init_from_and_the_labeled_task(root, recorded):
     assert rec.opts("pretrain")["init_from"] == str(ROOT)
     assert next(a for s, _, a in rec.calls if s == "labeled") == ["prepare", "vader"]
     assert rec.opts("finetune")["config"] == run / "labeled" / "vader" / "finetune.json"
-    assert rec.stages() == ["corpus", "tokenizer", "shards", "pretrain", "labeled", "finetune", "distill", "compress",
-                            "compress", "evaluate", "evaluate"]
+    assert rec.stages() == ["corpus", "tokenizer", "shards", "pretrain", "labeled", "finetune", "distill", "finetune",
+                            "compress", "compress", "evaluate", "evaluate"]
     assert rec.opts("corpus")["index"] == run / "minhash_index"
-    # the card: teacher, student, fine-tuned, int8 and pruned, scored on the fine-tune's own test split
+    # the student fine-tuned on the same task: its teacher is the fine-tuned model, one init, no controls
+    student = [o for s, o, _ in rec.calls if s == "finetune"][1]
+    assert student["model"] == run / "distill" / "hf" and student["teacher"] == run / "finetune" / "hf"
+    assert student["output"] == run / "student-finetune" and student["init"] == ["pretrained"]
+    assert student["controls"] is False and student["config"] == run / "labeled" / "vader" / "finetune.json"
+    assert student["max_train"] == rec.opts("finetune")["max_train"]  # the teacher's recipe
+    # the card: teacher, student, both fine-tuned, int8 and pruned, scored on the fine-tune's own test split
     compress = [o for s, o, _ in rec.calls if s == "compress"]
     assert [c["method"] for c in compress] == ["int8", "prune"]
     assert compress[1]["task_config"] == str(run / "card-task.json")
     assert json.loads((run / "card-task.json").read_text())["max_test"] == 300  # the tiny preset's cap
     card = [o for s, o, _ in rec.calls if s == "evaluate"][1]
     assert card["model"] == [str(run / "pretrain/hf"), str(run / "distill/hf"), str(run / "finetune/hf"),
-                             str(run / "int8"), str(run / "pruned/share-0.25")]
+                             str(run / "student-finetune/hf"), str(run / "int8"), str(run / "pruned/share-0.25")]
     assert card["task_config"] == str(run / "card-task.json") and "probe_corpus" not in card  # tiny: no probing
 
 
