@@ -333,7 +333,8 @@ def plot(comp: dict[str, Any], path: Path) -> Path | None:
         for name, m in cost["models"].items():
             tp, y = _throughput(m), 100 * scores[name]
             ax.scatter(tp, y, s=m["peak_rss_bytes"] / 2**20 * scale, alpha=0.5)
-            ax.annotate(name, (tp, y), fontsize=8, xytext=(4, 4), textcoords="offset points")
+            label = f"{name} (mean of {len(x['student']['per_seed'])} seeds)" if name == "student" else name
+            ax.annotate(label, (tp, y), fontsize=8, xytext=(4, 4), textcoords="offset points")
         ax.set_xlabel("inputs/s at batch 32, with head (2 threads)")
         ax.set_ylabel(f"{cost['task']} test {x['primary']} x 100")
         ax.set_title(f"{fam}: quality vs throughput (marker: peak RSS)")
