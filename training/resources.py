@@ -36,7 +36,6 @@ def disk_bytes(model_dir: str | Path) -> int:
 def count_parameters(model) -> dict[str, int]:
     """Total and embedding parameters; a weight shared by two modules (tied embeddings) counts once."""
     import torch
-
     from torch.ao.nn.quantized import Embedding as Int8Embedding
 
     seen: set[int] = set()
