@@ -164,7 +164,15 @@ def main(argv: list[str] | None = None) -> int:
     sp = argparse.ArgumentParser(prog=f"lmforge {command}", description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_args(sp, cls)
     if command == "pretrain":
-        sp.add_argument("--nproc", type=int, default=2, help="processes per node (torchrun --nproc_per_node; default: 2)")
+        sp.add_argument("--nproc", type=int, default=0, help="processes per node (torchrun --nproc_per_node; default 0: "
+                        "one per GPU, or 2 on CPU)")
+        sp.add_argument("--accelerator", choices=("auto", "cpu", "cuda"), default="auto",
+                        help="cuda: one process per GPU over NCCL; cpu: gloo, the cores shared out as torch threads; "
+                             "auto: cuda if torch sees a GPU (default: %(default)s)")
+        sp.add_argument("--dry-run", action="store_true", help="print the launch plan (accelerator, processes, threads, "
+                        "backend, torchrun command, DeepSpeed config) as JSON and exit")
+        sp.add_argument("--gpus-per-node", type=int, default=None, help="with --dry-run: plan for a node with this many "
+                        "GPUs (compute capability 8.0) instead of this machine")
         sp.add_argument("--nnodes", type=int, default=1, help="nodes: run this same command on each of them; they meet "
                         "through a c10d rendezvous at --rdzv-endpoint and must share the file system holding --shards, "
                         "--tokenizer and --output (default: 1)")
@@ -186,7 +194,16 @@ def main(argv: list[str] | None = None) -> int:
             from training.launch import Nodes
 
             job = ns.rdzv_id or "lmforge-" + hashlib.sha1(os.path.abspath(cfg.output).encode()).hexdigest()[:12]
-            out = run_fn(cfg, nproc=ns.nproc, nodes=Nodes(ns.nnodes, ns.rdzv_endpoint, job))
+            nodes = Nodes(ns.nnodes, ns.rdzv_endpoint, job)
+            if ns.dry_run:
+                from training.accelerator import Machine
+                from training.launch import plan_text
+
+                machine = None if ns.gpus_per_node is None else Machine(Machine.here().cpu_count,
+                                                                        ((8, 0),) * ns.gpus_per_node)
+                print(plan_text("training.pretrain", cfg, ns.nproc, nodes, ns.accelerator, machine))
+                return 0
+            out = run_fn(cfg, nproc=ns.nproc, nodes=nodes, accelerator=ns.accelerator)
         else:
             out = run_fn(cfg, beam_args) if beam else run_fn(cfg)
     except (FileNotFoundError, ValueError, StageBusy) as e:  # bad input named by the stage: no traceback needed

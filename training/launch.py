@@ -5,8 +5,8 @@
     out = launch_pretrain(PretrainConfig(shards=..., tokenizer=..., output=..., model="tiny", steps=20), nproc=2)
 
 runs `python -m torch.distributed.run --nproc_per_node=2 --master_port=<free> -m training.pretrain
---shards ... ` with DS_ACCELERATOR=cpu and OMP_NUM_THREADS=1 (2 cores, 2 processes: more threads
-per process would only contend), streams the workers' stdout (lmforge's progress) to our stdout
+--shards ... ` with the environment training/accelerator.py plans (on CPU: DS_ACCELERATOR=cpu, gloo, and
+the cores shared out, OMP_NUM_THREADS=1 for 2 processes on 2 cores; on CUDA: one process per GPU, NCCL), streams the workers' stdout (lmforge's progress) to our stdout
 and their stderr (library warnings, tracebacks) to our stderr, both to <output>/launch.log, and
 raises RuntimeError with the log's tail if it fails.
 """
@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from lmforge.config import options_to_argv
+from training.accelerator import Machine, launch_plan
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -79,16 +80,34 @@ def torchrun_command(module: str, argv: list[str], nproc: int, port: int, nodes:
     return [sys.executable, "-m", "torch.distributed.run", *where, f"--nproc_per_node={nproc}", "-m", module, *argv]
 
 
+def plan_text(module: str, cfg: Any, nproc: int, nodes: Nodes = Nodes(), accelerator: str = "auto",
+              machine: Machine | None = None) -> str:
+    """What a launch would do, as JSON: the accelerator plan, the workers' environment, the torchrun command and
+    (for pretraining) the DeepSpeed config; nothing runs."""
+    import json
+
+    plan = launch_plan(accelerator, nproc, machine)
+    out: dict[str, Any] = {"plan": plan.as_dict(), "worker_env": plan.env(), "nnodes": nodes.nnodes,
+                           "torchrun": torchrun_command(module, cfg_to_argv(cfg), plan.nproc_per_node, 29500, nodes)}
+    if module == "training.pretrain":
+        from training.pretrain import deepspeed_config
+
+        out["deepspeed_config"] = deepspeed_config(cfg)
+    return json.dumps(out, indent=1, default=str)
+
+
 def launch(module: str, cfg: Any, output: str | os.PathLike, nproc: int = 2, tail_lines: int = 60,
-           nodes: Nodes = Nodes()) -> Path:
-    """Run `module` under torchrun with `cfg` as flags; returns `output` once every rank of this node exited 0."""
+           nodes: Nodes = Nodes(), accelerator: str = "auto") -> Path:
+    """Run `module` under torchrun with `cfg` as flags; returns `output` once every rank of this node exited 0.
+    `nproc` 0: one process per GPU, or training.accelerator's default on CPU."""
+    plan = launch_plan(accelerator, nproc)
+    nproc = plan.nproc_per_node
     output = Path(output)
     output.mkdir(parents=True, exist_ok=True)
     cmd = torchrun_command(module, cfg_to_argv(cfg), nproc, free_port(), nodes)
     env = {
         **os.environ,
-        "DS_ACCELERATOR": "cpu",
-        "OMP_NUM_THREADS": "1",
+        **plan.env(),  # DS_ACCELERATOR, OMP_NUM_THREADS (the cores shared out), LMFORGE_DIST_BACKEND
         "PYTHONUNBUFFERED": "1",  # progress lines arrive as they are printed
         "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p),
     }
@@ -132,6 +151,6 @@ def launch(module: str, cfg: Any, output: str | os.PathLike, nproc: int = 2, tai
     return output
 
 
-def launch_pretrain(cfg, nproc: int = 2, nodes: Nodes = Nodes()) -> Path:
+def launch_pretrain(cfg, nproc: int = 2, nodes: Nodes = Nodes(), accelerator: str = "auto") -> Path:
     """Run `training.pretrain` on `nproc` processes of this node (of `nodes`); returns cfg.output."""
-    return launch("training.pretrain", cfg, cfg.output, nproc=nproc, nodes=nodes)
+    return launch("training.pretrain", cfg, cfg.output, nproc=nproc, nodes=nodes, accelerator=accelerator)

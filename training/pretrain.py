@@ -37,6 +37,7 @@ from lmforge.config import add_config_args, config_from_args, config_to_dict, op
 from lmforge.logs import setup as setup_logs
 from schemas.manifest import MANIFEST_NAME, Manifest, atomic_write_json, describe_outputs, input_ref, write_manifest
 from schemas.shards import MLM_OBJECTIVES
+from training.accelerator import dist_backend
 from training.data import RankLoader, ShardSet
 from training.export import HF_DIR, METRICS_NAME, check_tokenizer, load_tokenizer, loss_summary, save_hf
 from training.model import build_for_objective, load_for_objective, num_parameters, param_groups, preset
@@ -226,7 +227,7 @@ def run(cfg: PretrainConfig) -> Path:
     # DeepSpeed's ZeRO-2 calls the deprecated all_gather_into_tensor; the warning is not ours to fix.
     warnings.filterwarnings("ignore", message=".*all_gather_into_tensor.*", category=FutureWarning)
     with contextlib.redirect_stdout(sys.stderr):  # DeepSpeed prints "... built successfully": chatter, not progress
-        deepspeed.init_distributed(dist_backend="gloo")
+        deepspeed.init_distributed(dist_backend=dist_backend())  # gloo on CPU, nccl on CUDA (training/accelerator.py)
     rank, world = dist.get_rank(), dist.get_world_size()
     out = Path(cfg.output)
     if rank == 0:

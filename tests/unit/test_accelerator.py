@@ -1,0 +1,70 @@
+"""training/accelerator.py: which accelerator, how many processes and threads, which backend (no GPU needed:
+the machine is a value), and `lmforge pretrain --dry-run`, which prints the plan without running anything."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from training.accelerator import DEFAULT_CPU_PROCESSES, Machine, launch_plan
+
+ROOT = Path(__file__).resolve().parents[2]
+CPU2 = Machine(cpu_count=2)
+A100x4 = Machine(cpu_count=32, gpus=((8, 0),) * 4)
+V100x2 = Machine(cpu_count=16, gpus=((7, 0),) * 2)
+
+
+def test_cpu_shares_the_cores_out_and_uses_gloo():
+    two = launch_plan("auto", 2, CPU2)
+    assert (two.accelerator, two.backend, two.nproc_per_node, two.threads_per_process) == ("cpu", "gloo", 2, 1)
+    assert two.env() == {"DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "LMFORGE_DIST_BACKEND": "gloo"}
+    one = launch_plan("cpu", 1, CPU2)  # a single process uses every core (it used to get one thread)
+    assert one.threads_per_process == 2 and not one.fused_adam
+    assert launch_plan("cpu", 0, Machine(8)).nproc_per_node == DEFAULT_CPU_PROCESSES
+    assert launch_plan("cpu", 0, Machine(8)).threads_per_process == 8 // DEFAULT_CPU_PROCESSES
+    crowded = launch_plan("cpu", 4, CPU2)
+    assert crowded.threads_per_process == 1 and "contend" in crowded.notes[0]
+
+
+def test_cuda_runs_one_process_per_gpu_over_nccl():
+    p = launch_plan("auto", 0, A100x4)
+    assert (p.accelerator, p.backend, p.nproc_per_node, p.ds_accelerator) == ("cuda", "nccl", 4, "cuda")
+    assert p.precisions[0] == "bf16" and p.fused_adam and p.threads_per_process == 8
+    assert launch_plan("cuda", 2, A100x4).nproc_per_node == 2
+    old = launch_plan("auto", 0, V100x2)  # no bf16 before compute capability 8.0
+    assert old.precisions == ("fp16", "fp32") and "bf16" in old.notes[0]
+    assert launch_plan("cpu", 0, A100x4).accelerator == "cpu"  # asked for the CPU: the GPUs stay idle
+
+
+def test_impossible_plans_are_clear_errors():
+    with pytest.raises(ValueError, match="no CUDA device"):
+        launch_plan("cuda", 0, CPU2)
+    with pytest.raises(ValueError, match="8 processes on a node with 4 GPU"):
+        launch_plan("cuda", 8, A100x4)
+    with pytest.raises(ValueError, match="accelerator must be one of"):
+        launch_plan("tpu", 0, CPU2)
+
+
+def test_this_machine_plans_the_cpu():
+    p = launch_plan("auto", 2)
+    assert p.accelerator == "cpu" and p.backend == "gloo"  # no GPU here
+
+
+def _dry_run(*extra: str) -> dict:
+    r = subprocess.run([sys.executable, "-m", "lmforge.cli", "pretrain", "--shards", "s", "--tokenizer", "t",
+                        "--output", "o", "--dry-run", *extra], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout)
+
+
+def test_dry_run_prints_the_plan_and_the_deepspeed_config_without_running():
+    here = _dry_run("--nproc", "1", "--zero-stage", "1")
+    assert here["plan"]["accelerator"] == "cpu" and here["worker_env"]["LMFORGE_DIST_BACKEND"] == "gloo"
+    assert "--nproc_per_node=1" in here["torchrun"] and here["deepspeed_config"]["zero_optimization"] == {"stage": 1}
+    gpu = _dry_run("--nproc", "0", "--gpus-per-node", "4", "--nnodes", "2", "--rdzv-endpoint", "node0:29400")
+    assert gpu["plan"]["accelerator"] == "cuda" and gpu["worker_env"]["DS_ACCELERATOR"] == "cuda"
+    assert "--nproc_per_node=4" in gpu["torchrun"] and "--rdzv_endpoint=node0:29400" in gpu["torchrun"]
+    assert gpu["nnodes"] == 2 and not Path(ROOT, "o").exists()  # nothing ran, nothing was written

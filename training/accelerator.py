@@ -1,0 +1,104 @@
+"""Which accelerator a training job runs on, and what follows from it (one code path for CPU and GPU).
+
+    plan = launch_plan("auto", nproc=0)      # CUDA GPUs if torch sees any, else the CPU
+    plan.env()                               # DS_ACCELERATOR, OMP_NUM_THREADS, LMFORGE_DIST_BACKEND
+
+- `cuda`: one process per GPU (`nproc` 0 means every visible GPU; more processes than GPUs is an
+  error), NCCL between them, bf16 where the GPU supports it (compute capability 8.0+) and fp16
+  otherwise, DeepSpeed's fused Adam available; a few CPU threads per process for the data loader.
+- `cpu`: gloo between processes, and the cores shared out: each process gets cores // nproc torch
+  threads (one process uses every core; two on two cores get one each, since more would contend).
+- `auto`: `cuda` when torch sees a CUDA device, else `cpu`.
+The selection is a pure function of what the machine reports (`Machine`), so it is tested here without a
+GPU; `lmforge pretrain --dry-run` prints the plan that a given machine would get.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+
+ACCELERATORS = ("auto", "cpu", "cuda")
+DEFAULT_CPU_PROCESSES = 2
+"""Data-parallel processes on CPU when none are asked for: ZeRO's partitioning is exercised, and on 2 cores
+each process gets one."""
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What the launch depends on: cores, and the CUDA devices torch sees with their compute capability."""
+
+    cpu_count: int
+    gpus: tuple[tuple[int, int], ...] = ()
+    """(major, minor) compute capability of each visible CUDA device."""
+
+    @classmethod
+    def here(cls) -> Machine:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        gpus: tuple[tuple[int, int], ...] = ()
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                gpus = tuple(torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count()))
+        except Exception:  # a broken CUDA install must not stop a CPU run  # noqa: BLE001
+            gpus = ()
+        return cls(cpu_count=max(1, cores), gpus=gpus)
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    accelerator: str
+    """cpu or cuda: what the job runs on."""
+    nproc_per_node: int
+    backend: str
+    """torch.distributed backend: gloo (CPU) or nccl (CUDA)."""
+    threads_per_process: int
+    ds_accelerator: str
+    """DeepSpeed's accelerator name (DS_ACCELERATOR)."""
+    precisions: tuple[str, ...]
+    """Mixed precisions the devices support, best first (fp32 always)."""
+    fused_adam: bool
+    """DeepSpeed's FusedAdam (CUDA) can replace torch AdamW."""
+    notes: list[str] = field(default_factory=list)
+
+    def env(self) -> dict[str, str]:
+        """The environment of every worker process."""
+        return {"DS_ACCELERATOR": self.ds_accelerator, "OMP_NUM_THREADS": str(self.threads_per_process),
+                "LMFORGE_DIST_BACKEND": self.backend}
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def launch_plan(accelerator: str = "auto", nproc: int = 0, machine: Machine | None = None) -> LaunchPlan:
+    """The plan for `nproc` processes per node (0: one per GPU, or DEFAULT_CPU_PROCESSES on CPU)."""
+    if accelerator not in ACCELERATORS:
+        raise ValueError(f"accelerator must be one of {', '.join(ACCELERATORS)}, got {accelerator!r}")
+    if nproc < 0:
+        raise ValueError(f"nproc must be >= 0, got {nproc}")
+    m = machine or Machine.here()
+    kind = ("cuda" if m.gpus else "cpu") if accelerator == "auto" else accelerator
+    notes: list[str] = []
+    if kind == "cuda":
+        if not m.gpus:
+            raise ValueError("--accelerator cuda: torch sees no CUDA device here (torch.cuda.is_available() is "
+                             "False); use --accelerator auto or cpu")
+        n = nproc or len(m.gpus)
+        if n > len(m.gpus):
+            raise ValueError(f"{n} processes on a node with {len(m.gpus)} GPU(s): CUDA runs one process per GPU")
+        bf16 = all(cap >= (8, 0) for cap in m.gpus[:n])
+        precisions = ("bf16", "fp16", "fp32") if bf16 else ("fp16", "fp32")
+        if not bf16:
+            notes.append("a GPU older than compute capability 8.0: no bf16, fp16 with loss scaling instead")
+        threads = max(1, m.cpu_count // n)
+        return LaunchPlan("cuda", n, "nccl", threads, "cuda", precisions, True, notes)
+    n = nproc or DEFAULT_CPU_PROCESSES
+    if n > m.cpu_count:
+        notes.append(f"{n} processes on {m.cpu_count} core(s): they will contend; one thread each")
+    threads = max(1, m.cpu_count // n)
+    return LaunchPlan("cpu", n, "gloo", threads, "cpu", ("bf16", "fp32"), False, notes)
+
+
+def dist_backend() -> str:
+    """The backend a worker initialises: what its launcher planned, else gloo (a bare `torchrun` on CPU)."""
+    return os.environ.get("LMFORGE_DIST_BACKEND", "gloo")
