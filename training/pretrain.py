@@ -481,7 +481,13 @@ def main(argv: list[str] | None = None) -> Path:
     parser = argparse.ArgumentParser(prog="python -m training.pretrain", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_args(parser, PretrainConfig)
-    cfg = config_from_args(PretrainConfig, parser.parse_args(argv))
+    # the DeepSpeed launcher (`deepspeed --hostfile ...`) passes --local_rank=N besides setting LOCAL_RANK
+    parser.add_argument("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)
+    ns = parser.parse_args(argv)
+    local_rank = vars(ns).pop("local_rank")
+    if local_rank is not None:
+        os.environ.setdefault("LOCAL_RANK", str(local_rank))
+    cfg = config_from_args(PretrainConfig, ns)
     rank = int(os.environ.get("RANK", "0"))
     setup_logs(logging.INFO if rank == 0 else logging.WARNING, f"%(asctime)s [rank{rank}] %(name)s: %(message)s")
     return run(cfg)

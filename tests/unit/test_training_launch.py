@@ -75,3 +75,18 @@ def test_resume_mismatch_names_options_that_change_the_run():
     assert resume_mismatch(saved, same) == {}
     other = config_to_dict(PretrainConfig(shards="s", tokenizer="t", output="o", steps=20, lr=1e-4, resume=True))
     assert resume_mismatch(saved, other) == {"steps": (10, 20), "lr": (1e-3, 1e-4)}
+
+
+def test_pretrain_accepts_the_deepspeed_launchers_local_rank(monkeypatch, tmp_path):
+    """`deepspeed --hostfile ...` runs the script with --local_rank=N: it must parse (it used to be 'unrecognized
+    arguments'), not become an option of the run, and reach LOCAL_RANK."""
+    import training.pretrain as pretrain
+
+    seen = {}
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    monkeypatch.setattr(pretrain, "run", lambda cfg: seen.setdefault("cfg", cfg))
+    pretrain.main(["--shards", "s", "--tokenizer", "t", "--output", str(tmp_path), "--local_rank=1"])
+    assert seen["cfg"] == PretrainConfig(shards="s", tokenizer="t", output=str(tmp_path))
+    import os
+
+    assert os.environ["LOCAL_RANK"] == "1"
