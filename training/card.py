@@ -261,14 +261,21 @@ def task_quality(model_dir: str, task_config: str, batch_size: int = 64, model=N
     return {"metrics": score(data, "test", pred), "primary": primary, "test_examples": len(data.test)}
 
 
-def task_reference(model_dir: str) -> str | None:
-    """The model a compressed model was made from (quantization.json / pruning.json), or the teacher a student
-    was fine-tuned against (its finetune run's --teacher): what its task score is a share of."""
-    d = Path(model_dir)
+def compressed_from(model_dir: str | Path) -> str | None:
+    """The model a compressed model was made from (its quantization.json / pruning.json), else None."""
     for spec in ("quantization.json", "pruning.json"):
-        if (d / spec).exists():
-            return json.loads((d / spec).read_text()).get("source")
-    metrics = d.parent / "metrics.json"
+        if (Path(model_dir) / spec).exists():
+            return json.loads((Path(model_dir) / spec).read_text()).get("source")
+    return None
+
+
+def task_reference(model_dir: str) -> str | None:
+    """The model a compressed model was made from, or the teacher a student was fine-tuned against (its finetune
+    run's --teacher): what its task score is a share of."""
+    source = compressed_from(model_dir)
+    if source:
+        return source
+    metrics = Path(model_dir).parent / "metrics.json"
     if metrics.exists():
         try:
             return (json.loads(metrics.read_text()).get("config") or {}).get("teacher") or None
@@ -282,10 +289,7 @@ def finetune_controls(model_dir: str) -> dict[str, float]:
     for a fine-tuned model in a finetune stage's hf/, or compressed from one: a task score stands next to them."""
     from schemas.finetune import FinetuneMetrics
 
-    d = Path(model_dir)
-    for spec in ("quantization.json", "pruning.json"):
-        if (d / spec).exists():
-            d = Path(json.loads((d / spec).read_text())["source"])
+    d = Path(compressed_from(model_dir) or model_dir)
     metrics = d.parent / "metrics.json"
     if not metrics.exists():
         return {}
