@@ -251,7 +251,8 @@ def _mib(b: int) -> str:
     return f"{b / 2**20:.1f}"
 
 
-def render(comp: dict[str, Any]) -> str:
+def render(comp: dict[str, Any], controls: dict[str, dict[str, float]] | None = None) -> str:
+    """The section; `controls`: per task, the bench's TF-IDF + LR and majority means on the same test split."""
     if not comp.get("families"):
         return ""
     c = comp["config"]
@@ -272,6 +273,10 @@ def render(comp: dict[str, Any]) -> str:
             lines.append(f"| {fam} | {task} ({x['primary']}) | {_pts(tm['mean'])} ± {100 * (tm['sd'] or 0):.1f} | "
                          f"{_pts(sm['mean'])} ± {100 * (sm['sd'] or 0):.1f} | {100 * sm['mean'] / tm['mean']:.1f}% | "
                          f"{_pts(x['fp32'])} | {_pts(x['int8'])} | {100 * x['int8'] / x['fp32']:.1f}% | {prune} |")
+    if controls:
+        lines += ["", "Controls on the same test splits (the transfer table's rows): " + "; ".join(
+            f"{t} TF-IDF + LR {_pts(c.get('tfidf_lr'))}, majority {_pts(c.get('majority'))}"
+            for t, c in controls.items() if t in comp["config"]["tasks"]) + "."]
     lines += ["", "Cost, MOROCCO's protocol (training/resources.py, each model in a fresh process, 2 torch threads): "
               f"{c['cost_inputs']:,} real test inputs of the first task padded to its fine-tuning length, batch 32, "
               f"median of {c['cost_repeats']} passes; latency at batch 1 over 100 inputs.", "",

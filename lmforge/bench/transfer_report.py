@@ -99,7 +99,7 @@ def render(res: dict[str, Any]) -> str:
                 lines.append(f"| {ROW_NAMES[row]} | " + " | ".join(_cell(r.get(m)) for m in metrics) + " |")
         lines.append("")
     lines += ["![quality per task and row](benchmarks/transfer.png)"]
-    comp = render_compression(res.get("compression") or {})
+    comp = render_compression(res.get("compression") or {}, {name: primary_means(t) for name, t in res["tasks"].items()})
     if comp:
         lines += [comp, "![quality against throughput, marker by peak memory](benchmarks/compression.png)"]
     lines += ["", "### Pretraining", ""]

@@ -130,3 +130,4 @@ def test_compression_goals_and_tables(tmp_path):
     assert comp_render({}) == "" and comp_goals({}) == []
     full = render({**RES, "compression": COMP})
     assert "### Compression" in full and "benchmarks/compression.png" in full
+    assert "vader TF-IDF + LR 75.0, majority 44.0; reuters TF-IDF + LR 72.0, majority 32.0" in full
