@@ -86,13 +86,21 @@ def shards_task(corpus: str, tokenizer: str, run: Path, opts: dict, beam_args: l
 
 @task(name="pretrain", retries=1, retry_delay_seconds=10)
 def pretrain_task(shards: str, tokenizer: str, run: Path, opts: dict, nproc: int, init_from: str = "",
-                  nnodes: int = 1, rdzv_endpoint: str = "") -> str:
+                  nnodes: int = 1, rdzv_endpoint: str = "", hostfile: str = "") -> str:
     out = run / "pretrain"
     # a retry (or a rerun after a crash) continues from the last checkpoint, bit-identically
     resume = (out / "checkpoints" / "latest").exists() and not (out / "manifest.json").exists()
     o = {"shards": shards, "tokenizer": tokenizer, "output": out, **opts, "nproc": nproc,
          **({"init_from": init_from} if init_from else {}), **({"resume": True} if resume else {})}
-    if nnodes > 1:
+    if hostfile:
+        from training.launch import read_hostfile
+
+        hosts = read_hostfile(hostfile)
+        o.update(hostfile=hostfile, node_rank=0, master_addr=hosts[0][0])
+        for rank, (host, _) in enumerate(hosts[1:], start=1):
+            print(f"[pretrain] node {rank} of {len(hosts)} ({host}), with the same file system, runs: "
+                  + shlex.join(["lmforge", "pretrain", *options_to_argv({**o, "node_rank": rank})]), flush=True)
+    elif nnodes > 1:
         o.update(nnodes=nnodes, rdzv_endpoint=rdzv_endpoint, rdzv_id=f"lmforge-{run.name}")
         print(f"[pretrain] {nnodes} nodes: this worker is one; on each other node, with the same file system, run: "
               + shlex.join(["lmforge", "pretrain", *options_to_argv(o)]), flush=True)
@@ -202,7 +210,7 @@ def train_and_evaluate(p: TrainParams, run: Path, shards: str, tokenizer: str, i
     opts = p.stage_options()
     limit = {"timeout_seconds": p.stage_timeout_minutes * 60}
     pretrain = pretrain_task.with_options(**limit)(shards, tokenizer, run, opts["pretrain"], p.nproc, init_from,
-                                                   p.nnodes, p.rdzv_endpoint)
+                                                   p.nnodes, p.rdzv_endpoint, p.hostfile)
     failed: dict[str, str] = {}
 
     def independent(t, *args) -> str | None:
@@ -269,7 +277,7 @@ def token_stages(p, run: Path, corpus: str, adopt_from: str = "", replay: list[s
 def lmforge_dag(run_name: str = D.run_name, runs_dir: str = D.runs_dir, crawl: list[str] = D.crawl,
                 preset: Preset = D.preset, tokenizer_model: TokenizerKind = D.tokenizer_model, mask_objective: MaskObjective = D.mask_objective,
                 model: str = D.model, init_from: str = D.init_from, nproc: int = D.nproc, nnodes: int = D.nnodes,
-                rdzv_endpoint: str = D.rdzv_endpoint, labeled: str = D.labeled,
+                rdzv_endpoint: str = D.rdzv_endpoint, hostfile: str = D.hostfile, labeled: str = D.labeled,
                 task: TaskKind = D.task, text_column: str = D.text_column, text_pair_column: str = D.text_pair_column,
                 label_column: str = D.label_column, dedup_index: str = D.dedup_index, index_wait: float = D.index_wait,
                 beam_args: list[str] = D.beam_args, stage_timeout_minutes: float = D.stage_timeout_minutes,
@@ -288,7 +296,7 @@ def lmforge_dag(run_name: str = D.run_name, runs_dir: str = D.runs_dir, crawl: l
 def lmforge_train(run_name: str = T.run_name, runs_dir: str = T.runs_dir, shards: str = T.shards,
                   tokenizer: str = T.tokenizer, preset: Preset = T.preset, model: str = T.model, init_from: str = T.init_from,
                   nproc: int = T.nproc, nnodes: int = T.nnodes, rdzv_endpoint: str = T.rdzv_endpoint,
-                  labeled: str = T.labeled, task: TaskKind = T.task, text_column: str = T.text_column,
+                  hostfile: str = T.hostfile, labeled: str = T.labeled, task: TaskKind = T.task, text_column: str = T.text_column,
                   text_pair_column: str = T.text_pair_column, label_column: str = T.label_column,
                   stage_timeout_minutes: float = T.stage_timeout_minutes,
                   overrides: dict[str, dict[str, Any]] = T.overrides) -> dict[str, str | None]:

@@ -129,6 +129,9 @@ class TrainParams(BaseModel):
                         "them and the flow log gives the command each other node runs; all share the runs folder's "
                         "file system")
     rdzv_endpoint: str = Field("", description="HOST:PORT of the c10d rendezvous every node reaches (with nnodes > 1)")
+    hostfile: str = Field("", description="a DeepSpeed hostfile ('HOST slots=N' per node) instead of nnodes and a "
+                          "rendezvous: this worker is node 0 (the first host, also the master address) and the flow "
+                          "log gives the command each other node runs")
     labeled: str = Field("vader", description="the fine-tune task: a known labelled source (`lmforge labeled list`), "
                          "a `lmforge finetune --config` JSON file, or one labelled data file (JSONL/CSV/Parquet)")
     task: TaskKind = Field(
@@ -147,7 +150,10 @@ class TrainParams(BaseModel):
         from training.launch import Nodes
 
         try:
-            Nodes(self.nnodes, self.rdzv_endpoint)
+            if self.hostfile:
+                Nodes(hostfile=self.hostfile, node_rank=0)
+            else:
+                Nodes(self.nnodes, self.rdzv_endpoint)
         except ValueError as e:
             raise ParamError(str(e)) from None
         return self

@@ -71,7 +71,7 @@ def lmforge_refresh(run_name: str = R.run_name, runs_dir: str = R.runs_dir, craw
                     snapshot: str = R.snapshot, preset: Preset = R.preset, tokenizer_model: TokenizerKind = R.tokenizer_model,
                     mask_objective: MaskObjective = R.mask_objective, model: str = R.model, init_from: str = R.init_from,
                     nproc: int = R.nproc, nnodes: int = R.nnodes, rdzv_endpoint: str = R.rdzv_endpoint,
-                    labeled: str = R.labeled, task: TaskKind = R.task, text_column: str = R.text_column,
+                    hostfile: str = R.hostfile, labeled: str = R.labeled, task: TaskKind = R.task, text_column: str = R.text_column,
                     text_pair_column: str = R.text_pair_column, label_column: str = R.label_column,
                     dedup_index: str = R.dedup_index, replay_fraction: float = R.replay_fraction,
                     index_wait: float = R.index_wait, beam_args: list[str] = R.beam_args,

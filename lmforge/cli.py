@@ -178,6 +178,14 @@ def main(argv: list[str] | None = None) -> int:
                         "--tokenizer and --output (default: 1)")
         sp.add_argument("--rdzv-endpoint", default="", help="HOST:PORT every node reaches (node 0's), with --nnodes > 1")
         sp.add_argument("--rdzv-id", default="", help="job id, the same on every node (default: derived from --output)")
+        sp.add_argument("--node-rank", type=int, default=-1, help="static multi-node launch instead of a rendezvous: this "
+                        "node's rank 0..nnodes-1 (as Slurm's SLURM_NODEID or a Kubernetes indexed Job's index), with "
+                        "--master-addr; with --hostfile, which host of it this node is")
+        sp.add_argument("--master-addr", default="", help="node 0's address for --node-rank or --hostfile launches")
+        sp.add_argument("--master-port", type=int, default=29500, help="node 0's port for those (default: %(default)s)")
+        sp.add_argument("--hostfile", default="", help="a DeepSpeed hostfile ('HOST slots=N' per node): launch with the "
+                        "DeepSpeed launcher instead of torchrun, on each node with its --node-rank (no ssh needed); "
+                        "processes per node come from the slots")
     if beam:
         ns, beam_args = sp.parse_known_args(rest)
         _reject_misspelt_flags(sp, beam_args)
@@ -194,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
             from training.launch import Nodes
 
             job = ns.rdzv_id or "lmforge-" + hashlib.sha1(os.path.abspath(cfg.output).encode()).hexdigest()[:12]
-            nodes = Nodes(ns.nnodes, ns.rdzv_endpoint, job)
+            nodes = Nodes(ns.nnodes, ns.rdzv_endpoint, job, ns.node_rank, ns.master_addr, ns.master_port, ns.hostfile)
             if ns.dry_run:
                 from training.accelerator import Machine
                 from training.launch import plan_text

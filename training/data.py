@@ -1,17 +1,18 @@
 """Reading token shards for training: the pure core, no DeepSpeed and no process group.
 
 A shard directory (`schemas.shards`, `lmforge.token_shard/v3`) holds Arrow IPC stream files
-that are memory-mapped, so a rank's RSS grows only with the rows it touches. Each epoch a
-rank sees its own rows (row i belongs to rank i % world), reshuffled from (seed, epoch, rank),
-with the precomputed mask variant `epoch % K` applied.
+that are memory-mapped, so a rank's RSS grows only with the rows it touches. Each epoch the rows
+are shuffled from (seed, epoch) and cut into global batches of micro batch x world samples, rank r
+taking the r-th slice of each, with the precomputed mask variant `epoch % K` applied. The position
+is counted in samples, so a run saved on N processes resumes on M.
 
     shards = ShardSet.open("runs/demo/shards")         # verify=True: sha256 of every file on read
     table = shards.read("train")                       # zero-copy over the mapped files
     loader = RankLoader(table, rank=0, world=2, batch_size=16, seed=1, num_variants=shards.num_variants)
     for batch in loader.epoch(0):                       # dict of LongTensors, (16, seq_len)
         ...
-    state = loader.state_dict()                         # {epoch, batch, seed, rank, world, ...}
-    loader.load_state_dict(state); e, i = loader.position
+    state = loader.state_dict()                         # {epoch, sample, seed, world, ...}
+    loader.load_state_dict(state); e, i = loader.position  # on any world size
     for batch in loader.epoch(e, start=i): ...          # exactly the batches the uninterrupted run saw
 
 Batches follow the shards' objective (from the schema metadata): mlm, whole_word and span give
@@ -21,8 +22,8 @@ decoder_input_ids (labels shifted right, pad first, as HF T5 does); causal gives
 attention_mask and labels = input_ids with -100 at padding (the model shifts them).
 
 We considered `datasets.Dataset.from_file` (it reads these streams too) and
-`torch.utils.data.DistributedSampler`; neither knows about the K mask variants, and the rank
-split and shuffle are ten lines of numpy, so they are written here.
+`torch.utils.data.DistributedSampler`; neither knows about the K mask variants, and the
+shuffle and global batches are ten lines of numpy, so they are written here.
 """
 from __future__ import annotations
 
@@ -345,109 +346,98 @@ def _t5(sub: pa.Table, ids: np.ndarray, lengths: np.ndarray, variant: int, meta:
 
 
 # ---------------------------------------------------------------------------------------------
-# Rank split, shuffle and the loader.
+# Shuffle, global batches and the loader.
 
 
-@dataclass(frozen=True)
-class RankSplit:
-    rows: np.ndarray
-    """Row indices this rank owns, ascending."""
-    dropped: int
-    """Rows dropped from the end of the table (on all ranks together) so every rank owns as many."""
+def epoch_order(num_rows: int, seed: int, epoch: int) -> np.ndarray:
+    """Every row of the split once, shuffled by (seed, epoch) alone: the same order whatever the world size."""
+    return np.random.default_rng([seed, epoch]).permutation(num_rows).astype(np.int64)
 
 
-def rank_rows(num_rows: int, rank: int, world: int) -> RankSplit:
-    """Row i goes to rank i % world; the last num_rows % world rows go nowhere.
+def rank_batches(order: np.ndarray, start: int, batch_size: int, rank: int, world: int) -> list[np.ndarray]:
+    """Rank `rank`'s micro-batches of one epoch, from sample `start` of `order` on.
 
-    Equal row counts give equal batch counts, so no rank waits at a collective another never
-    reaches. E.g. 1,003 rows on 2 ranks: 1,003 % 2 = 1 dropped, 501 rows each.
-    """
-    assert 0 <= rank < world, (rank, world)
-    usable = num_rows - num_rows % world
-    return RankSplit(rows=np.arange(rank, usable, world, dtype=np.int64), dropped=num_rows - usable)
-
-
-def epoch_batches(rows: np.ndarray, batch_size: int, seed: int, epoch: int, rank: int = 0) -> tuple[list[np.ndarray], int]:
-    """This epoch's shuffled batches of `rows` and how many rows the short last batch lost.
-
-    The order depends only on (seed, epoch, rank), so a rerun sees the same batches; the rows
-    left over differ from epoch to epoch, so no row is dropped for good.
-    """
-    order = np.random.default_rng([seed, epoch, rank]).permutation(rows)
-    n = len(order) // batch_size
-    return [order[i * batch_size:(i + 1) * batch_size] for i in range(n)], len(order) - n * batch_size
+    The epoch is cut into global batches of batch_size * world consecutive samples; rank r takes the r-th
+    slice of each. A run on 2 processes with micro batch 16 and one on 1 process with micro batch 16 and 2
+    accumulation steps see the same 32 samples in each optimizer step, so a checkpoint's position, counted
+    in samples, means the same data on any world size. The tail shorter than one global batch is left out
+    of this epoch (another tail, of other rows, is left out of the next)."""
+    g = batch_size * world
+    n = (len(order) - start) // g
+    return [order[start + i * g + rank * batch_size: start + i * g + (rank + 1) * batch_size] for i in range(n)]
 
 
-LOADER_STATE_KEYS = ("seed", "world", "batch_size", "num_rows", "num_variants")
-"""What must match for a saved position to mean the same batches."""
+LOADER_STATE_KEYS = ("seed", "num_rows", "num_variants")
+"""What must match for a saved position (epoch, sample) to mean the same data; world size and batch
+size may differ (a run resumed on another number of processes)."""
 
 
 class RankLoader:
-    """One rank's batches, epoch by epoch; counts what it leaves out; resumable.
+    """One rank's micro-batches, epoch by epoch; counts what it leaves out; resumable on any world size.
 
-    The whole order is a function of (seed, epoch, rank), with no hidden RNG, so the state is
-    just the position: the epoch and the index of the next batch in it.
+    The order is a function of (seed, epoch), with no hidden RNG, so the state is the position: the epoch
+    and the number of samples of it consumed by all ranks together.
     """
 
     def __init__(self, table: pa.Table, rank: int, world: int, batch_size: int, seed: int, num_variants: int):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if not 0 <= rank < world:
+            raise ValueError(f"rank {rank} is outside a world of {world}")
         self.table, self.rank, self.world, self.batch_size = table, rank, world, batch_size
         self.seed, self.num_variants = seed, num_variants
         objective = ShardMeta.from_schema(table.schema).objective
         self.view = MlmView(table) if objective in MLM_OBJECTIVES and table.num_rows else None
-        self.split = rank_rows(table.num_rows, rank, world)
-        self.batches_per_epoch = len(self.split.rows) // batch_size
+        self.global_batch = batch_size * world
+        self.batches_per_epoch = table.num_rows // self.global_batch
         self.position: tuple[int, int] = (0, 0)
-        """(epoch, index of the next batch in it), advanced as batches are handed out."""
+        """(epoch, samples of it consumed by all ranks), advanced as batches are handed out."""
         self.counts = {
             "rows": table.num_rows,
-            "rows_per_rank": len(self.split.rows),
-            "dropped_rank_remainder": self.split.dropped,
-            # Per epoch and rank; which rows they are changes with the shuffle.
-            "dropped_partial_batch": len(self.split.rows) - self.batches_per_epoch * batch_size,
+            # Per epoch; which rows they are changes with the shuffle.
+            "dropped_partial_batch": table.num_rows - self.batches_per_epoch * self.global_batch,
         }
         if self.batches_per_epoch == 0:
-            raise ValueError(
-                f"{table.num_rows} rows over {world} ranks give {len(self.split.rows)} per rank, "
-                f"fewer than one batch of {batch_size}"
-            )
-        if rank == 0 and (self.counts["dropped_rank_remainder"] or self.counts["dropped_partial_batch"]):
-            log.info("loader drops %d row(s) to keep ranks equal and %d per rank per epoch to keep batches whole",
-                     self.counts["dropped_rank_remainder"], self.counts["dropped_partial_batch"])
+            raise ValueError(f"{table.num_rows} rows are fewer than one global batch of {batch_size} x {world} "
+                             f"processes = {self.global_batch}")
+        if rank == 0 and self.counts["dropped_partial_batch"]:
+            log.info("loader leaves out %d row(s) per epoch (a different tail each epoch) to keep global batches whole",
+                     self.counts["dropped_partial_batch"])
 
     def variant(self, epoch: int) -> int:
         """epoch % K; 0 (unused) for causal shards, which store no variants."""
         return epoch % self.num_variants if self.num_variants else 0
 
     def epoch(self, epoch: int, start: int = 0) -> Iterator[dict[str, torch.Tensor]]:
-        """This epoch's batches from index `start`; `position` moves past each batch as it is yielded."""
-        if not 0 <= start <= self.batches_per_epoch:
-            raise ValueError(f"start {start} is outside [0, {self.batches_per_epoch}] batches of epoch {epoch}")
-        batches, _ = epoch_batches(self.split.rows, self.batch_size, self.seed, epoch, self.rank)
+        """This epoch's micro-batches from sample `start` on; `position` moves past each batch as it is yielded."""
+        if not 0 <= start <= self.table.num_rows:
+            raise ValueError(f"start {start} is outside [0, {self.table.num_rows}] samples of epoch {epoch}")
+        batches = rank_batches(epoch_order(self.table.num_rows, self.seed, epoch), start, self.batch_size,
+                               self.rank, self.world)
         v = self.variant(epoch)
-        for i in range(start, len(batches)):
+        for i, rows in enumerate(batches):
             # Set before yielding: a state saved after this batch is consumed resumes at the next one.
-            self.position = (epoch, i + 1) if i + 1 < len(batches) else (epoch + 1, 0)
-            yield self.view.batch(batches[i], v) if self.view is not None else build_batch(self.table, batches[i], v)
+            self.position = (epoch, start + (i + 1) * self.global_batch) if i + 1 < len(batches) else (epoch + 1, 0)
+            yield self.view.batch(rows, v) if self.view is not None else build_batch(self.table, rows, v)
 
     def state_dict(self) -> dict[str, Any]:
-        epoch, batch = self.position
-        return {"epoch": epoch, "batch": batch, "seed": self.seed, "rank": self.rank, "world": self.world,
-                "batch_size": self.batch_size, "num_rows": self.table.num_rows, "num_variants": self.num_variants,
-                "batches_per_epoch": self.batches_per_epoch}
+        epoch, sample = self.position
+        return {"epoch": epoch, "sample": sample, "seed": self.seed, "world": self.world,
+                "batch_size": self.batch_size, "num_rows": self.table.num_rows, "num_variants": self.num_variants}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume at `state`'s position. Every rank is at the same position (equal batches per rank),
-        so rank 0's state (the one DeepSpeed saves) restores any rank; seed, world, batch size, rows
-        and variants must match, or the position would name other batches."""
+        """Resume at `state`'s position. Every rank is at the same position, so any rank's state restores
+        any rank, on any world size and batch size; seed, rows and variants must match, or the position
+        would name other data."""
         mine = self.state_dict()
         diff = {k: (state.get(k), mine[k]) for k in LOADER_STATE_KEYS if state.get(k) != mine[k]}
+        if "sample" not in state:
+            diff["sample"] = ("absent (a checkpoint of an older lmforge counted per-rank batches)", "a sample count")
         if diff:
             raise ValueError("loader state does not fit this loader (saved, now): "
                              + ", ".join(f"{k} {a} != {b}" for k, (a, b) in diff.items()))
-        epoch, batch = int(state["epoch"]), int(state["batch"])
-        if epoch < 0 or not 0 <= batch < self.batches_per_epoch:
-            raise ValueError(f"loader state position epoch {epoch} batch {batch} is outside "
-                             f"{self.batches_per_epoch} batches per epoch")
-        self.position = (epoch, batch)
+        epoch, sample = int(state["epoch"]), int(state["sample"])
+        if epoch < 0 or not 0 <= sample < self.table.num_rows:
+            raise ValueError(f"loader state position epoch {epoch} sample {sample} is outside the split's "
+                             f"{self.table.num_rows} rows")
+        self.position = (epoch, sample)

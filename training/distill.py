@@ -33,7 +33,6 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from transformers import get_linear_schedule_with_warmup
 from transformers.utils import logging as hf_logging
 
 from lmforge.config import add_config_args, config_from_args, config_to_dict, opt, require
@@ -42,7 +41,8 @@ from schemas.manifest import MANIFEST_NAME, Manifest, atomic_write_json, describ
 from schemas.shards import MLM_OBJECTIVES
 from training.data import IGNORE_INDEX, RankLoader, ShardSet
 from training.export import HF_DIR, METRICS_NAME, check_tokenizer, load_tokenizer, loss_summary, save_hf
-from training.model import num_parameters, param_groups
+from training.model import num_parameters
+from training.recipe import build_optimizer, param_groups, schedule_fn
 
 log = logging.getLogger("lmforge.distill")
 
@@ -257,8 +257,8 @@ def run(cfg: DistillConfig) -> Path:
     student = student_from_teacher(teacher, layers).train()
     loader = RankLoader(shards.read("train"), 0, 1, cfg.batch_size, cfg.seed, shards.num_variants)
     total = cfg.steps or cfg.epochs * loader.batches_per_epoch
-    optimizer = torch.optim.AdamW(param_groups(student, cfg.weight_decay), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-6)
-    scheduler = get_linear_schedule_with_warmup(optimizer, int(cfg.warmup_ratio * total), total)
+    optimizer = build_optimizer("adamw", param_groups(student, cfg.weight_decay), cfg.lr)  # the shared recipe
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule_fn("linear", int(cfg.warmup_ratio * total), total))
     log.info("teacher %s (%d layers, %s params) -> student %d layers (%s params), layers %s | %d steps x %d seq",
              teacher_hf, teacher.config.num_hidden_layers, f"{num_parameters(teacher):,}",
              student.config.num_hidden_layers, f"{num_parameters(student):,}",
@@ -317,7 +317,7 @@ def run(cfg: DistillConfig) -> Path:
         config=config_to_dict(cfg),
         inputs=[input_ref(teacher_stage), input_ref(cfg.shards)],
         counts={"steps": step, "sequences": step * cfg.batch_size, "tokens": tokens, "epochs_started": epoch + 1,
-                **{k: v for k, v in loader.counts.items() if k != "rows_per_rank"}},
+                **loader.counts},
         outputs=describe_outputs(out, [*(f.relative_to(out) for f in hf_files), METRICS_NAME]),
         extra={k: metrics[k] for k in ("first_loss", "last_loss", "loss_window", "student_valid_mlm_loss",
                                         "teacher_valid_mlm_loss", "copied_layers", "teacher_parameters",

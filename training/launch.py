@@ -45,6 +45,30 @@ def cfg_to_argv(cfg: Any, prefix: str = "") -> list[str]:
     return options_to_argv(opts) + nested
 
 
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(sig: int = 9) -> bool:
+    """Ask Linux to send `sig` (SIGKILL) to this process when its parent dies, so a kill -9 of `lmforge pretrain`
+    takes the torchrun agent with it and the agent's death takes each worker (torch starts the workers in a
+    session of their own, so a signal to the launcher's process group never reaches them). Called in the agent
+    (as the launcher's preexec_fn) and first thing in every worker. Returns False where prctl does not exist
+    (not Linux); exits at once when the parent is already gone."""
+    import ctypes
+    import ctypes.util
+
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0) != 0:
+            return False
+    except (OSError, AttributeError):
+        return False
+    if os.getppid() != parent or parent == 1:  # the parent died before prctl took effect
+        os._exit(1)
+    return True
+
+
 def free_port() -> int:
     """A port the OS says is free now (another process could take it before torchrun does; rare)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -54,26 +78,87 @@ def free_port() -> int:
 
 @dataclasses.dataclass(frozen=True)
 class Nodes:
-    """Where the processes of one training job run. One node: torchrun with a free local port. Several
-    nodes: every node runs the same command (one torchrun agent each) and they meet through a c10d
-    rendezvous on `rdzv_endpoint` (host:port of a machine all nodes reach, usually node 0); the shards,
-    tokenizer and output directory must be on a file system they all share."""
+    """Where the processes of one training job run; every node runs the same command. Three ways to meet:
+
+    - one node: torchrun with a free local port (the default);
+    - c10d rendezvous (`rdzv_endpoint` HOST:PORT of a machine all nodes reach, usually node 0): torchrun
+      agents find each other and agree on ranks, so nodes need not know their rank;
+    - static (`node_rank` and `master_addr`, `master_port`): torchrun with fixed node ranks, as Slurm or
+      a Kubernetes indexed Job hands them out;
+    - a DeepSpeed hostfile (`hostfile`, one `HOST slots=N` line per node): the DeepSpeed launcher runs on each
+      node with `--no_ssh --node_rank` (no ssh or pdsh needed); processes per node come from the slots.
+    The shards, tokenizer and output directory must be on a file system all nodes share; pretraining checks
+    that the output directory is the same on every process and stops with a clear error if not."""
 
     nnodes: int = 1
     rdzv_endpoint: str = ""
     rdzv_id: str = "lmforge"
+    node_rank: int = -1
+    master_addr: str = ""
+    master_port: int = 29500
+    hostfile: str = ""
 
     def __post_init__(self) -> None:
+        if self.hostfile:
+            hosts = read_hostfile(self.hostfile)
+            if self.nnodes not in (1, len(hosts)):
+                raise ValueError(f"--nnodes {self.nnodes} but {self.hostfile} lists {len(hosts)} node(s)")
+            object.__setattr__(self, "nnodes", len(hosts))
+            if len(hosts) > 1 and not 0 <= self.node_rank < len(hosts):
+                raise ValueError(f"{self.hostfile} lists {len(hosts)} nodes: give each its --node-rank 0..{len(hosts) - 1}")
+            return
         if self.nnodes < 1:
             raise ValueError(f"nnodes must be >= 1, got {self.nnodes}")
+        if self.nnodes > 1 and self.node_rank >= 0:
+            if self.node_rank >= self.nnodes or not self.master_addr:
+                raise ValueError(f"static multi-node launch: --node-rank must be in 0..{self.nnodes - 1} and "
+                                 f"--master-addr name node 0 (got node rank {self.node_rank}, addr {self.master_addr!r})")
+            return
         if self.nnodes > 1 and not re.fullmatch(r"[A-Za-z0-9.\-\[\]:]+:\d+", self.rdzv_endpoint):
             raise ValueError(f"{self.nnodes} nodes need --rdzv-endpoint HOST:PORT (node 0's address, reachable from "
-                             f"every node), got {self.rdzv_endpoint!r}")
+                             f"every node), or --node-rank with --master-addr, got {self.rdzv_endpoint!r}")
+
+    def slots(self) -> int | None:
+        """Processes on this node from the hostfile (None without one)."""
+        if not self.hostfile:
+            return None
+        hosts = read_hostfile(self.hostfile)
+        return hosts[max(self.node_rank, 0)][1]
+
+
+def read_hostfile(path: str) -> list[tuple[str, int]]:
+    """DeepSpeed's hostfile: `HOST slots=N` per line, # comments; a clear error for anything else."""
+    hosts: list[tuple[str, int]] = []
+    try:
+        lines = Path(path).read_text().splitlines()
+    except FileNotFoundError:
+        raise ValueError(f"hostfile {path}: no such file") from None
+    for i, line in enumerate(lines, 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        m = re.fullmatch(r"(\S+)\s+slots=(\d+)", line)
+        if not m or int(m.group(2)) < 1:
+            raise ValueError(f"hostfile {path} line {i}: expected 'HOST slots=N' (N >= 1), got {line!r}")
+        if m.group(1) in {h for h, _ in hosts}:
+            raise ValueError(f"hostfile {path} line {i}: host {m.group(1)} is listed twice")
+        hosts.append((m.group(1), int(m.group(2))))
+    if not hosts:
+        raise ValueError(f"hostfile {path} lists no host")
+    return hosts
 
 
 def torchrun_command(module: str, argv: list[str], nproc: int, port: int, nodes: Nodes = Nodes()) -> list[str]:
+    if nodes.hostfile:
+        addr = nodes.master_addr or read_hostfile(nodes.hostfile)[0][0]
+        return [sys.executable, "-m", "deepspeed.launcher.runner", "--hostfile", nodes.hostfile, "--no_ssh",
+                "--node_rank", str(max(nodes.node_rank, 0)), "--master_addr", addr,
+                "--master_port", str(nodes.master_port if nodes.nnodes > 1 else port), "--module", module, *argv]
     if nodes.nnodes == 1:
         where = ["--nnodes=1", "--master_addr=127.0.0.1", f"--master_port={port}"]
+    elif nodes.node_rank >= 0:
+        where = [f"--nnodes={nodes.nnodes}", f"--node_rank={nodes.node_rank}", f"--master_addr={nodes.master_addr}",
+                 f"--master_port={nodes.master_port}"]
     else:
         where = [f"--nnodes={nodes.nnodes}", "--rdzv_backend=c10d", f"--rdzv_endpoint={nodes.rdzv_endpoint}",
                  f"--rdzv_id={nodes.rdzv_id}"]
@@ -86,13 +171,15 @@ def plan_text(module: str, cfg: Any, nproc: int, nodes: Nodes = Nodes(), acceler
     (for pretraining) the DeepSpeed config; nothing runs."""
     import json
 
-    plan = launch_plan(accelerator, nproc, machine)
+    plan = launch_plan(accelerator, nodes.slots() or nproc, machine)
     out: dict[str, Any] = {"plan": plan.as_dict(), "worker_env": plan.env(), "nnodes": nodes.nnodes,
                            "torchrun": torchrun_command(module, cfg_to_argv(cfg), plan.nproc_per_node, 29500, nodes)}
     if module == "training.pretrain":
         from training.pretrain import deepspeed_config
+        from training.recipe import optimizer_choice
 
         out["deepspeed_config"] = deepspeed_config(cfg)
+        out["optimizer"] = optimizer_choice(cfg.optimizer, plan.accelerator)  # fused on CUDA
     return json.dumps(out, indent=1, default=str)
 
 
@@ -100,7 +187,7 @@ def launch(module: str, cfg: Any, output: str | os.PathLike, nproc: int = 2, tai
            nodes: Nodes = Nodes(), accelerator: str = "auto") -> Path:
     """Run `module` under torchrun with `cfg` as flags; returns `output` once every rank of this node exited 0.
     `nproc` 0: one process per GPU, or training.accelerator's default on CPU."""
-    plan = launch_plan(accelerator, nproc)
+    plan = launch_plan(accelerator, nodes.slots() or nproc)
     nproc = plan.nproc_per_node
     output = Path(output)
     output.mkdir(parents=True, exist_ok=True)
@@ -118,7 +205,7 @@ def launch(module: str, cfg: Any, output: str | os.PathLike, nproc: int = 2, tai
         log_file.write("$ " + " ".join(cmd) + "\n")
         # cwd stays ours, so relative paths in cfg mean what the caller meant; PYTHONPATH finds the repo
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, bufsize=1)
+                                text=True, bufsize=1, preexec_fn=die_with_parent)
         assert proc.stdout is not None and proc.stderr is not None
         lock = threading.Lock()
 

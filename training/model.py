@@ -10,13 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 from transformers import BertConfig, BertForMaskedLM
 
 from schemas.shards import MLM_OBJECTIVES
+from training.recipe import masked_accuracy, param_groups  # noqa: F401  (param_groups: re-exported)
+
+FAMILIES = {"any": None, "roberta": MLM_OBJECTIVES, "gpt2": ("causal",), "t5": ("t5_span",)}
+"""Preset family -> the shard objectives it trains on (None: any)."""
 
 
 @dataclass(frozen=True)
@@ -35,8 +38,18 @@ class ModelConfig:
     """LayerNorm before attention and feed-forward instead of after (pre-LN, as GPT-2, Cramming and
     MosaicBERT): transformers' RobertaPreLayerNormForMaskedLM instead of BertForMaskedLM. Pre-LN keeps
     gradients well scaled at a high learning rate without a long warm-up (Xiong et al. 2020)."""
+    max_position: int = 512
+    """Learned positions (BERT's 512, GPT-2's 1024), independent of the training rows' length: a model
+    trained on 128-token rows still accepts longer inputs (positions past the training length stay
+    untrained, as in BERT's first 90% of steps). T5's relative positions have no table and ignore it."""
+    family: str = "any"
+    """The architecture the sizes belong to: `any` (the model follows the shards' objective: BERT for
+    MLM, GPT-2 for causal, T5 for t5_span), or one objective's model only: `roberta` (RoBERTa's masked
+    LM), `gpt2` (causal shards) or `t5` (t5_span shards)."""
 
     def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise ValueError(f"family must be one of {sorted(FAMILIES)}, got {self.family!r}")
         if self.hidden_size % self.num_heads:
             raise ValueError(f"hidden_size {self.hidden_size} is not a multiple of num_heads {self.num_heads}")
         if min(self.hidden_size, self.num_layers, self.num_heads, self.intermediate_size) < 1:
@@ -89,9 +102,28 @@ def bert_medium() -> ModelConfig:
     return ModelConfig(hidden_size=512, num_layers=8, num_heads=8, intermediate_size=2048)
 
 
+def roberta_base() -> ModelConfig:
+    """RoBERTa-base (125M with its 50k vocabulary): BERT-base's sizes in RoBERTa's masked LM (positions
+    numbered after the padding id, no next-sentence head); MLM shards only."""
+    return ModelConfig(hidden_size=768, num_layers=12, num_heads=12, intermediate_size=3072, family="roberta")
+
+
+def gpt2() -> ModelConfig:
+    """GPT-2 small (124M with its 50k vocabulary): 12 x 768, 1,024 positions; causal shards only."""
+    return ModelConfig(hidden_size=768, num_layers=12, num_heads=12, intermediate_size=3072, max_position=1024,
+                       family="gpt2")
+
+
+def t5_small() -> ModelConfig:
+    """T5-small (60M with its 32k vocabulary): 6 encoder and 6 decoder blocks, 512 wide, 8 heads, 2,048
+    feed-forward, dropout 0.1; t5_span shards only."""
+    return ModelConfig(hidden_size=512, num_layers=6, num_heads=8, intermediate_size=2048, family="t5")
+
+
 PRESETS: dict[str, Callable[[], ModelConfig]] = {
     "tiny": tiny, "demo": demo, "bert_base": bert_base,
     "bert_tiny": bert_tiny, "bert_mini": bert_mini, "bert_small": bert_small, "bert_medium": bert_medium,
+    "roberta_base": roberta_base, "gpt2": gpt2, "t5_small": t5_small,
 }
 
 
@@ -102,7 +134,7 @@ def preset(name: str) -> ModelConfig:
 
 
 def bert_config(m: ModelConfig, vocab_size: int, pad_id: int, max_position: int) -> BertConfig:
-    """The HF config: vocab and pad id from the tokenizer, positions from the shards' seq_len."""
+    """The HF config: vocab and pad id from the tokenizer, `max_position` learned positions."""
     return BertConfig(
         vocab_size=vocab_size,
         hidden_size=m.hidden_size,
@@ -131,7 +163,7 @@ def prenorm_config(m: ModelConfig, vocab_size: int, pad_id: int, max_position: i
 
 
 def gpt2_config(m: ModelConfig, vocab_size: int, pad_id: int, eos_id: int | None, max_position: int):
-    """A GPT-2 of the preset's sizes: learned positions up to the shards' seq_len, tied embeddings."""
+    """A GPT-2 of the preset's sizes: `max_position` learned positions, tied embeddings."""
     from transformers import GPT2Config
 
     return GPT2Config(vocab_size=vocab_size, n_positions=max_position, n_embd=m.hidden_size, n_layer=m.num_layers,
@@ -153,23 +185,38 @@ def t5_config(m: ModelConfig, vocab_size: int, pad_id: int, eos_id: int | None):
 
 def build_for_objective(objective: str, m: ModelConfig, vocab_size: int, pad_id: int, eos_id: int | None,
                         seq_len: int) -> torch.nn.Module:
-    """The training module for the shards' objective: forward(**batch) -> loss, `.hf` the HF model to export."""
+    """The training module for the shards' objective: forward(**batch) -> loss, `.hf` the HF model to export.
+    Positions: the preset's max_position (at least the rows' seq_len)."""
+    allowed = FAMILIES[m.family]
+    if allowed is not None and objective not in allowed:
+        raise ValueError(f"a {m.family} preset trains on {'/'.join(allowed)} shards, these are {objective}; "
+                         "choose a preset of that objective's family (or an `any` preset such as demo)")
     if m.prenorm and objective not in MLM_OBJECTIVES:
         raise ValueError(f"prenorm chooses the masked LM's layout; the {objective} model (GPT-2 / T5) is pre-LN already")
+    if objective != "t5_span" and m.max_position < seq_len:
+        raise ValueError(f"max_position {m.max_position} is shorter than the shards' rows ({seq_len} tokens)")
+    max_position = m.max_position
     if objective in MLM_OBJECTIVES:
         if m.prenorm:
             from transformers import RobertaPreLayerNormForMaskedLM
 
-            return SparseMLM(RobertaPreLayerNormForMaskedLM(prenorm_config(m, vocab_size, pad_id, seq_len)))
-        return SparseMLM(build_model(bert_config(m, vocab_size, pad_id, seq_len)))
+            return SparseMLM(instantiate(RobertaPreLayerNormForMaskedLM, prenorm_config(m, vocab_size, pad_id, max_position)))
+        if m.family == "roberta":
+            from transformers import RobertaConfig, RobertaForMaskedLM
+
+            c = prenorm_config(m, vocab_size, pad_id, max_position).to_dict()
+            for k in ("model_type", "architectures", "transformers_version"):
+                c.pop(k, None)
+            return SparseMLM(instantiate(RobertaForMaskedLM, RobertaConfig(**c)))
+        return SparseMLM(build_model(bert_config(m, vocab_size, pad_id, max_position)))
     if objective == "causal":
         from transformers import GPT2LMHeadModel
 
-        return HFLoss(GPT2LMHeadModel(gpt2_config(m, vocab_size, pad_id, eos_id, seq_len)))
+        return HFLoss(instantiate(GPT2LMHeadModel, gpt2_config(m, vocab_size, pad_id, eos_id, max_position)), shift=True)
     if objective == "t5_span":
         from transformers import T5ForConditionalGeneration
 
-        return HFLoss(T5ForConditionalGeneration(t5_config(m, vocab_size, pad_id, eos_id)))
+        return HFLoss(instantiate(T5ForConditionalGeneration, t5_config(m, vocab_size, pad_id, eos_id)))
     raise ValueError(f"no model for objective {objective!r}")
 
 
@@ -202,7 +249,7 @@ def load_for_objective(objective: str, model_dir: str, vocab_size: int, pad_id: 
         wrapped = SparseMLM(model) if SparseMLM.head_of(model) is not None else HFLoss(model)
     elif objective == "causal":
         model, info = AutoModelForCausalLM.from_pretrained(model_dir, output_loading_info=True)
-        wrapped = HFLoss(model)
+        wrapped = HFLoss(model, shift=True)
     elif objective == "t5_span":
         model, info = AutoModelForSeq2SeqLM.from_pretrained(model_dir, output_loading_info=True)
         wrapped = HFLoss(model)
@@ -217,17 +264,32 @@ class HFLoss(torch.nn.Module):
     labels itself (the loader's causal labels are the inputs, -100 at padding); T5 takes
     input_ids, attention_mask, labels and decoder_input_ids as the loader builds them."""
 
-    def __init__(self, model):
+    def __init__(self, model, shift: bool = False):
         super().__init__()
-        self.hf = model
+        self.hf, self.shift = model, shift
+        self.last_correct = self.last_counted = torch.zeros((), dtype=torch.long)
 
     def forward(self, **batch: torch.Tensor) -> torch.Tensor:
-        return self.hf(**batch).loss
+        out = self.hf(**batch)
+        logits, labels = out.logits, batch["labels"]
+        if self.shift:  # GPT-2 predicts token t + 1 at position t
+            logits, labels = logits[:, :-1], labels[:, 1:]
+        self.last_correct, self.last_counted = masked_accuracy(logits, labels)
+        return out.loss
 
 
 def build_model(config: BertConfig) -> BertForMaskedLM:
     """A freshly initialised masked LM (call torch.manual_seed first for a reproducible init)."""
-    return BertForMaskedLM(config)
+    return instantiate(BertForMaskedLM, config)
+
+
+def instantiate(cls, config):
+    """A fresh HF model. Under ZeRO-3 (a live transformers HfDeepSpeedConfig) through `_from_config`, which
+    builds it inside deepspeed.zero.Init, partitioned as it is created, and initialises each module's weights
+    gathered; otherwise the plain constructor (the same init as always)."""
+    from transformers.integrations import is_deepspeed_zero3_enabled
+
+    return cls._from_config(config) if is_deepspeed_zero3_enabled() else cls(config)
 
 
 class SparseMLM(torch.nn.Module):
@@ -248,6 +310,8 @@ class SparseMLM(torch.nn.Module):
         if self.head_of(mlm) is None:
             raise ValueError(f"SparseMLM: {type(mlm).__name__} has neither a BERT `cls` nor a RoBERTa `lm_head`")
         self.mlm = mlm
+        self.last_correct = self.last_counted = torch.zeros((), dtype=torch.long)
+        """Top-1 hits and labelled tokens of the last forward (for the MLM accuracy in the metrics)."""
 
     @staticmethod
     def head_of(mlm):
@@ -263,19 +327,12 @@ class SparseMLM(torch.nn.Module):
         hidden = self.mlm.base_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
         keep = labels != -100
         logits = self.head_of(self.mlm)(hidden[keep])  # (masked tokens, vocab)
+        self.last_correct, self.last_counted = masked_accuracy(logits, labels[keep])
         # sum / count rather than mean: a batch with no masked token gives 0, not NaN
         return F.cross_entropy(logits.float(), labels[keep], reduction="sum") / keep.sum().clamp(min=1)
 
 
-def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:
-    """Decay matrices (weights, embeddings), not biases or LayerNorm gains (nanoGPT's ndim rule)."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    return [
-        {"params": [p for p in params if p.ndim >= 2], "weight_decay": weight_decay},
-        {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
-    ]
-
-
 def num_parameters(model) -> int:
-    """Distinct parameters (the tied decoder/embedding matrix counts once)."""
-    return sum(p.numel() for p in model.parameters())
+    """Distinct parameters (the tied decoder/embedding matrix counts once); under ZeRO-3 each parameter's
+    full size (`ds_numel`), not the rank's partition."""
+    return sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters())

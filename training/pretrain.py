@@ -40,7 +40,9 @@ from schemas.shards import MLM_OBJECTIVES
 from training.accelerator import dist_backend
 from training.data import RankLoader, ShardSet
 from training.export import HF_DIR, METRICS_NAME, check_tokenizer, load_tokenizer, loss_summary, save_hf
-from training.model import build_for_objective, load_for_objective, num_parameters, param_groups, preset
+from training.model import build_for_objective, load_for_objective, num_parameters, preset
+from training.recipe import OPTIMIZERS, SCHEDULES, build_optimizer, lr_factor, param_groups, schedule_fn
+from training.telemetry import Telemetry, peak_rss_mb
 
 TRAINABLE = (*MLM_OBJECTIVES, "causal", "t5_span")
 """MLM shards train a BERT, causal a GPT-2, t5_span a T5 (training.model.build_for_objective)."""
@@ -72,20 +74,37 @@ class PretrainConfig:
     epochs: int = opt(1, help="Full passes over the train split when steps is 0.")
     micro_batch_size: int = opt(16, help="Sequences per process per forward pass.")
     grad_accum: int = opt(1, help="Micro-batches accumulated per optimizer step.")
-    lr: float = opt(1e-3, help="Peak AdamW learning rate (small BERTs tolerate 1e-3; BERT-base used 1e-4).")
-    warmup_ratio: float = opt(0.06, help="Fraction of steps spent warming the LR up linearly (RoBERTa's 6%), then linear decay to 0.")
-    weight_decay: float = opt(0.01, help="AdamW weight decay on matrices; biases and LayerNorm get none.")
+    lr: float = opt(1e-3, help="Peak learning rate (small BERTs tolerate 1e-3; BERT-base used 1e-4).")
+    warmup_ratio: float = opt(0.06, help="Fraction of steps spent warming the LR up linearly (RoBERTa's 6%), then "
+                                         "the --schedule's decay.")
+    schedule: str = opt("linear", help="LR decay after the warm-up: linear (to 0, BERT/RoBERTa), cosine (to 0, GPT-3) "
+                                       "or inverse_sqrt (sqrt(warmup/step), open-ended; Transformer, T5).")
+    optimizer: str = opt("adamw", help="adamw (torch AdamW; DeepSpeed's FusedAdam on CUDA) or lamb (You et al. 2019 "
+                                       "for large batches; pytorch-optimizer's Lamb, DeepSpeed's FusedLamb on CUDA).")
+    weight_decay: float = opt(0.01, help="Weight decay on matrices; biases and LayerNorm get none.")
+    max_position: int = opt(0, help="Learned positions of a fresh model (0: the preset's, 512 for BERTs, 1024 for "
+                                    "GPT-2); at least the shards' row length, so the model accepts longer inputs "
+                                    "than it was trained on.")
     seed: int = opt(1234, help="Seeds the model init, the per-epoch shuffles and dropout (offset by rank).")
-    zero_stage: int = opt(2, help="DeepSpeed ZeRO stage 0-2 (3 would shard parameters and complicate the HF export).")
+    zero_stage: int = opt(2, help="DeepSpeed ZeRO stage: 0 (plain data parallel), 1 (optimizer state sharded), 2 "
+                                  "(+ gradients) or 3 (+ parameters; the HF export gathers them).")
+    deepspeed_config: str = opt("", help="A DeepSpeed JSON config merged over lmforge's defaults (infra/deepspeed/*.json); "
+                                         "its micro batch, accumulation, ZeRO stage and bf16 replace the options'. "
+                                         "The optimizer and scheduler stay lmforge's (--optimizer, --schedule).")
     bf16: bool = opt(False, help="Train in bfloat16 (fp32 is the safe default on CPU).")
-    log_every: int = opt(10, help="Optimizer steps between progress lines.")
-    eval_batches: int = opt(10, help="Validation batches per process after training; 0 skips validation.")
+    log_every: int = opt(10, help="Optimizer steps between progress lines and metrics.jsonl records.")
+    eval_every: int = opt(0, help="Also validate every N optimizer steps (0: only after training).")
+    eval_batches: int = opt(10, help="Validation batches per process at each validation; 0 skips validation.")
     tensorboard: bool = opt(True, help="Also write a TensorBoard event log to output/tensorboard (if installed).")
     save_every: int = opt(0, help="Also save a checkpoint every N optimizer steps (0: only at the end), so a run "
                                   "that dies can continue with --resume.")
-    resume: bool = opt(False, help="Continue from the newest checkpoint in output/checkpoints: weights, optimizer, "
-                                   "LR schedule, loader position and each rank's RNG. The finished run then matches "
-                                   "one that never stopped. The training options and world size must be the same.")
+    resume: bool = opt(False, help="Continue from the newest checkpoint in output/checkpoints whose sha256 digests "
+                                   "match (an older good one if the newest is damaged): weights, optimizer, LR "
+                                   "schedule, loader position and each rank's RNG. On the same world size the "
+                                   "finished run matches one that never stopped; on another, the checkpoint is "
+                                   "converted to DeepSpeed's universal format and the data continue at the same "
+                                   "sample. The training options must be the same (micro batch and accumulation "
+                                   "may change if the global batch stays).")
 
     def __post_init__(self) -> None:
         preset(self.model)  # raises on an unknown name
@@ -98,34 +117,109 @@ class PretrainConfig:
         require(self.grad_accum >= 1, f"grad_accum must be >= 1, got {self.grad_accum}")
         require(self.lr > 0, f"lr must be > 0, got {self.lr}")
         require(0 <= self.warmup_ratio < 1, f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
-        require(self.zero_stage in (0, 1, 2), f"zero_stage must be 0, 1 or 2, got {self.zero_stage}")
+        require(self.schedule in SCHEDULES, f"schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
+        require(self.optimizer in OPTIMIZERS, f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
+        require(self.max_position >= 0, f"max_position must be >= 0, got {self.max_position}")
+        if self.deepspeed_config:
+            apply_deepspeed_file(self)
+        require(self.zero_stage in (0, 1, 2, 3), f"zero_stage must be 0, 1, 2 or 3, got {self.zero_stage}")
         require(self.log_every >= 1, f"log_every must be >= 1, got {self.log_every}")
+        require(self.eval_every >= 0, f"eval_every must be >= 0, got {self.eval_every}")
         require(self.eval_batches >= 0, f"eval_batches must be >= 0, got {self.eval_batches}")
         require(self.save_every >= 0, f"save_every must be >= 0, got {self.save_every}")
 
 
 # Options that may change between a run and its --resume (a moved output directory included):
 # they do not touch the weights.
-RESUME_FREE = frozenset({"output", "resume", "save_every", "log_every", "eval_batches", "tensorboard"})
+RESUME_FREE = frozenset({"output", "resume", "save_every", "log_every", "eval_batches", "eval_every", "tensorboard"})
+# May change together with the world size, as long as micro_batch_size * grad_accum * world stays.
+BATCH_SHAPE = ("micro_batch_size", "grad_accum")
 
 
-def resume_mismatch(saved: dict[str, Any], now: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
-    """Options whose change would make a resumed run differ from an uninterrupted one: (saved, now)."""
-    return {k: (saved.get(k), v) for k, v in now.items() if k not in RESUME_FREE and saved.get(k) != v}
+def resume_mismatch(saved: dict[str, Any], now: dict[str, Any], saved_world: int | None = None,
+                    world: int | None = None) -> dict[str, tuple[Any, Any]]:
+    """Options whose change would make a resumed run differ from an uninterrupted one: (saved, now).
+    With the world sizes given, a new micro batch / accumulation that keeps the global batch is allowed."""
+    diff = {k: (saved.get(k), v) for k, v in now.items() if k not in RESUME_FREE and saved.get(k) != v}
+    if saved_world and world and any(k in diff for k in BATCH_SHAPE):
+        g_saved = saved.get("micro_batch_size", 0) * saved.get("grad_accum", 0) * saved_world
+        g_now = now["micro_batch_size"] * now["grad_accum"] * world
+        if g_saved == g_now:
+            for k in BATCH_SHAPE:
+                diff.pop(k, None)
+        else:
+            diff["global_batch"] = (g_saved, g_now)
+    return diff
 
 
-def deepspeed_config(cfg: PretrainConfig) -> dict[str, Any]:
-    """The engine's config; the global batch is micro_batch_size * grad_accum * world size."""
-    return {
+DEEPSPEED_FILE_KEYS = {"train_micro_batch_size_per_gpu": "micro_batch_size", "gradient_accumulation_steps": "grad_accum"}
+
+
+def read_deepspeed_file(path: str) -> dict[str, Any]:
+    import json
+
+    try:
+        user = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise ValueError(f"--deepspeed-config {path}: no such file") from None
+    except ValueError as e:
+        raise ValueError(f"--deepspeed-config {path}: not JSON ({e})") from None
+    if not isinstance(user, dict):
+        raise ValueError(f"--deepspeed-config {path}: a JSON object expected, got {type(user).__name__}")
+    for key in ("optimizer", "scheduler"):
+        if key in user:
+            raise ValueError(f"--deepspeed-config {path}: remove {key!r}; lmforge builds the optimizer and LR schedule "
+                             "itself (--optimizer, --schedule, --lr, --warmup-ratio) so that resume and the flows see them")
+    if "train_batch_size" in user:
+        raise ValueError(f"--deepspeed-config {path}: remove 'train_batch_size'; give train_micro_batch_size_per_gpu "
+                         "and gradient_accumulation_steps (the global batch then follows the world size)")
+    return user
+
+
+def apply_deepspeed_file(cfg: PretrainConfig) -> None:
+    """The file's micro batch, accumulation, ZeRO stage and bf16 become the config's (so the loader, the resume
+    check and the manifest see what DeepSpeed runs)."""
+    user = read_deepspeed_file(cfg.deepspeed_config)
+    for key, field in DEEPSPEED_FILE_KEYS.items():
+        if key in user:
+            setattr(cfg, field, int(user[key]))
+    if "stage" in user.get("zero_optimization", {}):
+        cfg.zero_stage = int(user["zero_optimization"]["stage"])
+    if "enabled" in user.get("bf16", {}):
+        cfg.bf16 = bool(user["bf16"]["enabled"])
+    if user.get("fp16", {}).get("enabled"):
+        raise ValueError(f"--deepspeed-config {cfg.deepspeed_config}: fp16 is not supported by lmforge's loop yet "
+                         "(use bf16)")
+
+
+def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """`over` on top of `base`, nested dicts merged key by key."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def deepspeed_config(cfg: PretrainConfig, load_universal: bool = False) -> dict[str, Any]:
+    """The engine's config: lmforge's defaults, then --deepspeed-config's file over them. The global batch is
+    micro_batch_size * grad_accum * world size."""
+    base: dict[str, Any] = {
         "train_micro_batch_size_per_gpu": cfg.micro_batch_size,
         "gradient_accumulation_steps": cfg.grad_accum,
         "gradient_clipping": 1.0,
         "zero_optimization": {"stage": cfg.zero_stage},
-        # torch AdamW as the client optimizer: DeepSpeed's CPU Adam would JIT-compile C++ for ~2 min.
+        # torch AdamW / LAMB as the client optimizer: DeepSpeed's CPU Adam would JIT-compile C++ for ~2 min.
         "zero_allow_untested_optimizer": True,
         "bf16": {"enabled": cfg.bf16},
         "steps_per_print": 1 << 30,  # we log ourselves
     }
+    if cfg.zero_stage == 3:
+        # the HF export gathers the partitioned weights itself (training.pretrain.write_outputs)
+        base["zero_optimization"]["stage3_gather_16bit_weights_on_model_save"] = False
+    merged = merge(base, read_deepspeed_file(cfg.deepspeed_config)) if cfg.deepspeed_config else base
+    if load_universal:
+        merged = merge(merged, {"checkpoint": {"load_universal": True}})
+    return merged
 
 
 def plan_steps(cfg: PretrainConfig, batches_per_epoch: int) -> int:
@@ -146,6 +240,8 @@ def model_config(cfg: PretrainConfig):
     import dataclasses
 
     m = dataclasses.replace(preset(cfg.model), prenorm=cfg.prenorm)
+    if cfg.max_position:
+        m = dataclasses.replace(m, max_position=cfg.max_position)
     return m if cfg.dropout == -1.0 else dataclasses.replace(m, dropout=cfg.dropout)
 
 
@@ -153,11 +249,11 @@ class BudgetClock:
     """Progress through a wall-clock budget, the same number on every rank (the slowest rank's clock,
     all-reduced each step), so all ranks see one learning rate and stop at the same step.
 
-    The schedule is linear warm-up over `warmup_ratio` of the budget, then linear decay to 0 at its
-    end: `factor(p) = p / w` for p < w, else `(1 - p) / (1 - w)`."""
+    The schedule is the run's (`training.recipe.lr_factor`) over the fraction of the budget spent:
+    warm-up over `warmup_ratio` of it, then e.g. for `linear` `(1 - p) / (1 - w)`, 0 at its end."""
 
-    def __init__(self, budget_seconds: float, warmup_ratio: float):
-        self.budget, self.warmup = budget_seconds, warmup_ratio
+    def __init__(self, budget_seconds: float, warmup_ratio: float, schedule: str = "linear"):
+        self.budget, self.warmup, self.schedule = budget_seconds, warmup_ratio, schedule
         self.resume_at(0.0)
 
     def resume_at(self, elapsed: float) -> None:
@@ -170,8 +266,7 @@ class BudgetClock:
         return min(1.0, self.elapsed / self.budget)
 
     def factor(self, _step: int = 0) -> float:
-        p, w = self.progress, self.warmup
-        return p / w if p < w else max(0.0, (1 - p) / (1 - w))
+        return lr_factor(self.schedule, self.progress, self.warmup, 1.0)
 
     def tick(self) -> bool:
         """Agree on the elapsed time (max over ranks); True once the budget is spent."""
@@ -213,13 +308,50 @@ def check_same_tokenizer(tokenizer, model_dir: str) -> None:
                          f"{model_dir}` and rebuild the shards")
 
 
+def plan_resume(cfg: PretrainConfig, ckpt_dir: Path, rank: int, world: int) -> dict[str, Any]:
+    """Rank 0 picks the newest checkpoint whose digests match, checks lmforge's options against its JSON state
+    and, on another world size, converts it to DeepSpeed's universal format, all before DeepSpeed loads
+    anything; every rank gets the same answer (or the same error)."""
+    import torch.distributed as dist
+
+    from training import checkpoint
+
+    answer: list[Any] = [None]
+    if rank == 0:
+        try:
+            tag, notes = checkpoint.choose_tag(ckpt_dir)
+            for note in notes:
+                log.warning("pretrain --resume: %s", note)
+            state = checkpoint.read_state(ckpt_dir / tag)
+            saved_world = int(state["world_size"])
+            diff = resume_mismatch(state["config"], config_to_dict(cfg), saved_world, world)
+            if diff:
+                raise SystemExit(f"pretrain --resume: {ckpt_dir / tag} was saved with other options, so the resumed "
+                                 "run would not match an uninterrupted one (saved, now): "
+                                 + ", ".join(f"{k}={a!r} vs {b!r}" for k, (a, b) in sorted(diff.items())))
+            load_tag = tag
+            if saved_world != world:
+                log.info("pretrain --resume: %s was saved on %d processes, this run has %d: converting it to DeepSpeed's "
+                         "universal checkpoint", tag, saved_world, world)
+                load_tag = checkpoint.to_universal(ckpt_dir, tag)
+            answer[0] = {"tag": tag, "load_tag": load_tag, "state": state, "universal": saved_world != world}
+        except (SystemExit, checkpoint.NoGoodCheckpoint, RuntimeError, OSError, ValueError, KeyError) as e:
+            answer[0] = {"error": str(e) if not isinstance(e, KeyError) else f"checkpoint state lacks {e}"}
+    dist.broadcast_object_list(answer, src=0)
+    if "error" in answer[0]:
+        raise SystemExit(answer[0]["error"] if answer[0]["error"].startswith("pretrain --resume")
+                         else f"pretrain --resume: {answer[0]['error']}")
+    return answer[0]
+
+
 def run(cfg: PretrainConfig) -> Path:
     """setup -> fit -> validate -> save, on every rank; returns the output directory."""
     import deepspeed
     import torch.distributed as dist
     from deepspeed.utils import logger as ds_logger
-    from transformers import get_linear_schedule_with_warmup
     from transformers.utils import logging as hf_logging
+
+    from training import checkpoint
 
     t0 = time.time()
     ds_logger.setLevel(logging.WARNING)
@@ -234,9 +366,8 @@ def run(cfg: PretrainConfig) -> Path:
         out.mkdir(parents=True, exist_ok=True)
         (out / MANIFEST_NAME).unlink(missing_ok=True)
     ckpt_dir = out / "checkpoints"
-    if cfg.resume and not (ckpt_dir / "latest").exists():
-        raise SystemExit(f"pretrain --resume: no checkpoint to resume in {ckpt_dir} (no 'latest' file); "
-                         "run without --resume to start from scratch")
+    check_shared_output(out, rank)
+    resumed = plan_resume(cfg, ckpt_dir, rank, world) if cfg.resume else None
 
     # --- setup: data, model, engine -----------------------------------------------------------
     shards = ShardSet.open(cfg.shards)
@@ -245,49 +376,61 @@ def run(cfg: PretrainConfig) -> Path:
     check_tokenizer(tokenizer, shards.vocab_size, shards.pad_id, shards.mask_id, f"{cfg.shards}/manifest.json")
     loader = RankLoader(shards.read("train"), rank, world, cfg.micro_batch_size, cfg.seed, shards.num_variants)
     total = plan_steps(cfg, loader.batches_per_epoch)
+    ds_config = deepspeed_config(cfg, load_universal=bool(resumed and resumed["universal"]))
 
     torch.manual_seed(cfg.seed)  # same init everywhere; DeepSpeed also broadcasts rank 0's weights
-    if cfg.init_from:
-        check_same_tokenizer(tokenizer, cfg.init_from)
-        module = load_for_objective(shards.objective, cfg.init_from, shards.vocab_size, shards.pad_id, shards.seq_len)
-        log.info("init from %s: %s", cfg.init_from, module.loading_info or "every weight loaded")
-    else:
-        module = build_for_objective(shards.objective, model_config(cfg), shards.vocab_size, shards.pad_id,
-                                     shards.eos_id, shards.seq_len)
+    module = build_module(cfg, shards, ds_config)
     model = module.hf
     if cfg.freeze_encoder:
         frozen = freeze_all_but_head(model)
         log.info("freeze_encoder: %s of %s parameters frozen", f"{frozen:,}", f"{num_parameters(model):,}")
     torch.manual_seed(cfg.seed + rank)  # different dropout masks per rank
-    optimizer = torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-6)
+    accelerator = os.environ.get("DS_ACCELERATOR", "cpu")
+    optimizer = build_optimizer(cfg.optimizer, param_groups(model, cfg.weight_decay), cfg.lr, accelerator)
     warmup = int(cfg.warmup_ratio * total)
-    clock = BudgetClock(cfg.time_budget_minutes * 60, cfg.warmup_ratio) if cfg.time_budget_minutes else None
+    clock = BudgetClock(cfg.time_budget_minutes * 60, cfg.warmup_ratio, cfg.schedule) if cfg.time_budget_minutes else None
+    factor = clock.factor if clock else schedule_fn(cfg.schedule, warmup, total)
     engine, _, _, _ = deepspeed.initialize(
-        model=module, optimizer=optimizer, config=deepspeed_config(cfg),
-        lr_scheduler=(lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, clock.factor)) if clock
-        else (lambda opt: get_linear_schedule_with_warmup(opt, warmup, total)),
+        model=module, optimizer=optimizer, config=ds_config,
+        lr_scheduler=lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, factor),
     )
-    tokens_per_step = cfg.micro_batch_size * cfg.grad_accum * world * shards.seq_len
+    global_batch = cfg.micro_batch_size * cfg.grad_accum * world
+    tokens_per_step = global_batch * shards.seq_len
     log.info("%s: %s parameters | %s x %d seq x %d tok = %s tokens/step (incl. padding) | "
-             "%d batches/epoch/rank | ZeRO-%d on %d procs", cfg.init_from or cfg.model, f"{num_parameters(model):,}",
-             f"{cfg.time_budget_minutes:g} min" if clock else f"{total} steps",
-             cfg.micro_batch_size * cfg.grad_accum * world, shards.seq_len, f"{tokens_per_step:,}",
-             loader.batches_per_epoch, cfg.zero_stage, world)
-    writer = _tensorboard(out / "tensorboard") if cfg.tensorboard and rank == 0 else None
+             "%d steps/epoch | ZeRO-%d on %d procs | %s, %s schedule", cfg.init_from or cfg.model,
+             f"{num_parameters(model):,}", f"{cfg.time_budget_minutes:g} min" if clock else f"{total} steps",
+             global_batch, shards.seq_len, f"{tokens_per_step:,}", loader.batches_per_epoch // cfg.grad_accum,
+             cfg.zero_stage, world, type(optimizer).__name__, cfg.schedule)
 
     # --- fit ----------------------------------------------------------------------------------
     curve: list[dict[str, Any]] = []
-    acc = torch.zeros(4, dtype=torch.float64)  # this step: loss sum, micro-batches, tokens, masked
-    seen = torch.zeros(4, dtype=torch.float64)  # whole run, all ranks
-    step, micro = 0, 0
-    if cfg.resume:
-        step, micro, curve, seen, elapsed = resume(engine, loader, ckpt_dir, cfg, rank, world)
-        log.info("resumed from %s at step %d (epoch %d, batch %d)", ckpt_dir, step, *loader.position)
+    # this step, then the log window: loss sum, micro-batches, tokens, labelled, sequences, correct
+    acc = torch.zeros(6, dtype=torch.float64)
+    window = torch.zeros(6, dtype=torch.float64)
+    seen = torch.zeros(6, dtype=torch.float64)  # whole run, all ranks
+    norms: list[float] = []
+    step = 0
+    if resumed:
+        state = resumed["state"]
+        path, _ = engine.load_checkpoint(str(ckpt_dir), tag=resumed["load_tag"])
+        if path is None:
+            raise SystemExit(f"pretrain --resume: DeepSpeed could not load {ckpt_dir / resumed['load_tag']}")
+        loader.load_state_dict(state["loader"])
+        step, curve = int(state["step"]), state["curve"]
+        seen = torch.tensor(state["seen"], dtype=torch.float64)
+        if not checkpoint.restore_rng(ckpt_dir / resumed["load_tag"], rank, cfg.seed + rank + 7919 * step):
+            log.warning("rank %d: %s has no RNG state for this rank (saved on %d processes); dropout reseeded",
+                        rank, resumed["tag"], state["world_size"])
+        log.info("resumed from %s at step %d (epoch %d, sample %d)%s", ckpt_dir / resumed["load_tag"], step,
+                 *loader.position, f", {state['world_size']} -> {world} processes" if resumed["universal"] else "")
         if clock:
-            clock.resume_at(elapsed)
+            clock.resume_at(float(state.get("budget_elapsed", 0.0)))
+    micro = step * cfg.grad_accum  # this process's micro-batches (checkpoints fall on step boundaries)
+    telemetry = Telemetry(out, rank == 0, cfg.tensorboard, resume_step=step if resumed else None)
     epoch, start = loader.position  # (0, 0) for a fresh run
     resumed_at = step
     t_fit = t_log = time.time()
+    last_valid: dict[str, float | None] = {}
     engine.train()
     while step < total:
         for batch in loader.epoch(epoch, start=start):
@@ -295,156 +438,211 @@ def run(cfg: PretrainConfig) -> Path:
             loss = engine(**batch)
             engine.backward(loss)
             lr = engine.get_lr()[0]  # the rate this step uses; the scheduler moves it in step()
+            boundary = engine.is_gradient_accumulation_boundary()
+            norm = grad_norm(engine) if boundary and cfg.zero_stage == 0 else None
             engine.step()
             acc += torch.tensor([loss.item(), 1, batch["attention_mask"].sum().item(),
-                                 (batch["labels"] != -100).sum().item()], dtype=torch.float64)
+                                 engine.module.last_counted.item(), len(batch["input_ids"]),
+                                 engine.module.last_correct.item()], dtype=torch.float64)
             micro += 1
             if micro % cfg.grad_accum:
                 continue
             step += 1
+            norm = norm if norm is not None else engine.get_global_grad_norm()
+            if norm is not None:
+                norms.append(float(norm))
             spent = clock.tick() if clock else False
             dist.all_reduce(acc)  # sum over ranks: the curve is the mean loss of the global batch
             seen += acc
+            window += acc
             curve.append({"step": step, "loss": acc[0].item() / acc[1].item(), "lr": lr})
             acc.zero_()
-            if writer is not None:
-                writer.add_scalar("train/loss", curve[-1]["loss"], step)
-                writer.add_scalar("train/lr", curve[-1]["lr"], step)
             if spent:
                 total = step
             if step % cfg.log_every == 0 or step == total:
-                window = curve[-(cfg.log_every if step % cfg.log_every == 0 else step % cfg.log_every):]
+                steps = cfg.log_every if step % cfg.log_every == 0 else step % cfg.log_every
                 dt = time.time() - t_log
                 t_log = time.time()
-                log.info("step %d/%s | epoch %d (variant %d) | loss %.4f | lr %.2e | %.2f s/step | %s tok/s",
-                         step, f"{clock.progress:.0%} of {cfg.time_budget_minutes:g} min" if clock else total, epoch,
-                         loader.variant(epoch), sum(p["loss"] for p in window) / len(window),
-                         curve[-1]["lr"], dt / len(window), f"{tokens_per_step * len(window) / dt:,.0f}")
+                rss = torch.tensor([peak_rss_mb()], dtype=torch.float64)
+                dist.all_reduce(rss, op=dist.ReduceOp.MAX)
+                record = {"epoch": epoch, "variant": loader.variant(epoch), "loss": window[0].item() / window[1].item(),
+                          "mlm_accuracy": window[5].item() / max(window[3].item(), 1), "lr": lr,
+                          "grad_norm": sum(norms) / len(norms) if norms else None,
+                          "tokens_per_s": window[2].item() / dt, "samples_per_s": window[4].item() / dt,
+                          "seconds_per_step": dt / steps, "peak_rss_mb": rss.item(), "elapsed_s": time.time() - t0}
+                telemetry.write("train", step, **record)
+                window.zero_()
+                norms.clear()
+                log.info("step %d/%s | epoch %d (variant %d) | loss %.4f | acc %.3f | lr %.2e | %.2f s/step | "
+                         "%s tok/s", step, f"{clock.progress:.0%} of {cfg.time_budget_minutes:g} min" if clock else total,
+                         epoch, record["variant"], record["loss"], record["mlm_accuracy"], lr,
+                         record["seconds_per_step"], f"{record['tokens_per_s']:,.0f}")
+            if cfg.eval_every and cfg.eval_batches and step % cfg.eval_every == 0 and step < total:
+                last_valid = validate(engine, shards, rank, world, cfg, step, telemetry, t0)
             if step >= total:
                 break
             if cfg.save_every and step % cfg.save_every == 0:
-                save_checkpoint(engine, ckpt_dir, cfg, rank, world, step, micro, loader, curve, seen,
-                                clock.elapsed if clock else 0.0)
+                save_state(engine, ckpt_dir, cfg, rank, world, step, loader, curve, seen, clock)
         else:
             epoch, start = epoch + 1, 0
     fit_seconds = time.time() - t_fit
 
     # --- validate -----------------------------------------------------------------------------
-    valid_loss = evaluate(engine, shards, rank, world, cfg) if cfg.eval_batches else None
-    if valid_loss is not None:
-        log.info("valid loss %.4f (perplexity %.1f)", valid_loss, torch.tensor(valid_loss).exp().item())
-        if writer is not None:
-            writer.add_scalar("valid/loss", valid_loss, step)
+    if cfg.eval_batches:
+        last_valid = validate(engine, shards, rank, world, cfg, step, telemetry, t0)
+    valid_loss = last_valid.get("loss")
 
     # --- save ---------------------------------------------------------------------------------
-    save_checkpoint(engine, ckpt_dir, cfg, rank, world, step, micro, loader, curve, seen,
-                    clock.elapsed if clock else 0.0)
-    if rank == 0:
-        if writer is not None:
-            writer.close()
-        counts = {
-            "steps": step,
-            "epochs_started": epoch + 1,  # the loop breaks inside the epoch that reaches `total`
-            "micro_batches_per_rank": micro,
-            "sequences": micro * cfg.micro_batch_size * world,
-            "tokens": int(seen[2].item()),
-            "masked_tokens": int(seen[3].item()),
-            **{k: v for k, v in loader.counts.items() if k != "rows_per_rank"},
-        }
-        metrics = {
-            "loss_curve": curve, **loss_summary(curve), "valid_loss": valid_loss,
-            "tokens_seen": counts["tokens"], "sequences_seen": counts["sequences"], "steps": step,
-            "world_size": world, "global_batch": cfg.micro_batch_size * cfg.grad_accum * world,
-            "seq_len": shards.seq_len, "model": cfg.init_from or cfg.model, "num_parameters": num_parameters(model),
-            "time_budget_minutes": cfg.time_budget_minutes or None,
-            "fit_seconds": fit_seconds, "seconds_per_step": fit_seconds / max(step - resumed_at, 1),
-            "resumed_from_step": resumed_at if cfg.resume else None,
-            "wall_seconds": time.time() - t0,
-        }
-        write_outputs(cfg, engine.module.hf, tokenizer, metrics, counts, t0, step)
+    save_state(engine, ckpt_dir, cfg, rank, world, step, loader, curve, seen, clock)
+    telemetry.close()
+    counts = {
+        "steps": step,
+        "epochs_started": epoch + 1,  # the loop breaks inside the epoch that reaches `total`
+        "micro_batches_per_rank": micro,
+        "sequences": int(seen[4].item()),
+        "tokens": int(seen[2].item()),
+        "masked_tokens": int(seen[3].item()),
+        **loader.counts,
+    }
+    metrics = {
+        "loss_curve": curve, **loss_summary(curve), "valid_loss": valid_loss,
+        "valid_accuracy": last_valid.get("mlm_accuracy"), "train_accuracy": seen[5].item() / max(seen[3].item(), 1),
+        "tokens_seen": counts["tokens"], "sequences_seen": counts["sequences"], "steps": step,
+        "world_size": world, "global_batch": global_batch, "seq_len": shards.seq_len,
+        "torch_threads": torch.get_num_threads(),
+        "model": cfg.init_from or cfg.model, "num_parameters": num_parameters(model),
+        "time_budget_minutes": cfg.time_budget_minutes or None,
+        "fit_seconds": fit_seconds, "seconds_per_step": fit_seconds / max(step - resumed_at, 1),
+        "resumed_from_step": resumed_at if cfg.resume else None,
+        "resumed_from_world_size": resumed["state"]["world_size"] if resumed else None,
+        "wall_seconds": time.time() - t0,
+    }
+    write_outputs(cfg, engine, tokenizer, metrics, counts, t0, step, rank, ds_config)
     dist.barrier()
     return out
 
 
-def save_checkpoint(engine, ckpt_dir: Path, cfg: PretrainConfig, rank: int, world: int, step: int, micro: int,
-                    loader: RankLoader, curve: list[dict[str, Any]], seen: torch.Tensor, elapsed: float = 0.0) -> None:
-    """A DeepSpeed checkpoint tagged global_step<step> that --resume continues from exactly.
+def check_shared_output(out: Path, rank: int) -> None:
+    """Every process must see the same output directory (checkpoints are written by all ranks and read back
+    by rank 0): on several nodes it has to be a shared file system. Rank 0 writes a token, the others read it."""
+    import torch.distributed as dist
 
-    DeepSpeed saves weights, ZeRO optimizer partitions and the LR scheduler, plus rank 0's
-    client state: the loader position (the same on every rank), the loss curve and token counts
-    so far. Dropout draws from each rank's own torch RNG, so every rank writes its RNG state
-    into the tag directory first; DeepSpeed writes `latest` last, so a crash mid-save leaves
-    `latest` on the previous, complete checkpoint."""
-    tag = f"global_step{step}"
-    (ckpt_dir / tag).mkdir(parents=True, exist_ok=True)
-    torch.save({"torch": torch.get_rng_state()}, ckpt_dir / tag / f"rng_rank{rank}.pt")
-    client_state = {"step": step, "micro": micro, "epoch": loader.position[0], "world_size": world,
-                    "config": config_to_dict(cfg), "loader": loader.state_dict(), "curve": curve, "seen": seen.tolist(),
-                    "budget_elapsed": elapsed}
-    engine.save_checkpoint(str(ckpt_dir), tag=tag, client_state=client_state)
-
-
-def resume(engine, loader: RankLoader, ckpt_dir: Path, cfg: PretrainConfig, rank: int,
-           world: int) -> tuple[int, int, list[dict[str, Any]], torch.Tensor, float]:
-    """Load the newest checkpoint into `engine` and `loader`; returns (step, micro, curve, seen,
-    seconds of the time budget already spent)."""
-    tag = (ckpt_dir / "latest").read_text().strip()
-    path, client = engine.load_checkpoint(str(ckpt_dir), tag=tag)
-    if path is None:
-        raise SystemExit(f"pretrain --resume: DeepSpeed could not load a checkpoint from {ckpt_dir}")
-    missing = [k for k in ("step", "micro", "world_size", "config", "loader", "curve", "seen") if k not in client]
-    if missing:
-        raise SystemExit(f"pretrain --resume: {ckpt_dir / tag} lacks {', '.join(missing)} in its client state "
-                         "(written by an older lmforge, without --save-every); it cannot be resumed exactly")
-    diff = resume_mismatch(client["config"], config_to_dict(cfg))
-    if client["world_size"] != world:
-        diff["world_size"] = (client["world_size"], world)
-    if diff:
-        raise SystemExit(f"pretrain --resume: {ckpt_dir / tag} was saved with other options, so the resumed run would not "
-                         "match an uninterrupted one (saved, now): "
-                         + ", ".join(f"{k}={a!r} vs {b!r}" for k, (a, b) in sorted(diff.items())))
-    loader.load_state_dict(client["loader"])
-    rng = ckpt_dir / tag / f"rng_rank{rank}.pt"
-    if not rng.exists():
-        raise SystemExit(f"pretrain --resume: {rng} is missing (the checkpoint was written by an older lmforge "
-                         "or another world size); dropout would differ from an uninterrupted run")
-    torch.set_rng_state(torch.load(rng)["torch"])
-    return (client["step"], client["micro"], client["curve"], torch.tensor(client["seen"], dtype=torch.float64),
-            float(client.get("budget_elapsed", 0.0)))
+    token = [f"{os.getpid()}-{time.time_ns()}" if rank == 0 else None]
+    if rank == 0:
+        (out / ".lmforge-shared-check").write_text(token[0])
+    dist.broadcast_object_list(token, src=0)
+    mine = out / ".lmforge-shared-check"
+    ok = torch.tensor([1 if mine.exists() and mine.read_text() == token[0] else 0])
+    dist.all_reduce(ok, op=dist.ReduceOp.MIN)
+    dist.barrier()
+    if rank == 0:
+        mine.unlink(missing_ok=True)
+    if not ok.item():
+        raise SystemExit(f"pretrain: {out} is not the same directory on every process (rank 0's marker file is not "
+                         "visible on all of them). On several nodes the --output, --shards and --tokenizer paths must "
+                         "be on a file system all nodes share (NFS, Lustre, a mounted bucket).")
 
 
-def evaluate(engine, shards: ShardSet, rank: int, world: int, cfg: PretrainConfig) -> float | None:
-    """Mean loss per labelled token over up to eval_batches batches per rank (variant 0): masked
-    tokens for MLM, target tokens for T5, real tokens for causal (each batch's loss weighted by
-    its labels; GPT-2 averages over one position fewer per row, as it shifts the labels)."""
+def build_module(cfg: PretrainConfig, shards: ShardSet, ds_config: dict[str, Any]) -> torch.nn.Module:
+    """The training module; under ZeRO-3 its parameters are partitioned as they are created: transformers'
+    HfDeepSpeedConfig, made before the model and kept alive on the module, makes `from_pretrained` (--init-from)
+    and `_from_config` (a fresh model, training.model.instantiate) build it inside deepspeed.zero.Init."""
+    hf_ds = None
+    if cfg.zero_stage == 3:
+        from transformers.integrations import HfDeepSpeedConfig
+
+        hf_ds = HfDeepSpeedConfig(ds_config)  # must exist before the model is built
+    if cfg.init_from:
+        tokenizer = load_tokenizer(cfg.tokenizer, max_length=shards.seq_len)
+        check_same_tokenizer(tokenizer, cfg.init_from)
+        module = load_for_objective(shards.objective, cfg.init_from, shards.vocab_size, shards.pad_id,
+                                    shards.seq_len)
+        log.info("init from %s: %s", cfg.init_from, module.loading_info or "every weight loaded")
+    else:
+        module = build_for_objective(shards.objective, model_config(cfg), shards.vocab_size, shards.pad_id,
+                                     shards.eos_id, shards.seq_len)
+    module._hf_deepspeed_config = hf_ds
+    return module
+
+
+def grad_norm(engine) -> float:
+    """The global gradient 2-norm before clipping, for ZeRO-0 (DeepSpeed reports it itself for stages 1-3)."""
+    grads = [p.grad for p in engine.module.parameters() if p.grad is not None]
+    return torch.nn.utils.get_total_norm(grads).item() if grads else 0.0
+
+
+def save_state(engine, ckpt_dir: Path, cfg: PretrainConfig, rank: int, world: int, step: int, loader: RankLoader,
+               curve: list[dict[str, Any]], seen: torch.Tensor, clock: BudgetClock | None) -> None:
+    """A checkpoint (training.checkpoint) that --resume continues from exactly: DeepSpeed's weights, ZeRO
+    optimizer partitions and LR scheduler, each rank's RNG, and lmforge's JSON state (loader position in
+    samples, loss curve and counts, options, world size)."""
+    from training import checkpoint
+
+    state = {"step": step, "epoch": loader.position[0], "world_size": world, "config": config_to_dict(cfg),
+             "loader": loader.state_dict(), "curve": curve, "seen": seen.tolist(),
+             "budget_elapsed": clock.elapsed if clock else 0.0}
+    checkpoint.save(engine, ckpt_dir, step, state, rank)
+
+
+def validate(engine, shards: ShardSet, rank: int, world: int, cfg: PretrainConfig, step: int, telemetry: Telemetry,
+             t0: float) -> dict[str, float | None]:
+    result = evaluate(engine, shards, rank, world, cfg)
+    if result["loss"] is not None:
+        log.info("step %d: valid loss %.4f (perplexity %.1f) | acc %.3f", step, result["loss"],
+                 torch.tensor(result["loss"]).exp().item(), result["mlm_accuracy"])
+        telemetry.write("valid", step, **result, elapsed_s=time.time() - t0)
+    return result
+
+
+def evaluate(engine, shards: ShardSet, rank: int, world: int, cfg: PretrainConfig) -> dict[str, float | None]:
+    """Mean loss per labelled token and top-1 accuracy over up to eval_batches batches per rank (variant 0):
+    masked tokens for MLM, target tokens for T5, real tokens for causal (each batch's loss weighted by its
+    labels; GPT-2 averages over one position fewer per row, as it shifts the labels)."""
     import torch.distributed as dist
 
     table = shards.read("valid") if shards.splits.get("valid") else None
     batch_size = min(cfg.micro_batch_size, table.num_rows // world) if table is not None else 0
     if batch_size < 1:
         log.warning("validation skipped: the valid split has fewer rows than processes")
-        return None
+        return {"loss": None, "mlm_accuracy": None}
     loader = RankLoader(table, rank, world, batch_size, cfg.seed, shards.num_variants)
-    sums = torch.zeros(2, dtype=torch.float64)  # loss * masked, masked
+    sums = torch.zeros(3, dtype=torch.float64)  # loss * labelled, labelled, correct
     engine.eval()
     with torch.no_grad():
         for i, batch in enumerate(loader.epoch(0)):
             if i == cfg.eval_batches:
                 break
-            n = (batch["labels"] != -100).sum().item()
-            sums += torch.tensor([engine(**{k: v.to(engine.device) for k, v in batch.items()}).item() * n, n],
-                                 dtype=torch.float64)
+            loss = engine(**{k: v.to(engine.device) for k, v in batch.items()}).item()
+            n = engine.module.last_counted.item()
+            sums += torch.tensor([loss * n, n, engine.module.last_correct.item()], dtype=torch.float64)
     engine.train()
     dist.all_reduce(sums)
-    return (sums[0] / sums[1]).item() if sums[1] > 0 else None
+    if sums[1] == 0:
+        return {"loss": None, "mlm_accuracy": None}
+    return {"loss": (sums[0] / sums[1]).item(), "mlm_accuracy": (sums[2] / sums[1]).item()}
 
 
-def write_outputs(cfg: PretrainConfig, model, tokenizer, metrics: dict, counts: dict, t0: float, step: int) -> None:
-    """Rank 0: the HF export, metrics.json, then the manifest, last."""
+def write_outputs(cfg: PretrainConfig, engine, tokenizer, metrics: dict, counts: dict, t0: float, step: int,
+                  rank: int, ds_config: dict[str, Any]) -> None:
+    """The HF export (under ZeRO-3 every rank joins the gather of the partitioned weights), then rank 0
+    writes metrics.json and the manifest, last."""
+    model = engine.module.hf
+    gather = contextlib.nullcontext()
+    if cfg.zero_stage == 3:
+        import deepspeed
+
+        gather = deepspeed.zero.GatheredParameters(list(model.parameters()), modifier_rank=None)
+    with gather:
+        if rank == 0:
+            export = model
+            if cfg.bf16 or cfg.zero_stage == 3:  # fp32 weights whatever the training precision, off the engine
+                import copy
+
+                export = copy.deepcopy(model).float() if cfg.zero_stage == 3 else model.float()
+            hf_files = save_hf(export, tokenizer, Path(cfg.output) / HF_DIR)
+    if rank != 0:
+        return
     out = Path(cfg.output)
-    if cfg.bf16:
-        model = model.float()  # export fp32 weights whatever the training precision
-    hf_files = save_hf(model, tokenizer, out / HF_DIR)
     atomic_write_json(out / METRICS_NAME, metrics)
     summary = {k: metrics[k] for k in ("first_loss", "last_loss", "loss_window", "valid_loss", "seconds_per_step",
                                        "world_size", "global_batch", "num_parameters")}
@@ -454,20 +652,11 @@ def write_outputs(cfg: PretrainConfig, model, tokenizer, metrics: dict, counts: 
         inputs=[input_ref(cfg.shards), input_ref(cfg.tokenizer)],
         counts=counts,
         outputs=describe_outputs(out, [*(f.relative_to(out) for f in hf_files), METRICS_NAME]),
-        extra={**summary, "deepspeed": deepspeed_config(cfg), "checkpoint": f"checkpoints/global_step{step}",
+        extra={**summary, "deepspeed": ds_config, "checkpoint": f"checkpoints/global_step{step}",
                "versions": _versions()},
         wall_seconds=time.time() - t0,
     ))
     log.info("wrote %s: first loss %.4f -> last loss %.4f", out / MANIFEST_NAME, metrics["first_loss"], metrics["last_loss"])
-
-
-def _tensorboard(path: Path):
-    try:
-        from torch.utils.tensorboard import SummaryWriter
-    except ImportError:  # tensorboard is optional
-        log.warning("tensorboard not installed; no event log")
-        return None
-    return SummaryWriter(str(path))
 
 
 def _versions() -> dict[str, str]:
@@ -484,6 +673,10 @@ def main(argv: list[str] | None = None) -> Path:
     # the DeepSpeed launcher (`deepspeed --hostfile ...`) passes --local_rank=N besides setting LOCAL_RANK
     parser.add_argument("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)
     ns = parser.parse_args(argv)
+    if "LOCAL_RANK" in os.environ or ns.local_rank is not None:  # a launched worker: die with the agent
+        from training import launch
+
+        launch.die_with_parent()
     local_rank = vars(ns).pop("local_rank")
     if local_rank is not None:
         os.environ.setdefault("LOCAL_RANK", str(local_rank))

@@ -54,14 +54,28 @@ def test_pretrain_two_processes_zero2(tmp_path):
     assert metrics["world_size"] == 2
     assert metrics["last_loss"] < metrics["first_loss"] - 0.5, (metrics["first_loss"], metrics["last_loss"])
     assert (out / "tensorboard").is_dir()
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in records if r["kind"] == "train"]
+    assert [r["step"] for r in train] == [6, 12, 18, 24] and [r["kind"] for r in records].count("valid") == 1
+    for r in train:
+        assert {"loss", "mlm_accuracy", "tokens_per_s", "samples_per_s", "lr", "grad_norm", "peak_rss_mb",
+                "elapsed_s"} <= r.keys(), r
+        assert 0 <= r["mlm_accuracy"] <= 1 and r["grad_norm"] > 0 and r["peak_rss_mb"] > 50 and r["tokens_per_s"] > 0
+    assert train[-1]["mlm_accuracy"] > train[0]["mlm_accuracy"]
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    ea = EventAccumulator(str(out / "tensorboard"))
+    ea.Reload()
+    assert {"train/loss", "train/mlm_accuracy", "train/grad_norm", "train/tokens_per_s", "valid/loss"} <= set(
+        ea.Tags()["scalars"])
 
 
 
 def test_resume_after_a_crash_matches_the_uninterrupted_run(tmp_path):
-    """Run 12 steps saving every 4. Then leave a copy of its output as a crash right after step
-    4 would have (checkpoint global_step4 is `latest`, nothing after it, no manifest) and
-    --resume it: weights, loss curve and the final checkpoint's loader state must equal the
-    uninterrupted run's exactly (torch AdamW, per-rank dropout RNG restored)."""
+    """Run 12 steps saving every 4. Then leave a copy of its output as a crash after step 12's save would
+    have, with damaged checkpoints: global_step12 (what `latest` names) truncated and global_step8 with one
+    bit flipped. --resume must pass over both, naming them, continue from global_step4 and end with weights,
+    loss curve and loader state equal to the uninterrupted run's (torch AdamW, per-rank dropout RNG restored)."""
     import shutil
 
     import torch
@@ -69,18 +83,27 @@ def test_resume_after_a_crash_matches_the_uninterrupted_run(tmp_path):
 
     tok = make_tokenizer(tmp_path / "tokenizer")
     shards = make_shards(tmp_path / "shards", tok, seq_len=32, num_variants=2, train_rows=40, valid_rows=8)
-    # 40 rows / 2 ranks / micro batch 4 = 5 batches per epoch: the resume point (step 4) is mid-epoch
+    # 40 rows / global batch 8 = 5 steps per epoch: the resume point (step 4) is mid-epoch
     # and the run crosses two epoch boundaries after it.
     base = dict(shards=str(shards), tokenizer=str(tok), model="tiny", steps=12, micro_batch_size=4, lr=3e-3,
                 log_every=4, zero_stage=2, seed=0, save_every=4, eval_batches=2, tensorboard=False)
     full = launch_pretrain(PretrainConfig(output=str(tmp_path / "full"), **base), nproc=2)
     assert sorted(p.name for p in (full / "checkpoints").glob("global_step*")) == [
         "global_step12", "global_step4", "global_step8"]
+    assert all((full / "checkpoints" / t / "lmforge-sha256.json").exists() for t in ("global_step4", "global_step12"))
 
     crashed = tmp_path / "crashed"
-    shutil.copytree(full / "checkpoints" / "global_step4", crashed / "checkpoints" / "global_step4")
-    (crashed / "checkpoints" / "latest").write_text("global_step4")
+    shutil.copytree(full / "checkpoints", crashed / "checkpoints")
+    newest = crashed / "checkpoints" / "global_step12" / "zero_pp_rank_1_mp_rank_00_optim_states.pt"
+    newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
+    flipped = crashed / "checkpoints" / "global_step8" / "mp_rank_00_model_states.pt"
+    data = bytearray(flipped.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    flipped.write_bytes(bytes(data))
     resumed = launch_pretrain(PretrainConfig(output=str(crashed), resume=True, **base), nproc=2)
+    log = (crashed / "launch.log").read_text()
+    assert "skipping checkpoint global_step12" in log and "zero_pp_rank_1_mp_rank_00_optim_states.pt does not match" in log
+    assert "skipping checkpoint global_step8" in log and "resumed from" in log and "at step 4" in log
 
     a, b = load_file(full / "hf" / "model.safetensors"), load_file(resumed / "hf" / "model.safetensors")
     assert a.keys() == b.keys()
@@ -89,9 +112,108 @@ def test_resume_after_a_crash_matches_the_uninterrupted_run(tmp_path):
     assert mb["loss_curve"] == ma["loss_curve"] and mb["valid_loss"] == ma["valid_loss"]
     assert mb["resumed_from_step"] == 4 and ma["resumed_from_step"] is None
     assert read_manifest(resumed)["counts"]["tokens"] == read_manifest(full)["counts"]["tokens"]
-    state = [torch.load(d / "checkpoints" / "global_step12" / "mp_rank_00_model_states.pt", weights_only=False)
-             for d in (full, resumed)]
+    state = [json.loads((d / "checkpoints" / "global_step12" / "lmforge-state.json").read_text()) for d in (full, resumed)]
     assert state[0]["loader"] == state[1]["loader"] and state[0]["step"] == state[1]["step"] == 12
+
+
+def _crash_after(run, step: int, to):
+    """A copy of `run` as a crash right after checkpoint `step` would leave it: that tag, `latest`, no later tag,
+    no manifest, and the metrics.jsonl lines written up to then and beyond (the resume drops the latter)."""
+    import shutil
+
+    shutil.copytree(run / "checkpoints" / f"global_step{step}", to / "checkpoints" / f"global_step{step}")
+    (to / "checkpoints" / "latest").write_text(f"global_step{step}")
+    shutil.copy(run / "metrics.jsonl", to / "metrics.jsonl")
+    return to
+
+
+@pytest.mark.parametrize("before,after", [(2, 1), (1, 2)])
+def test_resume_on_another_world_size_continues_the_loss_curve(tmp_path, before, after):
+    """A checkpoint saved on `before` processes resumes on `after` through DeepSpeed's universal checkpoint. The
+    global batch stays 8 (2 x 4, or 1 x 4 with 2 accumulation steps), the loader continues at the same sample,
+    so steps 5-8 see the same data as the uninterrupted run; their losses agree within 0.05 (the per-micro-batch
+    loss means and the reduction order differ, nothing else; no dropout)."""
+    tok = make_tokenizer(tmp_path / "tokenizer")
+    shards = make_shards(tmp_path / "shards", tok, seq_len=32, num_variants=2, train_rows=64, valid_rows=16)
+    base = dict(shards=str(shards), tokenizer=str(tok), model="tiny", steps=8, micro_batch_size=4, lr=3e-3,
+                log_every=2, zero_stage=2, seed=0, save_every=4, eval_batches=2, dropout=0.0, tensorboard=False)
+    shape = {2: {}, 1: {"grad_accum": 2}}
+    full = launch_pretrain(PretrainConfig(output=str(tmp_path / "full"), **base, **shape[before]), nproc=before)
+    crashed = _crash_after(full, 4, tmp_path / "crashed")
+    resumed = launch_pretrain(PretrainConfig(output=str(crashed), resume=True, **base, **shape[after]), nproc=after)
+
+    assert f"saved on {before} processes, this run has {after}" in (crashed / "launch.log").read_text()
+    assert (crashed / "checkpoints" / "global_step4_universal" / "lmforge-sha256.json").exists()
+    ma, mb = (json.loads((d / "metrics.json").read_text()) for d in (full, resumed))
+    assert mb["world_size"] == after and mb["resumed_from_world_size"] == before
+    assert mb["loss_curve"][:4] == ma["loss_curve"][:4]  # carried over from the checkpoint
+    for x, y in zip(ma["loss_curve"][4:], mb["loss_curve"][4:], strict=True):
+        assert x["step"] == y["step"] and x["lr"] == pytest.approx(y["lr"]) and abs(x["loss"] - y["loss"]) < 0.05, (x, y)
+    assert abs(ma["valid_loss"] - mb["valid_loss"]) < 0.05
+    assert read_manifest(resumed)["counts"]["sequences"] == read_manifest(full)["counts"]["sequences"] == 8 * 8
+    steps = [(r["kind"], r["step"]) for r in map(json.loads, (crashed / "metrics.jsonl").read_text().splitlines())]
+    assert [s for k, s in steps if k == "train"] == [2, 4, 6, 8]  # the dead run's lines after step 4 were dropped
+
+
+def test_zero3_from_a_config_file_exports_the_gathered_weights(tmp_path):
+    """--deepspeed-config infra/deepspeed/zero3_cpu.json: ZeRO-3 on 2 processes (parameters partitioned as the
+    model is built, through HfDeepSpeedConfig), then the export gathers them: the hf/ model loads with every
+    weight and reproduces the run's own validation loss on the same batches."""
+    from pathlib import Path
+
+    from transformers import AutoModelForMaskedLM
+
+    from training.data import RankLoader, ShardSet
+    from training.model import SparseMLM
+
+    root = Path(__file__).resolve().parents[2]
+    tok = make_tokenizer(tmp_path / "tokenizer")
+    shards = make_shards(tmp_path / "shards", tok, seq_len=32, num_variants=2, train_rows=64, valid_rows=16)
+    cfg = PretrainConfig(shards=str(shards), tokenizer=str(tok), output=str(tmp_path / "z3"), model="tiny", steps=8,
+                         lr=3e-3, log_every=4, seed=0, eval_batches=2, eval_every=4,
+                         deepspeed_config=str(root / "infra" / "deepspeed" / "zero3_cpu.json"))
+    assert cfg.zero_stage == 3 and cfg.micro_batch_size == 4  # from the file
+    out = launch_pretrain(cfg, nproc=2)
+    m = read_manifest(out)
+    assert m["extra"]["deepspeed"]["zero_optimization"]["stage3_max_live_parameters"] == 100000000
+    metrics = json.loads((out / "metrics.json").read_text())
+    model, info = AutoModelForMaskedLM.from_pretrained(out / "hf", output_loading_info=True)
+    assert not any(info.values()), info
+    assert metrics["num_parameters"] == sum(p.numel() for p in model.parameters())
+
+    s = ShardSet.open(shards)
+    sums = [0.0, 0]
+    mlm = SparseMLM(model.eval())
+    for rank in range(2):  # the run's validation: each rank's first 2 batches of 4
+        for i, batch in enumerate(RankLoader(s.read("valid"), rank, 2, 4, 0, s.num_variants).epoch(0)):
+            if i == 2:
+                break
+            import torch
+
+            with torch.no_grad():
+                loss = mlm(**batch).item()
+            sums[0] += loss * mlm.last_counted.item()
+            sums[1] += mlm.last_counted.item()
+    assert sums[0] / sums[1] == pytest.approx(metrics["valid_loss"], abs=1e-4)
+    valid = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if '"valid"' in line]
+    assert [v["step"] for v in valid] == [4, 8]
+
+
+def test_bf16_on_one_process_uses_every_core_and_exports_fp32(tmp_path):
+    from safetensors.torch import load_file
+
+    tok = make_tokenizer(tmp_path / "tokenizer")
+    shards = make_shards(tmp_path / "shards", tok, seq_len=32, num_variants=2, train_rows=64, valid_rows=16)
+    cfg = PretrainConfig(shards=str(shards), tokenizer=str(tok), output=str(tmp_path / "bf16"), model="tiny", steps=16,
+                         micro_batch_size=8, lr=3e-3, log_every=4, seed=0, bf16=True, zero_stage=1, eval_batches=2)
+    out = launch_pretrain(cfg, nproc=1)
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["world_size"] == 1 and metrics["last_loss"] < metrics["first_loss"] - 0.3
+    assert {t.dtype for t in load_file(out / "hf" / "model.safetensors").values()} == {__import__("torch").float32}
+    assert read_manifest(out)["extra"]["deepspeed"]["bf16"] == {"enabled": True}
+    import os
+
+    assert metrics["torch_threads"] == len(os.sched_getaffinity(0))  # one process gets every core
 
 
 @pytest.mark.parametrize("objective,auto", [("causal", "AutoModelForCausalLM"), ("t5_span", "AutoModelForSeq2SeqLM")])
@@ -149,3 +271,96 @@ def test_two_nodes_meet_through_a_c10d_rendezvous(tmp_path):
     # a second node count without an endpoint is refused before anything starts
     bad = subprocess.run(cmd[:-2], cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "need --rdzv-endpoint HOST:PORT" in bad.stderr
+
+
+def _tree(pid: int) -> list[int]:
+    import psutil
+
+    return [p.pid for p in psutil.Process(pid).children(recursive=True)]
+
+
+@pytest.mark.slow
+def test_kill_9_of_the_launcher_takes_every_worker_within_5_seconds(tmp_path):
+    """`lmforge pretrain` killed with SIGKILL (it cannot clean up): torchrun's agent and both workers, which torch
+    starts in a session of their own, must be gone within 5 s (parent-death signals, training.launch)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    import psutil
+
+    tok = make_tokenizer(tmp_path / "tokenizer")
+    shards = make_shards(tmp_path / "shards", tok, seq_len=32, num_variants=2, train_rows=64, valid_rows=16)
+    out = tmp_path / "pretrain"
+    cmd = [sys.executable, "-m", "lmforge.cli", "pretrain", "--shards", str(shards), "--tokenizer", str(tok),
+           "--output", str(out), "--model", "tiny", "--steps", "100000", "--micro-batch-size", "4", "--log-every", "5",
+           "--nproc", "2"]
+    launcher = subprocess.Popen(cmd, cwd=Path(__file__).resolve().parents[2], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 240
+        while not (out / "metrics.jsonl").exists() or not (out / "metrics.jsonl").read_text():
+            assert launcher.poll() is None and time.time() < deadline, "training never started"
+            time.sleep(0.5)
+        procs = _tree(launcher.pid)
+        cmdlines = {p: " ".join(psutil.Process(p).cmdline()) for p in procs}
+        workers = [p for p, c in cmdlines.items() if "training.pretrain" in c and "torch.distributed.run" not in c]
+        assert len(workers) == 2, cmdlines
+        os.kill(launcher.pid, signal.SIGKILL)
+        launcher.wait()
+        t0 = time.time()
+        while time.time() - t0 < 5 and any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"
+                                           for p in procs):
+            time.sleep(0.1)
+        alive = [p for p in procs if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
+        assert not alive, f"still running {time.time() - t0:.1f} s after kill -9: {alive}"
+    finally:
+        for p in [launcher.pid, *(_tree(launcher.pid) if psutil.pid_exists(launcher.pid) else [])]:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+@pytest.mark.slow
+def test_two_nodes_through_a_deepspeed_hostfile_and_a_clear_error_without_a_shared_output(tmp_path):
+    """The DeepSpeed launcher route: a hostfile of two simulated nodes (localhost and 127.0.0.1, one slot each),
+    each node running `lmforge pretrain --hostfile H --node-rank i` (no ssh). Then two static nodes
+    (--node-rank, --master-addr) given different output directories, as nodes without a shared file system
+    would have: both stop with the shared-file-system message instead of training apart."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from training.launch import free_port
+
+    root = Path(__file__).resolve().parents[2]
+    tok = make_tokenizer(tmp_path / "tokenizer")
+    shards = make_shards(tmp_path / "shards", tok, seq_len=32, num_variants=2, train_rows=64, valid_rows=16)
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text("localhost slots=1\n127.0.0.1 slots=1\n")
+    base = [sys.executable, "-m", "lmforge.cli", "pretrain", "--shards", str(shards), "--tokenizer", str(tok),
+            "--model", "tiny", "--steps", "6", "--micro-batch-size", "4", "--log-every", "3"]
+
+    def run_nodes(cmds):
+        nodes = [subprocess.Popen(c, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                 for c in cmds]
+        return [(n.communicate(timeout=600)[0], n.returncode) for n in nodes]
+
+    out = tmp_path / "ds"
+    port = str(free_port())
+    logs = run_nodes([[*base, "--output", str(out), "--hostfile", str(hostfile), "--node-rank", str(r),
+                       "--master-addr", "127.0.0.1", "--master-port", port] for r in range(2)])
+    assert [code for _, code in logs] == [0, 0], logs
+    m = read_manifest(out)
+    assert m["extra"]["world_size"] == 2 and m["counts"]["sequences"] == 6 * 4 * 2
+    assert "deepspeed.launcher.runner" in next(out.glob("launch-*.log")).read_text().splitlines()[0]
+
+    port = str(free_port())
+    logs = run_nodes([[*base, "--output", str(tmp_path / f"node{r}"), "--nproc", "1", "--nnodes", "2",
+                       "--node-rank", str(r), "--master-addr", "127.0.0.1", "--master-port", port] for r in range(2)])
+    assert all(code != 0 for _, code in logs), logs
+    assert any("is not the same directory on every process" in text for text, _ in logs), logs

@@ -68,3 +68,6 @@ def test_dry_run_prints_the_plan_and_the_deepspeed_config_without_running():
     assert gpu["plan"]["accelerator"] == "cuda" and gpu["worker_env"]["DS_ACCELERATOR"] == "cuda"
     assert "--nproc_per_node=4" in gpu["torchrun"] and "--rdzv_endpoint=node0:29400" in gpu["torchrun"]
     assert gpu["nnodes"] == 2 and not Path(ROOT, "o").exists()  # nothing ran, nothing was written
+    assert here["optimizer"] == "torch.optim.AdamW" and gpu["optimizer"] == "deepspeed.ops.adam.FusedAdam"
+    lamb = _dry_run("--optimizer", "lamb", "--gpus-per-node", "2", "--zero-stage", "3")
+    assert lamb["optimizer"] == "deepspeed.ops.lamb.FusedLamb" and lamb["deepspeed_config"]["zero_optimization"]["stage"] == 3

@@ -68,5 +68,21 @@ def test_beam_runner_option_files_parse(name):
     assert not unknown, f"options Beam does not know: {unknown}"
 
 
-def test_deepspeed_config_file_parses():
-    json.loads((ROOT / "infra" / "deepspeed" / "zero2_cpu.json").read_text())
+@pytest.mark.parametrize("name", ["zero2_cpu", "zero3_cpu", "zero2_cuda_bf16"])
+def test_each_deepspeed_file_is_merged_over_the_defaults(name):
+    """--deepspeed-config FILE: the file's values reach the engine's config unchanged, on top of lmforge's
+    defaults, and its batch shape, stage and precision become the run's options."""
+    from training.pretrain import PretrainConfig, deepspeed_config
+
+    path = ROOT / "infra" / "deepspeed" / f"{name}.json"
+    user = json.loads(path.read_text())
+    cfg = PretrainConfig(shards="s", tokenizer="t", output="o", deepspeed_config=str(path))
+    merged = deepspeed_config(cfg)
+
+    def contains(big, small):
+        return all(contains(big[k], v) if isinstance(v, dict) else big.get(k) == v for k, v in small.items())
+
+    assert contains(merged, user)
+    assert merged["zero_allow_untested_optimizer"] is True  # a default the file does not set survives
+    assert cfg.micro_batch_size == user["train_micro_batch_size_per_gpu"]
+    assert cfg.zero_stage == user["zero_optimization"]["stage"] and cfg.bf16 == user["bf16"]["enabled"]

@@ -273,3 +273,21 @@ def test_several_nodes_reach_pretraining_with_the_command_for_the_others(root, r
     o = rec.opts("pretrain")
     assert (o["nnodes"], o["rdzv_endpoint"], o["nproc"]) == (2, "10.0.0.1:29500", 1) and o["rdzv_id"] == "lmforge-mn"
     assert "on each other node, with the same file system, run: lmforge pretrain" in capsys.readouterr().out
+
+
+def test_a_hostfile_reaches_pretraining_with_each_other_nodes_command(root, recorded, capsys, tmp_path):
+    import flows.dag as dag
+
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text("node-a slots=2\nnode-b slots=2\n")
+    rec = recorded()
+    dag.lmforge_train.fn(run_name="hf", runs_dir=str(root), shards=str(root), tokenizer=str(root), preset="tiny",
+                         hostfile=str(hostfile))
+    o = rec.opts("pretrain")
+    assert (o["hostfile"], o["node_rank"], o["master_addr"]) == (str(hostfile), 0, "node-a")
+    out = capsys.readouterr().out
+    assert "node 1 of 2 (node-b)" in out and "--node-rank 1" in out
+    with pytest.raises(Exception, match="slots=N"):
+        hostfile.write_text("node-a\n")
+        dag.lmforge_train.fn(run_name="hf2", runs_dir=str(root), shards=str(root), tokenizer=str(root), preset="tiny",
+                             hostfile=str(hostfile))

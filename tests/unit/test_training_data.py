@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from tests.fixtures import make_shards, make_tokenizer
-from training.data import IGNORE_INDEX, RankLoader, ShardSet, build_batch, epoch_batches, open_shard, rank_rows
+from training.data import IGNORE_INDEX, RankLoader, ShardSet, build_batch, epoch_order, open_shard, rank_batches
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +57,7 @@ def test_variant_changes_with_epoch(shards):
     loader = RankLoader(table, 0, 1, 7, seed=7, num_variants=3)
     assert [loader.variant(e) for e in range(4)] == [0, 1, 2, 0]
     for e in range(4):  # the loader's first batch is this epoch's shuffled rows with variant e % 3
-        batches, _ = epoch_batches(loader.split.rows, 7, seed=7, epoch=e, rank=0)
+        batches = rank_batches(epoch_order(table.num_rows, 7, e), 0, 7, 0, 1)
         got, want = next(loader.epoch(e)), build_batch(table, batches[0], e % 3)
         assert all(torch.equal(got[k], want[k]) for k in got)
     labels = [build_batch(table, np.arange(21), v)["labels"] for v in range(3)]
@@ -68,37 +68,36 @@ def test_variant_changes_with_epoch(shards):
         assert torch.equal(lab[lab != IGNORE_INDEX], originals[lab != IGNORE_INDEX])
 
 
-@pytest.mark.parametrize("num_rows,world", [(21, 2), (20, 2), (7, 3), (5, 1)])
-def test_rank_split_disjoint_and_covering(num_rows, world):
-    splits = [rank_rows(num_rows, r, world) for r in range(world)]
-    rows = np.concatenate([s.rows for s in splits])
-    assert len(set(rows.tolist())) == len(rows)  # no overlap
-    assert sorted(rows.tolist()) == list(range(num_rows - num_rows % world))  # covers all but the remainder
-    assert {len(s.rows) for s in splits} == {num_rows // world}
-    assert all(s.dropped == num_rows % world for s in splits)
-    assert all((s.rows % world == r).all() for r, s in enumerate(splits))
+@pytest.mark.parametrize("num_rows,world,batch", [(21, 2, 4), (20, 2, 5), (7, 3, 2), (5, 1, 5)])
+def test_global_batches_disjoint_over_ranks_and_the_same_samples_on_any_world(num_rows, world, batch):
+    order = epoch_order(num_rows, seed=3, epoch=0)
+    per_rank = [rank_batches(order, 0, batch, r, world) for r in range(world)]
+    assert len({len(b) for b in per_rank}) == 1  # equal batch counts: no rank waits at a collective
+    steps = len(per_rank[0])
+    assert steps == num_rows // (batch * world)
+    rows = np.concatenate([x for b in per_rank for x in b]) if steps else np.array([])
+    assert len(set(rows.tolist())) == len(rows) == steps * batch * world  # no overlap, the tail left out
+    # one process with the whole global batch sees the same samples in each step as `world` processes
+    single = rank_batches(order, 0, batch * world, 0, 1)
+    for i in range(steps):
+        assert sorted(single[i].tolist()) == sorted(np.concatenate([b[i] for b in per_rank]).tolist())
 
 
-def test_loader_ranks_equal_batches_and_counted_drops(shards):
-    table = shards.read("train")  # 21 rows, 2 ranks, batch 4: 10 rows each, 2 batches, 2 left over
+def test_loader_counts_the_left_out_tail(shards):
+    table = shards.read("train")  # 21 rows, 2 ranks, batch 4: global batch 8, 2 steps, 5 left out
     loaders = [RankLoader(table, r, 2, 4, seed=1, num_variants=3) for r in range(2)]
     assert [loader.batches_per_epoch for loader in loaders] == [2, 2]
-    assert loaders[0].counts == {"rows": 21, "rows_per_rank": 10, "dropped_rank_remainder": 1, "dropped_partial_batch": 2}
-    seen = [set() for _ in loaders]
-    for r, loader in enumerate(loaders):
-        batches, left = epoch_batches(loader.split.rows, 4, seed=1, epoch=0, rank=r)
-        assert left == 2 and len(batches) == 2
-        seen[r] = {int(x) for b in batches for x in b}
-    assert not seen[0] & seen[1]
+    assert loaders[0].counts == {"rows": 21, "dropped_partial_batch": 5}
+    seen = [{int(x) for b in loader.epoch(0) for x in b["input_ids"][:, 0]} for loader in loaders]
+    assert seen[0] and seen[1]
+    with pytest.raises(ValueError, match="fewer than one global batch of 4 x 8"):
+        RankLoader(table, 0, 8, 4, seed=1, num_variants=3)
 
 
 def test_shuffle_is_deterministic_and_changes_per_epoch():
-    rows = np.arange(100)
-    a, _ = epoch_batches(rows, 10, seed=3, epoch=0)
-    b, _ = epoch_batches(rows, 10, seed=3, epoch=0)
-    c, _ = epoch_batches(rows, 10, seed=3, epoch=1)
-    assert all(np.array_equal(x, y) for x, y in zip(a, b))
-    assert not all(np.array_equal(x, y) for x, y in zip(a, c))
+    a, b, c = epoch_order(100, 3, 0), epoch_order(100, 3, 0), epoch_order(100, 3, 1)
+    assert np.array_equal(a, b) and not np.array_equal(a, c)
+    assert sorted(a.tolist()) == list(range(100))
 
 
 def test_bad_schema_version_names_the_file(tmp_path):
@@ -183,12 +182,13 @@ def _run(loader: RankLoader, batches: int, epoch: int = 0, start: int = 0) -> li
 @pytest.mark.parametrize("stop", [1, 2, 3, 5])
 @pytest.mark.parametrize("rank", [0, 1])
 def test_resume_yields_exactly_the_uninterrupted_batches(shards, stop, rank):
-    table = shards.read("train")  # 21 rows, 2 ranks, batch 3: 3 batches per epoch per rank
+    table = shards.read("train")  # 21 rows, 2 ranks, batch 3: 3 global batches of 6 per epoch
     full = _run(RankLoader(table, rank, 2, 3, seed=5, num_variants=3), 9)
     first = RankLoader(table, rank, 2, 3, seed=5, num_variants=3)
     head = _run(first, stop)
     state = first.state_dict()
-    assert (state["epoch"], state["batch"]) == divmod(stop, 3) and state["rank"] == rank and state["world"] == 2
+    e, b = divmod(stop, 3)
+    assert (state["epoch"], state["sample"]) == (e, b * 6) and state["world"] == 2
     resumed = RankLoader(table, rank, 2, 3, seed=5, num_variants=3)
     resumed.load_state_dict(state)
     tail = _run(resumed, 9 - stop, *resumed.position)
@@ -196,20 +196,38 @@ def test_resume_yields_exactly_the_uninterrupted_batches(shards, stop, rank):
         assert got.keys() == want.keys() and all(torch.equal(got[k], want[k]) for k in got)
 
 
-def test_rank_zero_state_restores_every_rank_but_not_another_setup(shards):
+def test_a_position_saved_on_two_ranks_resumes_on_one_with_the_same_samples(shards):
+    """Two ranks with micro batch 3, saved after 4 steps; one rank with micro batch 6 continues with the
+    same samples per step (variant and all), since the position is counted in samples."""
+    table = shards.read("train")
+    two = [RankLoader(table, r, 2, 3, seed=5, num_variants=3) for r in range(2)]
+    both = [_run(loader, 6) for loader in two]
+    saver = RankLoader(table, 0, 2, 3, seed=5, num_variants=3)
+    _run(saver, 4)
+    one = RankLoader(table, 0, 1, 6, seed=5, num_variants=3)
+    one.load_state_dict(saver.state_dict())
+    assert one.position == saver.position == (1, 6)
+    for i, got in enumerate(_run(one, 2, *one.position), start=4):
+        want = {k: torch.cat([both[0][i][k], both[1][i][k]]) for k in got}
+        assert all(torch.equal(got[k], want[k]) for k in got)
+
+
+def test_rank_zero_state_restores_every_rank_but_not_other_data(shards):
     table = shards.read("train")
     a = RankLoader(table, 0, 2, 3, seed=5, num_variants=3)
     _run(a, 4)
     b = RankLoader(table, 1, 2, 3, seed=5, num_variants=3)
-    b.load_state_dict(a.state_dict())  # DeepSpeed saves rank 0's client_state; positions agree on all ranks
-    assert b.position == a.position == (1, 1)
+    b.load_state_dict(a.state_dict())  # positions agree on all ranks
+    assert b.position == a.position == (1, 6)
     for other, what in [(RankLoader(table, 0, 2, 3, seed=6, num_variants=3), "seed 5 != 6"),
-                        (RankLoader(table, 0, 1, 3, seed=5, num_variants=3), "world 2 != 1"),
-                        (RankLoader(table, 0, 2, 2, seed=5, num_variants=3), "batch_size 3 != 2")]:
+                        (RankLoader(table, 0, 2, 3, seed=5, num_variants=2), "num_variants 3 != 2")]:
         with pytest.raises(ValueError, match=what):
             other.load_state_dict(a.state_dict())
-    with pytest.raises(ValueError, match="start 9 is outside"):
-        next(a.epoch(0, start=9))
+    old = {k: v for k, v in a.state_dict().items() if k != "sample"} | {"batch": 1}
+    with pytest.raises(ValueError, match="older lmforge"):
+        b.load_state_dict(old)
+    with pytest.raises(ValueError, match="start 99 is outside"):
+        next(a.epoch(0, start=99))
 
 
 # ---- objectives ---------------------------------------------------------------------------------
@@ -320,7 +338,7 @@ def test_the_loaders_fast_mlm_path_equals_build_batch(shards, objective_shards, 
     loader = RankLoader(chunked, 0, 1, 4, seed=0, num_variants=k)
     assert loader.view is not None
     first = next(loader.epoch(1))
-    rows, _ = epoch_batches(loader.split.rows, 4, 0, 1, 0)
+    rows = rank_batches(epoch_order(chunked.num_rows, 0, 1), 0, 4, 0, 1)
     assert torch.equal(first["labels"], build_batch(table, rows[0], loader.variant(1))["labels"])
 
 

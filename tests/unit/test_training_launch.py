@@ -53,8 +53,8 @@ def test_torchrun_command():
 
 
 def test_config_validation_and_plan():
-    with pytest.raises(ValueError, match="zero_stage"):
-        PretrainConfig(shards="s", tokenizer="t", output="o", zero_stage=3)
+    with pytest.raises(ValueError, match="zero_stage must be 0, 1, 2 or 3"):
+        PretrainConfig(shards="s", tokenizer="t", output="o", zero_stage=4)
     with pytest.raises(ValueError, match="unknown model preset"):
         PretrainConfig(shards="s", tokenizer="t", output="o", model="nope")
     cfg = PretrainConfig(shards="s", tokenizer="t", output="o", epochs=3, grad_accum=2, micro_batch_size=8)
@@ -80,13 +80,16 @@ def test_resume_mismatch_names_options_that_change_the_run():
 def test_pretrain_accepts_the_deepspeed_launchers_local_rank(monkeypatch, tmp_path):
     """`deepspeed --hostfile ...` runs the script with --local_rank=N: it must parse (it used to be 'unrecognized
     arguments'), not become an option of the run, and reach LOCAL_RANK."""
+    import training.launch as launch
     import training.pretrain as pretrain
 
     seen = {}
+    monkeypatch.setattr(launch, "die_with_parent", lambda: seen.setdefault("dies_with_parent", True))
     monkeypatch.delenv("LOCAL_RANK", raising=False)
     monkeypatch.setattr(pretrain, "run", lambda cfg: seen.setdefault("cfg", cfg))
     pretrain.main(["--shards", "s", "--tokenizer", "t", "--output", str(tmp_path), "--local_rank=1"])
     assert seen["cfg"] == PretrainConfig(shards="s", tokenizer="t", output=str(tmp_path))
+    assert seen["dies_with_parent"]  # a launched worker asks for SIGKILL when its agent dies
     import os
 
     assert os.environ["LOCAL_RANK"] == "1"

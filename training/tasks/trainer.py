@@ -144,15 +144,15 @@ def fit(model, train: Encoded, validation: Encoded, data, recipe: Recipe, seed: 
     is alpha * soft_label_loss + (1 - alpha) * the gold-label loss."""
     import torch
     from tqdm import tqdm
-    from transformers import get_linear_schedule_with_warmup
 
-    from training.model import param_groups
+    from training.recipe import build_optimizer, param_groups, schedule_fn
 
     torch.manual_seed(seed)
     per_epoch = -(-len(train.input_ids) // recipe.batch_size)
     total = per_epoch * recipe.epochs
-    opt = torch.optim.AdamW(param_groups(model, recipe.weight_decay), lr=recipe.lr, betas=(0.9, 0.999), eps=1e-8)
-    sched = get_linear_schedule_with_warmup(opt, int(recipe.warmup_ratio * total), total)
+    # BERT's fine-tuning AdamW (betas 0.9/0.999, eps 1e-8), linear warm-up and decay: the shared recipe
+    opt = build_optimizer("adamw", param_groups(model, recipe.weight_decay), recipe.lr, betas=(0.9, 0.999), eps=1e-8)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule_fn("linear", int(recipe.warmup_ratio * total), total))
     every = recipe.eval_every or per_epoch
     worse = lower_is_better(primary)
     best: dict[str, Any] = {"value": None, "step": 0, "state": None}

@@ -1,0 +1,272 @@
+"""The training engine's pure parts: schedules and optimizers (training.recipe), checkpoint digests and the
+choice of a good tag (training.checkpoint), metrics.jsonl and TensorBoard (training.telemetry), presets and
+positions (training.model), multi-node commands (training.launch) and the resume check across world sizes."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+
+import pytest
+import torch
+
+from training import checkpoint
+from training.recipe import build_optimizer, lr_factor, optimizer_choice, param_groups, schedule_fn
+
+# ---- schedules and optimizers ---------------------------------------------------------------------
+
+
+def test_linear_schedule_is_transformers_one_term_for_term():
+    from transformers import get_linear_schedule_with_warmup
+
+    p = torch.nn.Parameter(torch.zeros(1))
+    ours = torch.optim.lr_scheduler.LambdaLR(torch.optim.SGD([p], lr=1.0), schedule_fn("linear", 6, 100))
+    theirs = get_linear_schedule_with_warmup(torch.optim.SGD([p], lr=1.0), 6, 100)
+    for _ in range(100):
+        assert ours.get_last_lr() == theirs.get_last_lr()
+        ours.optimizer.step(), theirs.optimizer.step()
+        ours.step(), theirs.step()
+
+
+@pytest.mark.parametrize("schedule", ["linear", "cosine", "inverse_sqrt"])
+def test_every_schedule_warms_up_then_decays(schedule):
+    f = [lr_factor(schedule, s, 10, 100) for s in range(101)]
+    assert f[0] == 0 and f[5] == pytest.approx(0.5) and f[10] == pytest.approx(1.0)
+    assert all(a >= b for a, b in zip(f[10:], f[11:]))  # non-increasing after the warm-up
+    if schedule == "inverse_sqrt":
+        assert f[40] == pytest.approx(math.sqrt(10 / 40)) and f[100] > 0  # open-ended
+    else:
+        assert f[100] == pytest.approx(0.0, abs=1e-12)
+    if schedule == "cosine":
+        assert f[55] == pytest.approx(0.5)  # half-way through the decay
+    with pytest.raises(ValueError, match="schedule must be one of"):
+        lr_factor("step", 1, 1, 2)
+
+
+def test_optimizer_choice_fused_on_cuda_and_lamb_trains_here():
+    assert optimizer_choice("adamw", "cuda") == "deepspeed.ops.adam.FusedAdam"
+    assert optimizer_choice("lamb", "cuda") == "deepspeed.ops.lamb.FusedLamb"
+    assert optimizer_choice("adamw", "cpu") == "torch.optim.AdamW"
+    with pytest.raises(ValueError, match="optimizer must be one of"):
+        optimizer_choice("sgd", "cpu")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.LayerNorm(16), torch.nn.Linear(16, 1))
+    x, y = torch.randn(64, 8), torch.randn(64, 1)
+    opt = build_optimizer("lamb", param_groups(model, 0.01), lr=1e-2)
+    assert type(opt).__name__ == "Lamb" and [g["weight_decay"] for g in opt.param_groups] == [0.01, 0.0]
+    first = None
+    for _ in range(50):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        first = first if first is not None else loss.item()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert loss.item() < 0.7 * first
+
+
+# ---- checkpoints ------------------------------------------------------------------------------------
+
+
+def _tag(root, step, files=None):
+    d = root / checkpoint.tag_for(step)
+    d.mkdir(parents=True)
+    for name, data in (files or {"mp_rank_00_model_states.pt": b"weights" * 100, "rng_rank0.pt": b"rng"}).items():
+        (d / name).write_bytes(data)
+    checkpoint.write_digests(d)
+    return d
+
+
+def test_the_newest_good_tag_is_chosen_and_damaged_ones_are_named(tmp_path):
+    for step in (4, 8, 12):
+        _tag(tmp_path, step)
+    (tmp_path / "latest").write_text("global_step12")
+    assert checkpoint.choose_tag(tmp_path) == ("global_step12", [])
+
+    newest = tmp_path / "global_step12" / "mp_rank_00_model_states.pt"
+    newest.write_bytes(newest.read_bytes()[:-10])  # truncated
+    middle = tmp_path / "global_step8" / "rng_rank0.pt"
+    middle.write_bytes(bytes([middle.read_bytes()[0] ^ 1]) + middle.read_bytes()[1:])  # one bit flipped
+    tag, notes = checkpoint.choose_tag(tmp_path)
+    assert tag == "global_step4"
+    assert "global_step12" in notes[0] and "mp_rank_00_model_states.pt does not match its sha256" in notes[0]
+    assert "global_step8" in notes[1] and "rng_rank0.pt" in notes[1]
+
+    (tmp_path / "global_step4" / checkpoint.DIGESTS).unlink()  # a save that never finished
+    with pytest.raises(checkpoint.NoGoodCheckpoint, match="global_step4.*is missing"):
+        checkpoint.choose_tag(tmp_path)
+
+
+def test_a_missing_file_fails_and_universal_conversions_are_not_candidates(tmp_path):
+    d = _tag(tmp_path, 3)
+    _tag(tmp_path, 2)
+    (tmp_path / "global_step3_universal").mkdir()
+    assert checkpoint.candidate_tags(tmp_path) == ["global_step3", "global_step2"]
+    (d / "rng_rank0.pt").unlink()
+    assert "rng_rank0.pt is missing" in checkpoint.verify_tag(d)
+    assert checkpoint.choose_tag(tmp_path)[0] == "global_step2"
+
+
+# ---- telemetry ---------------------------------------------------------------------------------------
+
+
+def test_metrics_jsonl_streams_and_tensorboard_gets_the_same_scalars(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from training.telemetry import Telemetry, peak_rss_mb, read_metrics
+
+    t = Telemetry(tmp_path, enabled=True, tensorboard=True)
+    for step in (10, 20, 30):
+        t.write("train", step, loss=7.0 - step / 10, mlm_accuracy=step / 100, grad_norm=None, peak_rss_mb=peak_rss_mb())
+        assert len(read_metrics(tmp_path / "metrics.jsonl")) == step // 10  # flushed at once
+    t.write("valid", 30, loss=3.5, mlm_accuracy=0.4)
+    t.close()
+    records = read_metrics(tmp_path / "metrics.jsonl")
+    assert [(r["kind"], r["step"]) for r in records] == [("train", 10), ("train", 20), ("train", 30), ("valid", 30)]
+    assert records[0]["peak_rss_mb"] > 10
+    ea = EventAccumulator(str(tmp_path / "tensorboard"))
+    ea.Reload()
+    assert [e.value for e in ea.Scalars("train/loss")] == pytest.approx([6.0, 5.0, 4.0])
+    assert [e.step for e in ea.Scalars("valid/mlm_accuracy")] == [30]
+    assert "train/grad_norm" not in ea.Tags()["scalars"]  # None is left out, not written as 0
+
+    # a resumed run drops what the dead run wrote after its checkpoint, and a torn line is skipped
+    with open(tmp_path / "metrics.jsonl", "a") as f:
+        f.write('{"kind": "train", "st')
+    t2 = Telemetry(tmp_path, enabled=True, tensorboard=False, resume_step=20)
+    t2.write("train", 30, loss=4.1)
+    t2.close()
+    assert [(r["step"], r["loss"]) for r in read_metrics(tmp_path / "metrics.jsonl")] == [(10, 6.0), (20, 5.0), (30, 4.1)]
+
+
+# ---- presets and positions ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name,objective,cls,blocks", [
+    ("roberta_base", "mlm", "RobertaForMaskedLM", 12),
+    ("gpt2", "causal", "GPT2LMHeadModel", 12),
+    ("t5_small", "t5_span", "T5ForConditionalGeneration", 6),
+    ("bert_mini", "mlm", "BertForMaskedLM", 4),
+])
+def test_presets_build_their_family_and_refuse_other_objectives(name, objective, cls, blocks):
+    from training.model import build_for_objective, preset
+
+    m = preset(name)
+    module = build_for_objective(objective, m, vocab_size=512, pad_id=0, eos_id=2, seq_len=128)
+    assert type(module.hf).__name__ == cls and module.hf.config.num_hidden_layers == blocks
+    if objective != "t5_span":
+        assert module.hf.config.max_position_embeddings >= 512  # not the rows' 128
+    if m.family != "any":
+        other = "causal" if objective != "causal" else "mlm"
+        with pytest.raises(ValueError, match=f"a {m.family} preset trains on"):
+            build_for_objective(other, m, vocab_size=512, pad_id=0, eos_id=2, seq_len=128)
+
+
+def test_max_position_is_independent_of_the_training_length():
+    import dataclasses
+
+    from training.model import build_for_objective, preset
+
+    module = build_for_objective("mlm", preset("tiny"), vocab_size=300, pad_id=0, eos_id=None, seq_len=32)
+    assert module.hf.config.max_position_embeddings == 512
+    ids = torch.randint(5, 300, (1, 300))  # longer than the rows it would train on
+    assert module.hf(input_ids=ids).logits.shape == (1, 300, 300)
+    with pytest.raises(ValueError, match="max_position 16 is shorter than the shards' rows"):
+        build_for_objective("mlm", dataclasses.replace(preset("tiny"), max_position=16), 300, 0, None, 32)
+
+
+def test_sparse_mlm_reports_top1_accuracy_at_masked_positions():
+    from training.model import build_for_objective, preset
+
+    torch.manual_seed(0)
+    module = build_for_objective("mlm", preset("tiny"), vocab_size=50, pad_id=0, eos_id=None, seq_len=8)
+    ids = torch.randint(5, 50, (2, 8))
+    labels = torch.full_like(ids, -100)
+    labels[:, 2] = ids[:, 2]
+    module(input_ids=ids, attention_mask=torch.ones_like(ids), labels=labels)
+    logits = module.hf(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
+    assert module.last_counted.item() == 2
+    assert module.last_correct.item() == (logits[:, 2].argmax(-1) == ids[:, 2]).sum().item()
+
+
+# ---- multi-node commands, resume across world sizes -------------------------------------------------
+
+
+def test_static_and_hostfile_launch_commands(tmp_path):
+    from training.launch import Nodes, read_hostfile, torchrun_command
+
+    static = torchrun_command("training.pretrain", ["--steps", "3"], 2, 1234, Nodes(2, node_rank=1, master_addr="n0",
+                                                                                      master_port=29600))
+    assert "--node_rank=1" in static and "--master_addr=n0" in static and "--master_port=29600" in static
+    with pytest.raises(ValueError, match="--node-rank must be in 0..1"):
+        Nodes(2, node_rank=2, master_addr="n0")
+    with pytest.raises(ValueError, match="need --rdzv-endpoint"):
+        Nodes(2)
+
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text("# two nodes\nnode0 slots=4\nnode1 slots=2  # smaller\n")
+    assert read_hostfile(str(hostfile)) == [("node0", 4), ("node1", 2)]
+    nodes = Nodes(hostfile=str(hostfile), node_rank=1)
+    assert nodes.nnodes == 2 and nodes.slots() == 2
+    cmd = torchrun_command("training.pretrain", ["--steps", "3"], 2, 1234, nodes)
+    assert cmd[:3] == [sys.executable, "-m", "deepspeed.launcher.runner"]
+    assert cmd[cmd.index("--node_rank") + 1] == "1" and cmd[cmd.index("--master_addr") + 1] == "node0"
+    assert "--no_ssh" in cmd and cmd[-3:] == ["training.pretrain", "--steps", "3"]
+    with pytest.raises(ValueError, match="give each its --node-rank"):
+        Nodes(hostfile=str(hostfile))
+    hostfile.write_text("node0 slots=four\n")
+    with pytest.raises(ValueError, match="line 1: expected 'HOST slots=N'"):
+        read_hostfile(str(hostfile))
+
+
+def test_resume_on_another_world_size_may_reshape_the_batch_but_not_the_global_batch():
+    from lmforge.config import config_to_dict
+    from training.pretrain import PretrainConfig, resume_mismatch
+
+    saved = config_to_dict(PretrainConfig(shards="s", tokenizer="t", output="o", steps=10, micro_batch_size=8))
+    same_global = config_to_dict(PretrainConfig(shards="s", tokenizer="t", output="o", steps=10, micro_batch_size=8,
+                                                grad_accum=2))
+    assert resume_mismatch(saved, same_global, saved_world=2, world=1) == {}
+    assert resume_mismatch(saved, saved, saved_world=2, world=1) == {}  # allowed: the global batch halves
+    assert resume_mismatch(saved, same_global, saved_world=2, world=2) == {"grad_accum": (1, 2), "global_batch": (16, 32)}
+    assert "grad_accum" in resume_mismatch(saved, same_global)  # no world sizes: any change is named
+
+
+def test_deepspeed_file_with_its_own_optimizer_is_refused(tmp_path):
+    from training.pretrain import PretrainConfig
+
+    f = tmp_path / "ds.json"
+    f.write_text(json.dumps({"optimizer": {"type": "Adam"}, "zero_optimization": {"stage": 3}}))
+    with pytest.raises(ValueError, match="remove 'optimizer'"):
+        PretrainConfig(shards="s", tokenizer="t", output="o", deepspeed_config=str(f))
+    with pytest.raises(ValueError, match="no such file"):
+        PretrainConfig(shards="s", tokenizer="t", output="o", deepspeed_config=str(tmp_path / "none.json"))
+
+
+def test_die_with_parent_sets_the_parent_death_signal():
+    """A child that asked for SIGKILL on its parent's death is gone once the parent is killed."""
+    import subprocess
+    import time
+
+    code = ("import os, subprocess, sys, time\n"
+            "child = subprocess.Popen([sys.executable, '-c', 'from training.launch import die_with_parent; "
+            "die_with_parent(); import time; time.sleep(60)'])\n"
+            "print(child.pid, flush=True); time.sleep(60)\n")
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env)
+    child = int(parent.stdout.readline())
+    time.sleep(1.0)  # the child has called prctl
+    parent.kill()
+    parent.wait()
+    deadline = time.time() + 5
+    while time.time() < deadline and _alive(child):
+        time.sleep(0.1)
+    assert not _alive(child)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
