@@ -42,7 +42,7 @@ from schemas.shards import MLM_OBJECTIVES
 from training.data import IGNORE_INDEX, RankLoader, ShardSet
 from training.export import HF_DIR, METRICS_NAME, check_tokenizer, load_tokenizer, loss_summary, save_hf
 from training.model import num_parameters
-from training.recipe import build_optimizer, param_groups, schedule_fn
+from training.recipe import build_optimizer, heldout_loss, masked_accuracy, param_groups, schedule_fn
 
 log = logging.getLogger("lmforge.distill")
 
@@ -182,17 +182,14 @@ def distill_step(student, teacher, batch: dict[str, torch.Tensor], cfg: DistillC
 
 
 def mlm_loss(model, batches, limit: int) -> float | None:
-    """Mean cross-entropy per masked token over up to `limit` batches."""
-    total, count = 0.0, 0
+    """Mean cross-entropy per masked token over up to `limit` batches (training.recipe.heldout_loss)."""
+    def step(batch):
+        out = model(**batch)
+        correct, counted = masked_accuracy(out.logits, batch["labels"])
+        return out.loss.item(), int(counted), int(correct)
+
     model.eval()
-    with torch.no_grad():
-        for i, batch in enumerate(batches):
-            if i == limit:
-                break
-            n = int((batch["labels"] != IGNORE_INDEX).sum())
-            total += model(**batch).loss.item() * n
-            count += n
-    return total / count if count else None
+    return heldout_loss(step, batches, limit).loss
 
 
 # ---------------------------------------------------------------------------------------------

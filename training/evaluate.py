@@ -83,28 +83,26 @@ class EvaluateConfig:
 
 
 def mlm_loss(model, table, batch_size: int, max_batches: int) -> tuple[float, int]:
-    """Mean cross-entropy over all masked tokens of the valid split (variant 0), and the token count."""
+    """Mean cross-entropy over all masked tokens of the valid split (variant 0), and the token count
+    (training.recipe.heldout_loss, in order, up to max_batches batches)."""
     import numpy as np
     import torch
 
     from training.data import build_batch
+    from training.recipe import heldout_loss, masked_accuracy
+
+    def step(rows):
+        batch = build_batch(table, rows, variant=0)
+        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        loss = torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), batch["labels"].view(-1),
+                                                 ignore_index=-100)
+        correct, counted = masked_accuracy(logits, batch["labels"])
+        return (float(loss) if counted else 0.0), int(counted), int(correct)
 
     model.eval()
-    total, count = 0.0, 0
-    n_batches = math.ceil(table.num_rows / batch_size)
-    if max_batches:
-        n_batches = min(n_batches, max_batches)
-    with torch.no_grad():
-        for b in range(n_batches):
-            rows = np.arange(b * batch_size, min((b + 1) * batch_size, table.num_rows))
-            batch = build_batch(table, rows, variant=0)
-            logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-            labels = batch["labels"]
-            loss = torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), labels.view(-1),
-                                                     ignore_index=-100, reduction="sum")
-            total += float(loss)
-            count += int((labels != -100).sum())
-    return total / max(1, count), count
+    batches = (np.arange(b, min(b + batch_size, table.num_rows)) for b in range(0, table.num_rows, batch_size))
+    held = heldout_loss(step, batches, max_batches)
+    return held.loss or 0.0, held.tokens
 
 
 def throughput(model, table, batch_size: int, batches: int = 5) -> float:

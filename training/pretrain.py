@@ -41,7 +41,7 @@ from training.accelerator import dist_backend
 from training.data import RankLoader, ShardSet
 from training.export import HF_DIR, METRICS_NAME, check_tokenizer, load_tokenizer, loss_summary, save_hf
 from training.model import build_for_objective, load_for_objective, num_parameters, preset
-from training.recipe import OPTIMIZERS, SCHEDULES, build_optimizer, lr_factor, param_groups, schedule_fn
+from training.recipe import OPTIMIZERS, SCHEDULES, build_optimizer, heldout_loss, lr_factor, param_groups, schedule_fn
 from training.telemetry import Telemetry, peak_rss_mb
 
 TRAINABLE = (*MLM_OBJECTIVES, "causal", "t5_span")
@@ -606,20 +606,16 @@ def evaluate(engine, shards: ShardSet, rank: int, world: int, cfg: PretrainConfi
         log.warning("validation skipped: the valid split has fewer rows than processes")
         return {"loss": None, "mlm_accuracy": None}
     loader = RankLoader(table, rank, world, batch_size, cfg.seed, shards.num_variants)
-    sums = torch.zeros(3, dtype=torch.float64)  # loss * labelled, labelled, correct
+
+    def step(batch):
+        loss = engine(**{k: v.to(engine.device) for k, v in batch.items()}).item()
+        return loss, engine.module.last_counted.item(), engine.module.last_correct.item()
+
     engine.eval()
-    with torch.no_grad():
-        for i, batch in enumerate(loader.epoch(0)):
-            if i == cfg.eval_batches:
-                break
-            loss = engine(**{k: v.to(engine.device) for k, v in batch.items()}).item()
-            n = engine.module.last_counted.item()
-            sums += torch.tensor([loss * n, n, engine.module.last_correct.item()], dtype=torch.float64)
+    held = heldout_loss(step, loader.epoch(0), cfg.eval_batches)  # training.recipe: the stages' one held-out loss
     engine.train()
-    dist.all_reduce(sums)
-    if sums[1] == 0:
-        return {"loss": None, "mlm_accuracy": None}
-    return {"loss": (sums[0] / sums[1]).item(), "mlm_accuracy": (sums[2] / sums[1]).item()}
+    dist.all_reduce(held.sums)
+    return {"loss": held.loss, "mlm_accuracy": held.accuracy}
 
 
 def write_outputs(cfg: PretrainConfig, engine, tokenizer, metrics: dict, counts: dict, t0: float, step: int,

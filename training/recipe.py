@@ -92,3 +92,39 @@ def masked_accuracy(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.T
     keep = labels != -100
     correct = (logits.detach().argmax(-1)[keep] == labels[keep]).sum()
     return correct, keep.sum()
+
+
+class HeldOut:
+    """Held-out loss and top-1 accuracy per labelled token, summed over batches (and over ranks with `sums`)."""
+
+    def __init__(self) -> None:
+        self.sums = torch.zeros(3, dtype=torch.float64)  # loss x labelled, labelled, correct
+
+    def add(self, mean_loss: float, labelled: int, correct: int = 0) -> None:
+        self.sums += torch.tensor([mean_loss * labelled, labelled, correct], dtype=torch.float64)
+
+    @property
+    def tokens(self) -> int:
+        return int(self.sums[1].item())
+
+    @property
+    def loss(self) -> float | None:
+        return (self.sums[0] / self.sums[1]).item() if self.sums[1] > 0 else None
+
+    @property
+    def accuracy(self) -> float | None:
+        return (self.sums[2] / self.sums[1]).item() if self.sums[1] > 0 else None
+
+
+def heldout_loss(step: Callable[[dict[str, torch.Tensor]], tuple[float, int, int]], batches, limit: int = 0) -> HeldOut:
+    """The one held-out loss of every stage (pretrain's validation, distill's student and teacher, evaluate's
+    card): `step(batch)` returns (mean loss over the batch's labelled tokens, their count, top-1 hits), and the
+    result weights each batch by its labelled tokens, so it is the mean per token over the first `limit`
+    batches (0: all), not a mean of batch means."""
+    out = HeldOut()
+    with torch.no_grad():
+        for i, batch in enumerate(batches):
+            if limit and i == limit:
+                break
+            out.add(*step(batch))
+    return out

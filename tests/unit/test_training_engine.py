@@ -270,3 +270,13 @@ def _alive(pid: int) -> bool:
             return f.read().split()[2] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_heldout_loss_is_per_token_not_a_mean_of_batch_means():
+    from training.recipe import heldout_loss
+
+    batches = [{"loss": 2.0, "n": 1, "hits": 1}, {"loss": 5.0, "n": 3, "hits": 0}, {"loss": 9.0, "n": 9, "hits": 9}]
+    held = heldout_loss(lambda b: (b["loss"], b["n"], b["hits"]), batches, limit=2)
+    assert held.loss == pytest.approx((2.0 * 1 + 5.0 * 3) / 4) and held.tokens == 4 and held.accuracy == 0.25
+    assert heldout_loss(lambda b: (b["loss"], b["n"], 0), batches).tokens == 13  # limit 0: every batch
+    assert heldout_loss(lambda b: (0.0, 0, 0), batches).loss is None
