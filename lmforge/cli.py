@@ -186,6 +186,10 @@ def main(argv: list[str] | None = None) -> int:
         sp.add_argument("--hostfile", default="", help="a DeepSpeed hostfile ('HOST slots=N' per node): launch with the "
                         "DeepSpeed launcher instead of torchrun, on each node with its --node-rank (no ssh needed); "
                         "processes per node come from the slots")
+    if command in ("distill", "finetune"):
+        sp.add_argument("--nproc", type=int, default=1, help="data-parallel processes under torchrun (the launcher "
+                        "pretraining uses; gradients summed over gloo on CPU, NCCL on CUDA); each batch is split "
+                        "over them, so the recipe does not change with the count (default: %(default)s)")
     if beam:
         ns, beam_args = sp.parse_known_args(rest)
         _reject_misspelt_flags(sp, beam_args)
@@ -212,6 +216,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(plan_text("training.pretrain", cfg, ns.nproc, nodes, ns.accelerator, machine))
                 return 0
             out = run_fn(cfg, nproc=ns.nproc, nodes=nodes, accelerator=ns.accelerator)
+        elif command in ("distill", "finetune") and ns.nproc > 1:
+            from training.launch import launch
+
+            out = launch(f"training.{command}", cfg, cfg.output, nproc=ns.nproc)
         else:
             out = run_fn(cfg, beam_args) if beam else run_fn(cfg)
     except (FileNotFoundError, ValueError, StageBusy) as e:  # bad input named by the stage: no traceback needed

@@ -18,8 +18,10 @@ head, and trains on
     5.0 * KL(student/T || teacher/T) * T^2 + 2.0 * MLM cross-entropy + 1.0 * (1 - cos(h_s, h_t)),
 
 T = 2, the KL and cosine terms over every attended position, with the teacher in eval mode
-under no_grad. This runs in one process with plain torch AdamW: the student is small and the
-teacher's forward dominates; a DeepSpeed shell like `training.pretrain`'s can come later.
+under no_grad. Plain torch AdamW from the shared recipe (training.recipe); one process, or data-parallel
+under pretraining's launcher (`lmforge distill --nproc N`: torchrun, each process a slice of every batch,
+gradients summed over gloo/NCCL); the student is small and the teacher's forward dominates, so there
+is no DeepSpeed engine here.
 """
 from __future__ import annotations
 
@@ -39,10 +41,19 @@ from lmforge.config import add_config_args, config_from_args, config_to_dict, op
 from lmforge.logs import setup as setup_logs
 from schemas.manifest import MANIFEST_NAME, Manifest, atomic_write_json, describe_outputs, input_ref, write_manifest
 from schemas.shards import MLM_OBJECTIVES
+from training.accelerator import dist_backend
 from training.data import IGNORE_INDEX, RankLoader, ShardSet
 from training.export import HF_DIR, METRICS_NAME, check_tokenizer, load_tokenizer, loss_summary, save_hf
 from training.model import num_parameters
-from training.recipe import build_optimizer, heldout_loss, masked_accuracy, param_groups, schedule_fn
+from training.recipe import (
+    build_optimizer,
+    heldout_loss,
+    init_data_parallel,
+    masked_accuracy,
+    param_groups,
+    schedule_fn,
+    sum_gradients,
+)
 
 log = logging.getLogger("lmforge.distill")
 
@@ -54,7 +65,8 @@ class DistillConfig:
     output: str = opt(help="Stage directory to write: hf/, metrics.json, manifest.json.")
     steps: int = opt(0, help="Optimizer steps; 0 means run `epochs` full epochs.")
     epochs: int = opt(1, help="Full passes over the train split when steps is 0.")
-    batch_size: int = opt(16, help="Sequences per step.")
+    batch_size: int = opt(16, help="Sequences per optimizer step, over all processes (with --nproc N each takes "
+                                   "batch_size / N), so the recipe is the same whatever the process count.")
     lr: float = opt(5e-4, help="Peak AdamW learning rate (DistilBERT used 5e-4).")
     warmup_ratio: float = opt(0.05, help="Fraction of steps of linear warmup, then linear decay to 0 (DistilBERT: 5%).")
     weight_decay: float = opt(0.01, help="AdamW weight decay on matrices.")
@@ -237,8 +249,12 @@ def run(cfg: DistillConfig) -> Path:
     t0 = time.time()
     hf_logging.disable_progress_bar()
     out = Path(cfg.output)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / MANIFEST_NAME).unlink(missing_ok=True)  # a crashed rerun must not look finished
+    rank, world = init_data_parallel()
+    if world > 1 and cfg.batch_size % world:
+        raise SystemExit(f"distill: --batch-size {cfg.batch_size} does not split over {world} processes")
+    if rank == 0:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / MANIFEST_NAME).unlink(missing_ok=True)  # a crashed rerun must not look finished
 
     # --- setup --------------------------------------------------------------------------------
     teacher_hf, teacher_stage = resolve_teacher(cfg.teacher)
@@ -252,7 +268,8 @@ def run(cfg: DistillConfig) -> Path:
     torch.manual_seed(cfg.seed)
     layers = student_layers(teacher.config.num_hidden_layers, cfg.student_layers)
     student = student_from_teacher(teacher, layers).train()
-    loader = RankLoader(shards.read("train"), 0, 1, cfg.batch_size, cfg.seed, shards.num_variants)
+    loader = RankLoader(shards.read("train"), rank, world, cfg.batch_size // world, cfg.seed, shards.num_variants)
+    torch.manual_seed(cfg.seed + rank)  # each process its own dropout masks
     total = cfg.steps or cfg.epochs * loader.batches_per_epoch
     optimizer = build_optimizer("adamw", param_groups(student, cfg.weight_decay), cfg.lr)  # the shared recipe
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule_fn("linear", int(cfg.warmup_ratio * total), total))
@@ -260,6 +277,9 @@ def run(cfg: DistillConfig) -> Path:
              teacher_hf, teacher.config.num_hidden_layers, f"{num_parameters(teacher):,}",
              student.config.num_hidden_layers, f"{num_parameters(student):,}",
              layers, total, cfg.batch_size)
+    if world > 1:
+        log.info("data parallel: %d processes x %d sequences, gradients averaged over %s", world,
+                 cfg.batch_size // world, dist_backend())
 
     # --- fit ----------------------------------------------------------------------------------
     curve: list[dict[str, Any]] = []
@@ -270,12 +290,14 @@ def run(cfg: DistillConfig) -> Path:
             loss, parts = distill_step(student, teacher, batch, cfg)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
+            if world > 1:
+                parts = average_gradients(student, parts, world)
             torch.nn.utils.clip_grad_norm_(student.parameters(), 1.0)
             lr = scheduler.get_last_lr()[0]
             optimizer.step()
             scheduler.step()
             step += 1
-            tokens += int(batch["attention_mask"].sum())
+            tokens += int(batch["attention_mask"].sum())  # this process's; summed over processes after the fit
             curve.append({"step": step, **parts, "lr": lr})
             if step % cfg.log_every == 0 or step == total:
                 window = curve[-(cfg.log_every if step % cfg.log_every == 0 else step % cfg.log_every):]
@@ -288,6 +310,15 @@ def run(cfg: DistillConfig) -> Path:
                 break
         epoch += 1
     fit_seconds = time.time() - t_fit
+    if world > 1:  # the data-parallel processes are done; rank 0 validates and writes
+        import torch.distributed as dist
+
+        count = torch.tensor([tokens], dtype=torch.float64)
+        dist.all_reduce(count)
+        tokens = int(count.item())
+        dist.destroy_process_group()
+        if rank != 0:
+            return out
 
     # --- validate -----------------------------------------------------------------------------
     valid = {"student_valid_mlm_loss": None, "teacher_valid_mlm_loss": None}
@@ -304,7 +335,8 @@ def run(cfg: DistillConfig) -> Path:
     # --- save ---------------------------------------------------------------------------------
     hf_files = save_hf(student, tokenizer, out / HF_DIR)
     metrics = {"loss_curve": curve, **loss_summary(curve), **valid, "steps": step, "tokens_seen": tokens,
-               "sequences_seen": step * cfg.batch_size, "teacher_layers": teacher.config.num_hidden_layers,
+               "sequences_seen": step * cfg.batch_size, "world_size": world,
+               "teacher_layers": teacher.config.num_hidden_layers,
                "student_layers": student.config.num_hidden_layers, "copied_layers": layers,
                "teacher_parameters": num_parameters(teacher), "student_parameters": num_parameters(student),
                "fit_seconds": fit_seconds, "seconds_per_step": fit_seconds / step, "wall_seconds": time.time() - t0}
@@ -325,6 +357,15 @@ def run(cfg: DistillConfig) -> Path:
     return out
 
 
+def average_gradients(model, parts: dict[str, float], world: int) -> dict[str, float]:
+    """The gradients and this step's loss parts averaged over the processes (equal shares of the batch): the
+    same update as one process with the whole batch, up to the per-process means of the loss terms."""
+    for p in model.parameters():
+        if p.grad is not None:
+            p.grad /= world
+    return {k: v / world for k, v in zip(parts, sum_gradients(model, list(parts.values())))}
+
+
 def main(argv: list[str] | None = None) -> Path:
     parser = argparse.ArgumentParser(prog="python -m training.distill", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -332,7 +373,8 @@ def main(argv: list[str] | None = None) -> Path:
     cfg = config_from_args(DistillConfig, parser.parse_args(argv))
     # transformers probes for DeepSpeed when saving; without this it warns that it guessed CPU
     os.environ.setdefault("DS_ACCELERATOR", "cpu")
-    setup_logs(logging.INFO)
+    rank = int(os.environ.get("RANK", "0"))
+    setup_logs(logging.INFO if rank == 0 else logging.WARNING, f"%(asctime)s [rank{rank}] %(name)s: %(message)s")
     return run(cfg)
 
 

@@ -180,6 +180,15 @@ def control_rows(data: TaskData, primary: str) -> dict[str, Row]:
 
 
 def run(cfg: FinetuneConfig) -> Path:
+    """The stage in one process, or data-parallel under torchrun (`lmforge finetune --nproc N`, training.launch):
+    every process runs the same seeds and learning rates on its slice of each batch (gradients summed), scores
+    validation and test itself (the same weights give the same scores, so early stopping agrees), and rank 0
+    alone holds the stage lock and writes."""
+    from training.recipe import init_data_parallel
+
+    rank, _ = init_data_parallel()
+    if rank != 0:
+        return _run(cfg)
     with stage_lock(cfg.output):
         return _run(cfg)
 
@@ -187,14 +196,18 @@ def run(cfg: FinetuneConfig) -> Path:
 def _run(cfg: FinetuneConfig) -> Path:
     import torch
 
+    from training.recipe import data_parallel
     from training.tasks.encode import encode
     from training.tasks.metrics import lower_is_better, primary_metric
 
     t0 = time.time()
-    torch.set_num_threads(cfg.threads)
+    rank, world = data_parallel()
+    if world == 1:
+        torch.set_num_threads(cfg.threads)  # under the launcher its plan shares out the cores
     out = Path(cfg.output)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "manifest.json").unlink(missing_ok=True)
+    if rank == 0:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "manifest.json").unlink(missing_ok=True)
 
     data = load_data(cfg)
     primary = cfg.select_metric or primary_metric(cfg.task, data.is_bio)
@@ -207,18 +220,18 @@ def _run(cfg: FinetuneConfig) -> Path:
     counts: dict[str, Any] = dict(data.counts)
     for e in enc.values():
         counts.update(e.counts)
-    print(f"finetune: {cfg.task}, {len(data.train):,} train / {len(data.validation):,} validation / "
+    say(f"finetune: {cfg.task}, {len(data.train):,} train / {len(data.validation):,} validation / "
           f"{len(data.test):,} test examples" + (f", {len(data.labels)} labels" if data.labels else "")
-          + f"; selecting on validation {primary}", flush=True)
+          + f"; selecting on validation {primary}" + (f"; data parallel over {world} processes" if world > 1 else ""))
 
-    rows: dict[str, Row] = control_rows(data, primary) if cfg.controls else {}
+    rows: dict[str, Row] = control_rows(data, primary) if cfg.controls and rank == 0 else {}
     saved: dict[str, Any] = {}
     worse = lower_is_better(primary)
     better = (lambda a, b: a < b) if worse else (lambda a, b: a > b)
     for init in cfg.init:
         tried: list[dict[str, Any]] = []
         for k, lr in enumerate([cfg.lr, *cfg.lr_grid]):
-            keep = out / f".hf-lr{k}" if init == cfg.init[0] else None
+            keep = out / f".hf-lr{k}" if init == cfg.init[0] and rank == 0 else None
             tried.append({"lr": lr, **fit_seeds(cfg, init, lr, data, enc, tok, primary, better, keep)})
         best = tried[0]
         for t in tried[1:]:
@@ -226,15 +239,15 @@ def _run(cfg: FinetuneConfig) -> Path:
                                                      or better(t["validation_mean"], best["validation_mean"])):
                 best = t
         if len(tried) > 1:
-            print(f"finetune: {init}: lr {best['lr']:g} chosen on mean validation {primary} ("
+            say(f"finetune: {init}: lr {best['lr']:g} chosen on mean validation {primary} ("
                   + ", ".join(f"{t['lr']:g}: {t['validation_mean']:.4f}" for t in tried
-                              if t["validation_mean"] is not None) + ")", flush=True)
+                              if t["validation_mean"] is not None) + ")")
         details = {**best["details"], "lr": best["lr"],
                    "lr_search": {f"{t['lr']:g}": t["validation_mean"] for t in tried},
                    "lr_search_seconds": {f"{t['lr']:g}": round(sum(t["seconds"].values()), 1) for t in tried}}
         rows[init] = Row("init", {s: {m: Score.of(v) for m, v in ms.items()} for s, ms in best["per_split"].items()},
                          best["seconds"], details)
-        if init == cfg.init[0]:
+        if init == cfg.init[0] and rank == 0:
             k = tried.index(best)
             shutil.rmtree(out / "hf", ignore_errors=True)
             (out / f".hf-lr{k}").rename(out / "hf")
@@ -242,6 +255,8 @@ def _run(cfg: FinetuneConfig) -> Path:
             for j in range(len(tried)):
                 shutil.rmtree(out / f".hf-lr{j}", ignore_errors=True)
 
+    if rank != 0:
+        return out
     metrics = FinetuneMetrics(task=cfg.task, primary_metric=primary, labels=data.labels, counts=counts,
                               left_out=data.left_out, splits_from=data.splits_from, rows=rows, saved=saved,
                               config=config_to_dict(cfg))
@@ -257,6 +272,14 @@ def _run(cfg: FinetuneConfig) -> Path:
     print(summary_table(metrics), flush=True)
     return out
 
+
+
+def say(text: str) -> None:
+    """Progress on rank 0 only (every process of a data-parallel fine-tune computes the same numbers)."""
+    from training.recipe import data_parallel
+
+    if data_parallel()[0] == 0:
+        print(text, flush=True)
 
 
 def tokenizer_identity(model_dir: str) -> str | None:
@@ -321,9 +344,8 @@ def fit_seeds(cfg: FinetuneConfig, init: str, lr: float, data: TaskData, enc: di
         details[str(seed)] = {k: v for k, v in history.items() if k != "evaluations"} | {
             "validation_curve": [(e["step"], round(e[primary], 4)) for e in history["evaluations"]]}
         val = per_split["validation"][primary][str(seed)]
-        print(f"finetune: {init}{tag} seed {seed}: validation {primary} {val:.4f}, test {primary} "
-              f"{per_split['test'][primary][str(seed)]:.4f} ({history['steps']} steps, {seconds[str(seed)]:.0f} s)",
-              flush=True)
+        say(f"finetune: {init}{tag} seed {seed}: validation {primary} {val:.4f}, test {primary} "
+              f"{per_split['test'][primary][str(seed)]:.4f} ({history['steps']} steps, {seconds[str(seed)]:.0f} s)")
         if keep is not None and (not saved or better(val, saved["validation"])):
             save_hf(model, tok, keep)
             saved = {"row": init, "seed": seed, "validation": val, "metric": primary}

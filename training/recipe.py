@@ -128,3 +128,51 @@ def heldout_loss(step: Callable[[dict[str, torch.Tensor]], tuple[float, int, int
                 break
             out.add(*step(batch))
     return out
+
+
+def data_parallel() -> tuple[int, int]:
+    """(rank, world) of an initialised process group, else (0, 1)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def init_data_parallel() -> tuple[int, int]:
+    """(rank, world) for a stage's worker: one process unless started by torchrun (training.launch, `--nproc N`),
+    then a process group over the planned backend (gloo on CPU, NCCL on CUDA), and this worker dies with its agent."""
+    import os
+
+    if int(os.environ.get("WORLD_SIZE", "1")) == 1:
+        return 0, 1
+    import torch.distributed as dist
+
+    from training.accelerator import dist_backend
+    from training.launch import die_with_parent
+
+    die_with_parent()
+    if not dist.is_initialized():
+        dist.init_process_group(backend=dist_backend())
+    return dist.get_rank(), dist.get_world_size()
+
+
+def sum_gradients(model: torch.nn.Module, extra: list[float] | None = None) -> list[float]:
+    """All-reduce (sum) every gradient of `model` in one flat buffer, with a few scalars (e.g. the step's loss
+    parts) riding along; returns the summed scalars. Each process scales its loss by its share of the global
+    batch before backward, so the sum is the gradient of the global batch's mean loss. A parameter without a
+    gradient on this process (it saw no rows) contributes zeros."""
+    import torch.distributed as dist
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    extra = extra or []
+    flat = torch.cat([p.grad.reshape(-1) for p in params] + [torch.tensor(extra, dtype=params[0].grad.dtype)])
+    dist.all_reduce(flat)
+    offset = 0
+    for p in params:
+        p.grad.copy_(flat[offset: offset + p.numel()].view_as(p.grad))
+        offset += p.numel()
+    return flat[offset:].tolist()

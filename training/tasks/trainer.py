@@ -145,9 +145,10 @@ def fit(model, train: Encoded, validation: Encoded, data, recipe: Recipe, seed: 
     import torch
     from tqdm import tqdm
 
-    from training.recipe import build_optimizer, param_groups, schedule_fn
+    from training.recipe import build_optimizer, data_parallel, param_groups, schedule_fn, sum_gradients
 
-    torch.manual_seed(seed)
+    rank, world = data_parallel()  # under `lmforge finetune --nproc N` each process takes a slice of every batch
+    torch.manual_seed(seed + 7919 * rank)  # one process: the seed as always; others their own dropout
     per_epoch = -(-len(train.input_ids) // recipe.batch_size)
     total = per_epoch * recipe.epochs
     # BERT's fine-tuning AdamW (betas 0.9/0.999, eps 1e-8), linear warm-up and decay: the shared recipe
@@ -159,20 +160,26 @@ def fit(model, train: Encoded, validation: Encoded, data, recipe: Recipe, seed: 
     evals: list[dict[str, Any]] = []
     losses: list[float] = []
     step, stale, t0 = 0, 0, time.time()
-    bar = tqdm(total=total, desc=desc, unit="step", mininterval=5, leave=False)
+    bar = tqdm(total=total, desc=desc, unit="step", mininterval=5, leave=False, disable=rank != 0)
     stopped_early = False
     for epoch in range(recipe.epochs):
         model.train()
         for rows in _batches(len(train.input_ids), recipe.batch_size, seed * 1000 + epoch):
-            batch = {k: v.to(device()) for k, v in collate(train, rows, pad_id, data.task).items()}
-            with autocast(recipe.bf16):
-                out = model(**batch)
-                loss = out.loss
-                if teacher is not None:
-                    with torch.no_grad():
-                        t_logits = teacher(**{k: v for k, v in batch.items() if k != "labels"}).logits
-                    loss = alpha * soft_label_loss(out.logits, t_logits, batch["labels"], temperature) + (1 - alpha) * loss
-            loss.backward()
+            part = rows[len(rows) * rank // world: len(rows) * (rank + 1) // world]
+            loss = torch.zeros(())
+            if part:  # the last batch of an epoch may leave a process without rows
+                batch = {k: v.to(device()) for k, v in collate(train, part, pad_id, data.task).items()}
+                with autocast(recipe.bf16):
+                    out = model(**batch)
+                    loss = out.loss
+                    if teacher is not None:
+                        with torch.no_grad():
+                            t_logits = teacher(**{k: v for k, v in batch.items() if k != "labels"}).logits
+                        loss = (alpha * soft_label_loss(out.logits, t_logits, batch["labels"], temperature)
+                                + (1 - alpha) * loss)
+                (loss * (len(part) / len(rows))).backward()  # this process's share of the batch's mean loss
+            if world > 1:
+                loss = torch.tensor(sum_gradients(model, [loss.item() * len(part) / len(rows)])[0])
             torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.clip)
             opt.step()
             sched.step()
