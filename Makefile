@@ -41,6 +41,7 @@ bench: setup
 	$(BIN)/lmforge bench scale
 	$(BIN)/lmforge bench tokenizer
 	$(BIN)/lmforge bench data
+	$(BIN)/lmforge bench train --resume
 	$(BIN)/lmforge bench transfer --resume
 
 # The Prefect UI on http://127.0.0.1:4200, loopback only, telemetry off (infra/README.md says how

@@ -64,7 +64,7 @@ SUMMARIES = {
     "labeled": "real labelled datasets (VADER, Reuters-21578, ...) as files finetune reads: labeled list | prepare NAME",
     "run": "a Prefect flow (no server needed): the whole DAG, training from shards (--flow train), or a refresh (--flow refresh)",
     "alerts": "a Prefect automation that POSTs to a webhook when a refresh fails (needs a Prefect server)",
-    "bench": "benchmarks against named peers -> docs/BENCHMARKS.md (bench corpus | data | extraction | langid | scale | tokenizer | transfer)",
+    "bench": "benchmarks against named peers -> docs/BENCHMARKS.md (bench corpus | data | extraction | langid | scale | tokenizer | train | transfer)",
 }
 
 
@@ -87,7 +87,7 @@ def _quiet_logs(flow: bool = False) -> None:
 def _bench(rest: list[str]) -> int:
     benches = {"corpus": "lmforge.bench.corpus", "data": "lmforge.bench.data", "extraction": "lmforge.bench.extraction",
                "langid": "lmforge.bench.langid", "scale": "lmforge.bench.scale", "tokenizer": "lmforge.bench.tokenizer",
-               "transfer": "lmforge.bench.transfer"}
+               "train": "lmforge.bench.train", "transfer": "lmforge.bench.transfer"}
     if not rest or rest[0] not in benches:
         print(f"usage: lmforge bench {{{','.join(benches)}}} [--help]")
         return 0 if rest and rest[0] in ("-h", "--help") else 2

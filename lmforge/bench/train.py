@@ -1,0 +1,315 @@
+"""Training step: lmforge's pretraining against the Hugging Face Trainer, tokens/s and model FLOPs utilisation.
+
+    lmforge bench train [--presets tiny demo mini] [--nproc 1 2] [--steps 60] [--warmup 10] [--resume]
+    lmforge bench train --presets tiny --steps 20 --work /tmp/bt --no-report      # a quick trial
+
+One run, on this machine, the same rows, model and batch for both:
+1. data: the bundled crawl (samples/crawl) through `lmforge corpus`, `lmforge tokenizer` (8,000
+   WordPiece) and `lmforge shards` (128 tokens a row, MLM masks), with the demo's settings, once,
+   under <work>/data (reused while its manifests are there);
+2. for every preset (tiny, demo, mini = bert_mini) and process count (1: one process with every core
+   as torch threads; 2: two processes, the cores shared out, training.accelerator's plan for both):
+   - lmforge: `training.launch.launch_pretrain` (torchrun, DeepSpeed ZeRO-2, SparseMLM), fp32, for
+     --warmup + --steps steps, timed by its own telemetry (metrics.jsonl: every record stamps the end
+     of its step) from the end of step --warmup to the end of the last, loading included;
+   - HF Trainer (`lmforge.bench.train_hf`): BertForMaskedLM of the same config on the same rows'
+     unmasked ids with `DataCollatorForLanguageModeling(mlm_probability=0.15)`, the same per-process
+     batch, in one process or under `torch.distributed.run` (DDP over gloo), timed from the end of step
+     --warmup to the end of the last by a TrainerCallback;
+3. tokens/s = steps x rows per step x seq_len / seconds (positions, padding included; the rows are
+   packed, so nearly all are real), MFU against this CPU's peak (`train_flops`), the goals judged in
+   `train_report`, the section written to docs/BENCHMARKS.md.
+Each finished measurement is kept in <work>/results.json under its settings (and a digest of training/
+and the library versions); `--resume` skips those. Each records how much of the CPU other processes
+took meanwhile (/proc/stat); the report flags the disturbed ones, and `--resume` measures them again:
+run it with the machine to itself.
+About 10-15 minutes on 2 cores at the defaults, most of it the mini preset (the data stages: 20 s, once).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lmforge.bench.train_flops import ModelShape
+from lmforge.bench.train_machine import cpu_watch, machine_peak, matmul_ceiling
+from lmforge.bench.train_report import QUIET, TITLE, render
+from schemas.manifest import MANIFEST_NAME, atomic_write_bytes
+
+ROOT = Path(__file__).resolve().parents[2]
+PRESETS = {"tiny": "tiny", "demo": "demo", "mini": "bert_mini"}
+"""Benchmark name -> training.model preset."""
+SYSTEMS = ("lmforge", "hf_trainer")
+
+
+@dataclass
+class BenchConfig:
+    work: str = "runs/bench-train"
+    """Runs, logs and results.json."""
+    data: str = ""
+    """Where the corpus, tokenizer and shards go (default: <work>/data)."""
+    crawl: list[str] = field(default_factory=lambda: [str(ROOT / "samples" / "crawl")])
+    vocab_size: int = 8000
+    seq_len: int = 128
+    presets: list[str] = field(default_factory=lambda: list(PRESETS))
+    nproc: list[int] = field(default_factory=lambda: [1, 2])
+    systems: list[str] = field(default_factory=lambda: list(SYSTEMS))
+    micro_batch_size: int = 16
+    """Rows per process per step (the demo's): 16 x 128 = 2,048 tokens per process per step."""
+    steps: int = 60
+    warmup: int = 10
+
+    def __post_init__(self) -> None:
+        bad = [p for p in self.presets if p not in PRESETS]
+        if bad:
+            raise ValueError(f"unknown presets {bad}; choose from {list(PRESETS)}")
+        if [s for s in self.systems if s not in SYSTEMS]:
+            raise ValueError(f"systems must be among {SYSTEMS}, got {self.systems}")
+        if min(self.steps, self.warmup, self.micro_batch_size, *self.nproc) < 1:
+            raise ValueError("--steps, --warmup, --micro-batch-size and --nproc must be >= 1")
+
+
+def measurement_key(system: str, preset: str, nproc: int, cfg: BenchConfig, data_id: str, code_id: str) -> str:
+    """Everything a measurement depends on; a cached result counts only under the same key."""
+    return (f"{system}|{preset}|nproc={nproc}|batch={cfg.micro_batch_size}|steps={cfg.steps}|warmup={cfg.warmup}"
+            f"|data={data_id}|code={code_id}")
+
+
+def code_id() -> str:
+    """The training code and library versions: an edit to training/ or an upgrade measures again."""
+    import deepspeed
+    import torch
+    import transformers
+
+    h = hashlib.sha256(f"{torch.__version__} {transformers.__version__} {deepspeed.__version__}".encode())
+    for f in sorted([*(ROOT / "training").glob("*.py"), ROOT / "lmforge" / "bench" / "train_hf.py"]):
+        h.update(f.name.encode() + f.read_bytes())
+    return h.hexdigest()[:12]
+
+
+# ---- data: the repo's own stages over the bundled crawl --------------------------------------------
+
+def stage(name: str, out: Path, argv: list[str], logs: Path, rerun: bool = False) -> bool:
+    """`lmforge <argv>` into `out` unless a finished run of the same command is there (and not `rerun`,
+    which a step whose input was just rebuilt needs). True if it ran."""
+    argv_file = out / ".bench-argv.json"
+    if not rerun and (out / MANIFEST_NAME).exists() and argv_file.exists() and json.loads(argv_file.read_text()) == argv:
+        print(f"train: {name} done earlier: {out}", flush=True)
+        return False
+    shutil.rmtree(out, ignore_errors=True)
+    logs.mkdir(parents=True, exist_ok=True)
+    log = logs / f"{name}.log"
+    print(f"train: {name}: lmforge {' '.join(argv)}  (log: {log})", flush=True)
+    t0 = time.time()
+    with open(log, "w") as f:
+        rc = subprocess.run([sys.executable, "-m", "lmforge.cli", *argv], stdout=f, stderr=subprocess.STDOUT, cwd=ROOT,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"}).returncode
+    if rc != 0:
+        raise SystemExit(f"bench train: {name} failed (exit {rc}); log {log}:\n" + "".join(log.read_text().splitlines(True)[-30:]))
+    atomic_write_bytes(argv_file, json.dumps(argv).encode())
+    print(f"train: {name} {time.time() - t0:.0f} s", flush=True)
+    return True
+
+
+def build_data(cfg: BenchConfig) -> dict[str, Path]:
+    """The demo's corpus, tokenizer and shards settings (flows.presets.demo) over --crawl."""
+    d, logs = Path(cfg.data or Path(cfg.work, "data")), Path(cfg.work, "logs")
+    paths = {k: d / k for k in ("corpus", "tokenizer", "shards")}
+    ran = stage("corpus", paths["corpus"], ["corpus", "--input", *cfg.crawl, "--output", str(paths["corpus"]),
+                                            "--num-shards", "2", "--line-dedup"], logs)
+    ran = stage("tokenizer", paths["tokenizer"], ["tokenizer", "--corpus", str(paths["corpus"]), "--output",
+                                                  str(paths["tokenizer"]), "--vocab-size", str(cfg.vocab_size)],
+                logs, rerun=ran) or ran
+    stage("shards", paths["shards"], ["shards", "--corpus", str(paths["corpus"]), "--tokenizer", str(paths["tokenizer"]),
+                                      "--output", str(paths["shards"]), "--seq-len", str(cfg.seq_len), "--num-shards",
+                                      "2", "--valid-per-mille", "50"], logs, rerun=ran)
+    return paths
+
+
+# ---- the two systems -------------------------------------------------------------------------------
+
+def model_shape(preset: str, vocab: int, seq_len: int) -> ModelShape:
+    from training.model import preset as model_preset
+
+    m = model_preset(PRESETS[preset])
+    return ModelShape(layers=m.num_layers, hidden=m.hidden_size, intermediate=m.intermediate_size, vocab=vocab,
+                      seq_len=seq_len)
+
+
+def steady_seconds(records: list[dict[str, Any]], warmup: int, steps: int) -> float:
+    """Seconds from the end of step `warmup` to the end of step `warmup + steps`, from the `train`
+    records of a metrics.jsonl (each stamped with the run's `elapsed_s` when its step ended)."""
+    at = {r["step"]: r["elapsed_s"] for r in records if r.get("kind") == "train"}
+    if warmup not in at or warmup + steps not in at:
+        raise ValueError(f"metrics.jsonl has train records at steps {sorted(at)}, not at {warmup} and {warmup + steps}")
+    return at[warmup + steps] - at[warmup]
+
+
+def measure_lmforge(cfg: BenchConfig, data: dict[str, Path], preset: str, nproc: int) -> dict[str, Any]:
+    """One `launch_pretrain` run of warmup + steps steps, timed from its own per-step telemetry."""
+    import math
+
+    from training.accelerator import launch_plan
+    from training.launch import launch_pretrain
+    from training.pretrain import PretrainConfig
+    from training.telemetry import METRICS_JSONL, read_metrics
+
+    out = Path(cfg.work, "lmforge", f"{preset}-{nproc}p")
+    shutil.rmtree(out, ignore_errors=True)
+    # a record at the end of step `warmup` and at the end of the last step (the defaults: every 10th step)
+    pc = PretrainConfig(shards=str(data["shards"]), tokenizer=str(data["tokenizer"]), output=str(out),
+                        model=PRESETS[preset], steps=cfg.warmup + cfg.steps, micro_batch_size=cfg.micro_batch_size,
+                        eval_batches=0, tensorboard=False, log_every=math.gcd(cfg.warmup, cfg.steps))
+    log = Path(cfg.work, "logs", f"lmforge-{preset}-{nproc}p.log")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with open(log, "w") as f, contextlib.redirect_stdout(f), contextlib.redirect_stderr(f):
+            launch_pretrain(pc, nproc=nproc, accelerator="cpu")
+    except RuntimeError as e:
+        raise SystemExit(f"bench train: lmforge {preset} on {nproc} processes failed; log {log}\n{e}") from None
+    metrics = json.loads((out / "metrics.json").read_text())
+    counts = json.loads((out / MANIFEST_NAME).read_text())["counts"]
+    seconds = steady_seconds(read_metrics(out / METRICS_JSONL), cfg.warmup, cfg.steps)
+    for sub in ("checkpoints", "hf"):  # the weights are not what is measured; mini's checkpoint is ~150 MB
+        shutil.rmtree(out / sub, ignore_errors=True)
+    # the head runs at masked positions only: their share of all positions the run trained on
+    head_share = counts["masked_tokens"] / (counts["sequences"] * metrics["seq_len"])
+    return {"seconds": seconds, "steps": cfg.steps, "rows_per_step": metrics["global_batch"],
+            "seq_len": metrics["seq_len"], "threads": launch_plan("cpu", nproc).threads_per_process,
+            "head_share": head_share, "num_parameters": metrics["num_parameters"], "fit_seconds": metrics["fit_seconds"]}
+
+
+def measure_hf(cfg: BenchConfig, data: dict[str, Path], preset: str, nproc: int) -> dict[str, Any]:
+    from training.accelerator import launch_plan
+    from training.launch import free_port
+
+    threads = launch_plan("cpu", nproc).threads_per_process
+    out = Path(cfg.work, "hf_trainer", f"{preset}-{nproc}p.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.unlink(missing_ok=True)
+    args = ["-m", "lmforge.bench.train_hf", "--shards", str(data["shards"]), "--tokenizer", str(data["tokenizer"]),
+            "--model", PRESETS[preset], "--micro-batch-size", str(cfg.micro_batch_size), "--steps", str(cfg.steps),
+            "--warmup", str(cfg.warmup), "--out", str(out)]
+    if nproc > 1:
+        args = ["-m", "torch.distributed.run", "--nnodes=1", f"--nproc_per_node={nproc}", "--master_addr=127.0.0.1",
+                f"--master_port={free_port()}", *args]
+    log = Path(cfg.work, "logs", f"hf_trainer-{preset}-{nproc}p.log")
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false",
+           "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+    with open(log, "w") as f:
+        rc = subprocess.run([sys.executable, *args], stdout=f, stderr=subprocess.STDOUT, env=env).returncode
+    if rc != 0 or not out.exists():
+        raise SystemExit(f"bench train: HF Trainer {preset} on {nproc} processes failed (exit {rc}); log {log}:\n"
+                         + "".join(log.read_text().splitlines(True)[-30:]))
+    r = json.loads(out.read_text())
+    return {"seconds": r["seconds"], "steps": r["steps"], "rows_per_step": r["micro_batch_size"] * r["world_size"],
+            "seq_len": r["seq_len"], "threads": r["threads"], "head_share": 1.0, "num_parameters": r["num_parameters"],
+            "optimizer": r["optimizer"]}
+
+
+# ---- entry point -----------------------------------------------------------------------------------
+
+def load_results(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text()) if path.exists() else {"measurements": {}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    d = BenchConfig()
+    ap = argparse.ArgumentParser(prog="lmforge bench train", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--work", default=d.work, help="runs, logs and results.json (default: %(default)s)")
+    ap.add_argument("--data", default="", help="corpus, tokenizer and shards, built once (default: <work>/data)")
+    ap.add_argument("--crawl", nargs="+", default=d.crawl, help="crawl inputs for the corpus stage (default: samples/crawl)")
+    ap.add_argument("--presets", nargs="+", default=d.presets, choices=list(PRESETS),
+                    help="model presets (mini = bert_mini, 4 x 256) (default: %(default)s)")
+    ap.add_argument("--nproc", nargs="+", type=int, default=d.nproc,
+                    help="process counts; one process gets every core as threads (default: %(default)s)")
+    ap.add_argument("--systems", nargs="+", default=d.systems, choices=SYSTEMS, help="(default: both)")
+    ap.add_argument("--steps", type=int, default=d.steps, help="steps timed after the warm-up (default: %(default)s)")
+    ap.add_argument("--warmup", type=int, default=d.warmup, help="steps run first and not timed (default: %(default)s)")
+    ap.add_argument("--micro-batch-size", type=int, default=d.micro_batch_size,
+                    help="rows per process per step, both systems (default: %(default)s)")
+    ap.add_argument("--vocab-size", type=int, default=d.vocab_size, help="tokenizer stage (default: %(default)s)")
+    ap.add_argument("--seq-len", type=int, default=d.seq_len, help="tokens per row, shards stage (default: %(default)s)")
+    ap.add_argument("--resume", action="store_true", help="keep the measurements <work>/results.json has for these "
+                    "settings, except those during which other processes took more than 5%% of the CPU")
+    ap.add_argument("--out", default="docs/BENCHMARKS.md", help="report to update (default: %(default)s)")
+    ap.add_argument("--no-report", action="store_true", help="measure and print only (trials): docs/ stays as it is")
+    ap.add_argument("--render", metavar="JSON", default=None, help="write the report from a run's saved report data")
+    a = ap.parse_args(argv)
+    if a.render:
+        res = json.loads(Path(a.render).read_text())
+        write_section(Path(a.out), res)
+        return 0
+    try:
+        cfg = BenchConfig(work=a.work, data=a.data, crawl=a.crawl, vocab_size=a.vocab_size, seq_len=a.seq_len, presets=a.presets,
+                          nproc=a.nproc, systems=a.systems, micro_batch_size=a.micro_batch_size, steps=a.steps,
+                          warmup=a.warmup)
+    except ValueError as e:
+        ap.error(str(e))
+    os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    t0 = time.time()
+    data = build_data(cfg)
+    from training.data import ShardSet
+
+    shards = ShardSet.open(data["shards"])
+    data_id = hashlib.sha256((data["shards"] / MANIFEST_NAME).read_bytes()).hexdigest()[:12]
+    code = code_id()
+    peak = machine_peak()
+    ceiling = matmul_ceiling(peak.cores)
+    print(f"train: peak {peak.describe()}; a {ceiling['n']}^2 matmul: {ceiling['flops'] / 1e9:,.1f} GFLOP/s", flush=True)
+    results_path = Path(cfg.work, "results.json")
+    results = load_results(results_path)
+    plan = [(s, p, n) for p in cfg.presets for n in cfg.nproc for s in cfg.systems]
+    rows = []
+    for i, (system, preset, nproc) in enumerate(plan, 1):
+        key = measurement_key(system, preset, nproc, cfg, data_id, code)
+        label = f"[{i}/{len(plan)}] {system} {preset} x{nproc} proc"
+        kept = results["measurements"].get(key) if a.resume else None
+        if kept and kept.get("foreign_share", 0.0) <= QUIET:
+            r = kept
+            print(f"train: {label}: done earlier, {r['tokens_per_s']:,.0f} tokens/s", flush=True)
+        else:
+            why = f" (earlier other processes took {kept['foreign_share']:.0%} of the CPU: again)" if kept else ""
+            print(f"train: {label} ...{why}", flush=True)
+            t = time.time()
+            with cpu_watch() as busy:
+                r = (measure_lmforge if system == "lmforge" else measure_hf)(cfg, data, preset, nproc)
+            r.update(**busy, system=system, preset=preset, model=PRESETS[preset], nproc=nproc, wall_seconds=time.time() - t,
+                     tokens_per_s=r["steps"] * r["rows_per_step"] * r["seq_len"] / r["seconds"],
+                     shape=asdict(model_shape(preset, shards.vocab_size, shards.seq_len)),
+                     measured_utc=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+            results["measurements"][key] = r
+            atomic_write_bytes(results_path, (json.dumps(results, indent=1) + "\n").encode())
+            other = f", other processes took {r['foreign_share']:.0%} of the CPU" if "foreign_share" in r else ""
+            print(f"train: {label}: {r['tokens_per_s']:,.0f} tokens/s ({r['seconds'] / r['steps']:.3f} s/step, "
+                  f"{r['wall_seconds']:.0f} s wall{other})", flush=True)
+        rows.append(r)
+    report = {"rows": rows, "peak": {**asdict(peak), "flops": peak.flops, "text": peak.describe()}, "matmul": ceiling,
+              "settings": {**asdict(cfg), "data_id": data_id, "code_id": code, "vocab_size": shards.vocab_size},
+              "wall_seconds": time.time() - t0, "measured_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    atomic_write_bytes(Path(cfg.work, "report.json"), (json.dumps(report, indent=1) + "\n").encode())
+    print(render(report))
+    if not a.no_report:
+        write_section(Path(a.out), report)
+    print(f"train: report data in {Path(cfg.work, 'report.json')} ({time.time() - t0:.0f} s)", flush=True)
+    return 0
+
+
+def write_section(out: Path, report: dict[str, Any]) -> None:
+    from lmforge.bench.report import write_section as write
+
+    write(out, TITLE, render(report), report, measured=report.get("measured_utc"))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

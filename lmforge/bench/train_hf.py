@@ -1,0 +1,102 @@
+"""The peer of `bench train`: the Hugging Face Trainer on the model and rows lmforge trains on.
+
+    python -m lmforge.bench.train_hf --shards DIR --tokenizer DIR --model demo --steps 60 --warmup 10 --out r.json
+    OMP_NUM_THREADS=1 python -m torch.distributed.run --nproc_per_node=2 -m lmforge.bench.train_hf ...  # DDP, gloo
+
+The `BertForMaskedLM` lmforge's pretraining builds for the preset (training.model.build_for_objective,
+the model inside its SparseMLM wrapper, so config and initialisation are the same), the
+shards' train rows as plain token ids (their precomputed masks unused), masked on the fly by
+`DataCollatorForLanguageModeling(mlm_probability=0.15)`; the Trainer's defaults otherwise (its
+fused torch AdamW, DDP over gloo under torchrun, find_unused_parameters off), with lmforge's learning rate, betas, epsilon,
+weight decay, clipping and linear warm-up. No evaluation, saving, logging or reporting. A
+callback stamps the end of every optimizer step; rank 0 writes the steady-state seconds (from
+the end of step `--warmup` to the end of the last step, so loading and collating count) to --out.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m lmforge.bench.train_hf", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shards", required=True, help="a shards stage directory (MLM objective)")
+    ap.add_argument("--tokenizer", required=True, help="its tokenizer stage directory (the collator's special tokens)")
+    ap.add_argument("--model", required=True, help="training.model preset")
+    ap.add_argument("--micro-batch-size", type=int, default=16, help="rows per process per step (default: %(default)s)")
+    ap.add_argument("--steps", type=int, required=True, help="optimizer steps timed after the warm-up")
+    ap.add_argument("--warmup", type=int, required=True, help="optimizer steps run first and not timed")
+    ap.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (default: lmforge's, %(default)s)")
+    ap.add_argument("--out", required=True, help="JSON file rank 0 writes")
+    a = ap.parse_args(argv)
+    if a.warmup < 1 or a.steps < 1:
+        ap.error("--warmup and --steps must be >= 1 (the timing starts at the end of a warm-up step)")
+
+    import torch
+    from transformers import (
+        AutoTokenizer,
+        BertForMaskedLM,
+        DataCollatorForLanguageModeling,
+        Trainer,
+        TrainerCallback,
+        TrainingArguments,
+    )
+    from transformers.utils import logging as hf_logging
+
+    from training.data import ShardSet
+    from training.model import build_for_objective, num_parameters, preset
+
+    hf_logging.set_verbosity_error()
+    shards = ShardSet.open(a.shards)
+    table = shards.read("train")
+    ids, lengths = table.column("input_ids").to_pylist(), table.column("length").to_pylist()
+    # the unmasked rows, cut at their length: the collator pads each batch to its longest row
+    rows = [{"input_ids": r[:n]} for r, n in zip(ids, lengths)]
+    tok = AutoTokenizer.from_pretrained(a.tokenizer)
+    collator = DataCollatorForLanguageModeling(tok, mlm_probability=0.15)
+    torch.manual_seed(0)
+    model = build_for_objective(shards.objective, preset(a.model), shards.vocab_size, shards.pad_id, shards.eos_id,
+                                shards.seq_len).hf
+    if not isinstance(model, BertForMaskedLM):
+        raise SystemExit(f"train_hf: preset {a.model} on {shards.objective} shards builds a {type(model).__name__}; "
+                         "the peer is the HF Trainer on BertForMaskedLM")
+    total = a.warmup + a.steps
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    args = TrainingArguments(
+        output_dir=str(Path(a.out).parent / "hf-trainer-output"), max_steps=total,
+        per_device_train_batch_size=a.micro_batch_size, learning_rate=a.lr, adam_beta1=0.9, adam_beta2=0.98,
+        adam_epsilon=1e-6, weight_decay=0.01, max_grad_norm=1.0, lr_scheduler_type="linear",
+        warmup_steps=int(0.06 * total), use_cpu=True, ddp_backend="gloo" if world > 1 else None,
+        # the Trainer's default (True) costs an extra pass over the autograd graph each step, and PyTorch
+        # warns that this model has no unused parameter: a user would switch it off
+        ddp_find_unused_parameters=False,
+        eval_strategy="no", save_strategy="no", logging_strategy="no", report_to="none", disable_tqdm=True,
+        dataloader_num_workers=0, dataloader_drop_last=True, seed=0)
+
+    class StepClock(TrainerCallback):
+        def __init__(self) -> None:
+            self.ends: list[float] = []
+
+        def on_step_end(self, args, state, control, **kwargs):
+            self.ends.append(time.perf_counter())
+
+    clock = StepClock()
+    trainer = Trainer(model=model, args=args, train_dataset=rows, data_collator=collator, callbacks=[clock])
+    trainer.train()
+    if trainer.args.process_index == 0:
+        if len(clock.ends) != total:
+            raise SystemExit(f"train_hf: {len(clock.ends)} steps ran, expected {total}")
+        Path(a.out).write_text(json.dumps({
+            "seconds": clock.ends[-1] - clock.ends[a.warmup - 1], "steps": a.steps, "warmup": a.warmup, "world_size": world,
+            "threads": torch.get_num_threads(), "micro_batch_size": a.micro_batch_size, "seq_len": shards.seq_len,
+            "num_parameters": num_parameters(model), "optimizer": str(getattr(args.optim, "value", args.optim)),
+            "step_seconds": [b - e for e, b in zip(clock.ends, clock.ends[1:])]}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

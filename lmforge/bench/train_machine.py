@@ -1,0 +1,123 @@
+"""What `bench train` measures about the machine itself: its clock, a matmul ceiling, and whether other
+processes took CPU during a measurement. The arithmetic is in `train_flops`; this module only reads and runs.
+
+The clock is measured because a virtual machine's kernel shows the nominal clock only (here: /proc/cpuinfo
+2,596 MHz, no cpufreq) while the cores run boosted (3,670 MHz measured); a peak from the nominal clock
+is one that a plain matmul exceeds. psutil.cpu_freq() and py-cpuinfo read the same kernel figures, so
+they do not help; the measurement is a C loop of dependent integer adds, one cycle each on current x86 cores (AMD
+Zen, Intel Core), one copy per core at once (the all-core clock, what training runs at).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from lmforge.bench.train_flops import CpuPeak, cpu_peak, foreign_share, proc_stat_ticks
+
+ADDS_PER_ITERATION = 100
+CLOCK_SOURCE = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+/* argv: iterations, repeats. Prints the best MHz: ADDS dependent 1-cycle adds per iteration. */
+int main(int argc, char **argv) {
+    long n = atol(argv[1]);
+    int reps = atoi(argv[2]);
+    double best = 0;
+    unsigned long x = 0;
+    for (int r = 0; r < reps; r++) {
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        for (long i = 0; i < n; i++) __asm__ volatile(BODY : "+r"(x));
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        double s = (b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) * 1e-9;
+        double mhz = n * (double)ADDS / s / 1e6;
+        if (mhz > best) best = mhz;
+    }
+    printf("%.1f %lu\n", best, x);
+    return 0;
+}
+"""
+
+
+def cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def measure_clock(copies: int, iterations: int = 300_000, repeats: int = 50) -> float | None:
+    """All-core clock in MHz: `copies` processes at once, each the best of `repeats` timings of
+    iterations x 100 dependent adds (300k x 100 = 30M cycles, ~8 ms at 3.7 GHz: short enough that
+    some fall between another process's time slices; with 5 timings of 100 ms, a busy machine read
+    1,237-3,647 MHz, with these 3,668-3,682); the highest copy. None without a C compiler or off x86
+    (the adds are x86 assembly)."""
+    import platform
+
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if not cc or platform.machine() not in ("x86_64", "AMD64", "i686"):
+        return None
+    with tempfile.TemporaryDirectory(prefix="lmforge-clock-") as d:
+        src, exe = Path(d, "clock.c"), Path(d, "clock")
+        body = '"' + "add $1, %0\\n\\t" * ADDS_PER_ITERATION + '"'
+        src.write_text(CLOCK_SOURCE.replace("BODY", body).replace("(double)ADDS", f"(double){ADDS_PER_ITERATION}"))
+        if subprocess.run([cc, "-O1", "-o", str(exe), str(src)], capture_output=True).returncode != 0:
+            return None
+        procs = [subprocess.Popen([str(exe), str(iterations), str(repeats)], stdout=subprocess.PIPE, text=True)
+                 for _ in range(copies)]
+        mhz = [float(p.communicate()[0].split()[0]) for p in procs]
+    return max(mhz)
+
+
+def machine_peak() -> CpuPeak:
+    n = cores()
+    max_freq = Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
+    measured = measure_clock(n)
+    return cpu_peak(Path("/proc/cpuinfo").read_text(), n, max_freq.read_text() if max_freq.exists() else None,
+                    measured_mhz=measured,
+                    measured_how=f"measured: {n} copies at once of a loop of dependent integer adds, 1 cycle each")
+
+
+def matmul_ceiling(threads: int, n: int = 2048, repeats: int = 5) -> dict[str, Any]:
+    """The best fp32 FLOP/s of an n x n matmul with `threads` torch threads: what this CPU's BLAS
+    reaches at all, a check on the stated peak (a measured rate above it proves the peak wrong)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t0)
+    torch.set_num_threads(before)
+    return {"n": n, "threads": threads, "flops": 2 * n ** 3 / best}
+
+
+def own_cpu_seconds() -> float:
+    """CPU time of this process and of every finished child (torchrun's workers are reaped by torchrun,
+    itself reaped by us, so theirs count)."""
+    import resource
+
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+@contextlib.contextmanager
+def cpu_watch():
+    """Yields a dict that gets `foreign_share`: how much of the CPU other processes took meanwhile."""
+    stat = Path("/proc/stat")
+    if not stat.exists():
+        yield {}
+        return
+    got: dict[str, float] = {}
+    before, own = proc_stat_ticks(stat.read_text()), own_cpu_seconds()
+    yield got
+    got["foreign_share"] = foreign_share(before, proc_stat_ticks(stat.read_text()), own_cpu_seconds() - own,
+                                         os.sysconf("SC_CLK_TCK"))
