@@ -46,8 +46,11 @@ from lmforge.bench.train_report import QUIET, TITLE, render
 from schemas.manifest import MANIFEST_NAME, atomic_write_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
-PRESETS = {"tiny": "tiny", "demo": "demo", "mini": "bert_mini"}
+PRESETS = {"tiny": "tiny", "demo": "demo", "mini": "bert_mini", "mini-d0": "bert_mini"}
 """Benchmark name -> training.model preset."""
+DROPOUT = {"mini-d0": 0.0}
+"""Diagnostic variants: the preset with its dropout overridden, in both systems alike. mini-d0 is mini without
+dropout (the preset's 0.1), to show what drawing dropout masks costs; the goals are judged on the presets."""
 SYSTEMS = ("lmforge", "hf_trainer")
 
 
@@ -167,7 +170,8 @@ def measure_lmforge(cfg: BenchConfig, data: dict[str, Path], preset: str, nproc:
     shutil.rmtree(out, ignore_errors=True)
     # a record at the end of step `warmup` and at the end of the last step (the defaults: every 10th step)
     pc = PretrainConfig(shards=str(data["shards"]), tokenizer=str(data["tokenizer"]), output=str(out),
-                        model=PRESETS[preset], steps=cfg.warmup + cfg.steps, micro_batch_size=cfg.micro_batch_size,
+                        model=PRESETS[preset], dropout=DROPOUT.get(preset, -1.0), steps=cfg.warmup + cfg.steps,
+                        micro_batch_size=cfg.micro_batch_size,
                         eval_batches=0, tensorboard=False, log_every=math.gcd(cfg.warmup, cfg.steps))
     log = Path(cfg.work, "logs", f"lmforge-{preset}-{nproc}p.log")
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -198,7 +202,7 @@ def measure_hf(cfg: BenchConfig, data: dict[str, Path], preset: str, nproc: int)
     out.unlink(missing_ok=True)
     args = ["-m", "lmforge.bench.train_hf", "--shards", str(data["shards"]), "--tokenizer", str(data["tokenizer"]),
             "--model", PRESETS[preset], "--micro-batch-size", str(cfg.micro_batch_size), "--steps", str(cfg.steps),
-            "--warmup", str(cfg.warmup), "--out", str(out)]
+            "--warmup", str(cfg.warmup), "--out", str(out), "--dropout", str(DROPOUT.get(preset, -1.0))]
     if nproc > 1:
         args = ["-m", "torch.distributed.run", "--nnodes=1", f"--nproc_per_node={nproc}", "--master_addr=127.0.0.1",
                 f"--master_port={free_port()}", *args]
@@ -230,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", default="", help="corpus, tokenizer and shards, built once (default: <work>/data)")
     ap.add_argument("--crawl", nargs="+", default=d.crawl, help="crawl inputs for the corpus stage (default: samples/crawl)")
     ap.add_argument("--presets", nargs="+", default=d.presets, choices=list(PRESETS),
-                    help="model presets (mini = bert_mini, 4 x 256) (default: %(default)s)")
+                    help="model presets (mini = bert_mini, 4 x 256; mini-d0 = the same without dropout, a diagnostic "
+                         "outside the goals) (default: %(default)s)")
     ap.add_argument("--nproc", nargs="+", type=int, default=d.nproc,
                     help="process counts; one process gets every core as threads (default: %(default)s)")
     ap.add_argument("--systems", nargs="+", default=d.systems, choices=SYSTEMS, help="(default: both)")

@@ -30,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--micro-batch-size", type=int, default=16, help="rows per process per step (default: %(default)s)")
     ap.add_argument("--steps", type=int, required=True, help="optimizer steps timed after the warm-up")
     ap.add_argument("--warmup", type=int, required=True, help="optimizer steps run first and not timed")
+    ap.add_argument("--dropout", type=float, default=-1.0, help="override the preset's dropout (-1: keep it)")
     ap.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (default: lmforge's, %(default)s)")
     ap.add_argument("--out", required=True, help="JSON file rank 0 writes")
     a = ap.parse_args(argv)
@@ -59,7 +60,10 @@ def main(argv: list[str] | None = None) -> int:
     tok = AutoTokenizer.from_pretrained(a.tokenizer)
     collator = DataCollatorForLanguageModeling(tok, mlm_probability=0.15)
     torch.manual_seed(0)
-    model = build_for_objective(shards.objective, preset(a.model), shards.vocab_size, shards.pad_id, shards.eos_id,
+    import dataclasses
+
+    m = preset(a.model) if a.dropout < 0 else dataclasses.replace(preset(a.model), dropout=a.dropout)
+    model = build_for_objective(shards.objective, m, shards.vocab_size, shards.pad_id, shards.eos_id,
                                 shards.seq_len).hf
     if not isinstance(model, BertForMaskedLM):
         raise SystemExit(f"train_hf: preset {a.model} on {shards.objective} shards builds a {type(model).__name__}; "

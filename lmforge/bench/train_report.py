@@ -11,6 +11,8 @@ SPEEDUP_GOAL = 2.0
 """lmforge's tokens/s over the HF Trainer's, on every preset and process count."""
 MFU_GOAL = 0.5
 MFU_PRESET = "mini"
+GOAL_PRESETS = ("tiny", "demo", "mini")
+"""The presets the goals are judged on; others (mini-d0, mini without dropout) are diagnostics."""
 QUIET = 0.05
 """A measurement during which other processes took more of the CPU than this is flagged."""
 
@@ -179,10 +181,16 @@ def render(report: dict[str, Any]) -> str:
             out.append(f"| {preset} | {parts[0]} | {parts[1]} |")
         out.append("")
     out += [quiet_note(rows), ""]
-    speed_verdict, speed_why = judge_speedup(rows, presets, nprocs)
+    judged = [q for q in presets if q in GOAL_PRESETS]
+    speed_verdict, speed_why = judge_speedup(rows, judged, nprocs)
     mfu_verdict, mfu_why = judge_mfu(rows, pf, nprocs, report["matmul"]["flops"])
+    if "mini-d0" in presets:
+        out += ["mini-d0 is the mini model with dropout 0 in both systems, a diagnostic outside the goals: what "
+                "drawing dropout masks costs. In a torch.profiler trace of lmforge's 1-process mini step on this "
+                "machine (by hand), `aten::bernoulli_` (the masks) took 13% of the CPU time, more than any op but "
+                "the matrix products.", ""]
     out += ["Goals:", "",
-            f"- lmforge at least {SPEEDUP_GOAL:g}x the HF Trainer's tokens/s on every preset ({', '.join(presets)}) at "
+            f"- lmforge at least {SPEEDUP_GOAL:g}x the HF Trainer's tokens/s on every preset ({', '.join(judged)}) at "
             f"{' and '.join(map(str, nprocs))} process{'es' if nprocs != [1] else ''}: **{speed_verdict}** "
             f"({speed_why}).",
             f"- lmforge's MFU at least {MFU_GOAL:.0%} on the {MFU_PRESET} preset: **{mfu_verdict}** ({mfu_why}).",

@@ -236,3 +236,13 @@ def test_report_with_missing_measurements_is_not_judged():
     assert "**NOT JUDGED** (no pair of measurements for tiny x2, mini x2)" in text
     assert "**NOT JUDGED** (60% at 1 process; no measurement at [2] processes)" in text
     assert "| tiny (2 x 64) | 2 x 1 | 4,500 | - | - |" in text
+
+
+def test_the_dropout_free_diagnostic_row_is_shown_but_not_judged():
+    rows = fake_rows()
+    for r in [r for r in rows if r["preset"] == "mini"]:  # mini-d0: lmforge only 1.2x, which must not fail a goal
+        rows.append({**r, "preset": "mini-d0", "tokens_per_s": r["tokens_per_s"] * (1.2 / 3.0 if r["system"] == "lmforge"
+                                                                                   else 1.0)})
+    text = render(fake_report(rows))
+    assert "| mini-d0 (4 x 256) |" in text and "mini-d0 is the mini model with dropout 0" in text
+    assert "on every preset (tiny, demo, mini) at 1 and 2 processes: **MET**" in text
