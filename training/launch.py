@@ -183,11 +183,21 @@ def plan_text(module: str, cfg: Any, nproc: int, nodes: Nodes = Nodes(), acceler
     return json.dumps(out, indent=1, default=str)
 
 
+def check_precision(cfg: Any, plan) -> None:
+    """--fp16 needs CUDA (DeepSpeed's CPU accelerator has no fp16), --bf16 a device that has bf16: refused before
+    any process starts."""
+    for name in ("bf16", "fp16"):
+        if getattr(cfg, name, False) and name not in plan.precisions:
+            raise ValueError(f"--{name}: the {plan.accelerator} plan supports {', '.join(plan.precisions)} only"
+                             + (" (fp16 is for CUDA GPUs without bf16)" if name == "fp16" else " (use --fp16)"))
+
+
 def launch(module: str, cfg: Any, output: str | os.PathLike, nproc: int = 2, tail_lines: int = 60,
            nodes: Nodes = Nodes(), accelerator: str = "auto") -> Path:
     """Run `module` under torchrun with `cfg` as flags; returns `output` once every rank of this node exited 0.
     `nproc` 0: one process per GPU, or training.accelerator's default on CPU."""
     plan = launch_plan(accelerator, nodes.slots() or nproc)
+    check_precision(cfg, plan)
     nproc = plan.nproc_per_node
     output = Path(output)
     output.mkdir(parents=True, exist_ok=True)

@@ -92,6 +92,8 @@ class PretrainConfig:
                                          "its micro batch, accumulation, ZeRO stage and bf16 replace the options'. "
                                          "The optimizer and scheduler stay lmforge's (--optimizer, --schedule).")
     bf16: bool = opt(False, help="Train in bfloat16 (fp32 is the safe default on CPU).")
+    fp16: bool = opt(False, help="Train in float16 with DeepSpeed's dynamic loss scaling: for CUDA GPUs before compute "
+                                 "capability 8.0, which have no bf16; refused on CPU.")
     log_every: int = opt(10, help="Optimizer steps between progress lines and metrics.jsonl records.")
     eval_every: int = opt(0, help="Also validate every N optimizer steps (0: only after training).")
     eval_batches: int = opt(10, help="Validation batches per process at each validation; 0 skips validation.")
@@ -125,6 +127,7 @@ class PretrainConfig:
         require(self.zero_stage in (0, 1, 2, 3), f"zero_stage must be 0, 1, 2 or 3, got {self.zero_stage}")
         require(self.log_every >= 1, f"log_every must be >= 1, got {self.log_every}")
         require(self.eval_every >= 0, f"eval_every must be >= 0, got {self.eval_every}")
+        require(not (self.bf16 and self.fp16), "give --bf16 or --fp16, not both")
         require(self.eval_batches >= 0, f"eval_batches must be >= 0, got {self.eval_batches}")
         require(self.save_every >= 0, f"save_every must be >= 0, got {self.save_every}")
 
@@ -187,9 +190,8 @@ def apply_deepspeed_file(cfg: PretrainConfig) -> None:
         cfg.zero_stage = int(user["zero_optimization"]["stage"])
     if "enabled" in user.get("bf16", {}):
         cfg.bf16 = bool(user["bf16"]["enabled"])
-    if user.get("fp16", {}).get("enabled"):
-        raise ValueError(f"--deepspeed-config {cfg.deepspeed_config}: fp16 is not supported by lmforge's loop yet "
-                         "(use bf16)")
+    if "enabled" in user.get("fp16", {}):
+        cfg.fp16 = bool(user["fp16"]["enabled"])
 
 
 def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -213,6 +215,8 @@ def deepspeed_config(cfg: PretrainConfig, load_universal: bool = False) -> dict[
         "bf16": {"enabled": cfg.bf16},
         "steps_per_print": 1 << 30,  # we log ourselves
     }
+    if cfg.fp16:  # dynamic loss scaling (loss_scale 0), DeepSpeed's defaults otherwise
+        base["fp16"] = {"enabled": True, "loss_scale": 0}
     if cfg.zero_stage == 3:
         # the HF export gathers the partitioned weights itself (training.pretrain.write_outputs)
         base["zero_optimization"]["stage3_gather_16bit_weights_on_model_save"] = False
@@ -631,7 +635,7 @@ def write_outputs(cfg: PretrainConfig, engine, tokenizer, metrics: dict, counts:
     with gather:
         if rank == 0:
             export = model
-            if cfg.bf16 or cfg.zero_stage == 3:  # fp32 weights whatever the training precision, off the engine
+            if cfg.bf16 or cfg.fp16 or cfg.zero_stage == 3:  # fp32 weights whatever the precision, off the engine
                 import copy
 
                 export = copy.deepcopy(model).float() if cfg.zero_stage == 3 else model.float()

@@ -198,17 +198,35 @@ def test_zero3_from_a_config_file_exports_the_gathered_weights(tmp_path):
     valid = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if '"valid"' in line]
     assert [v["step"] for v in valid] == [4, 8]
 
+    # continued pretraining under ZeRO-3: from_pretrained builds the model partitioned (HfDeepSpeedConfig first)
+    # and every weight of the export is loaded: the first loss is near the exported model's, not a fresh init's
+    cont = launch_pretrain(PretrainConfig(shards=str(shards), tokenizer=str(tok), output=str(tmp_path / "z3-cont"),
+                                          init_from=str(out / "hf"), steps=2, lr=1e-4, log_every=1, seed=0,
+                                          eval_batches=0, zero_stage=3, micro_batch_size=4), nproc=2)
+    first = json.loads((cont / "metrics.json").read_text())["loss_curve"][0]["loss"]
+    assert "every weight loaded" in (cont / "launch.log").read_text()
+    assert abs(first - metrics["valid_loss"]) < 0.5 < metrics["first_loss"] - first, (first, metrics)
 
-def test_bf16_on_one_process_uses_every_core_and_exports_fp32(tmp_path):
+
+def test_bf16_lamb_cosine_on_one_process_uses_every_core_and_exports_fp32(tmp_path):
+    """bf16 under ZeRO-1, LAMB (pytorch-optimizer's, as DeepSpeed's client optimizer) and the cosine schedule: the
+    loss falls, the learning rates are the schedule's, the export is fp32, and one process gets every core."""
     from safetensors.torch import load_file
+
+    from training.recipe import lr_factor
 
     tok = make_tokenizer(tmp_path / "tokenizer")
     shards = make_shards(tmp_path / "shards", tok, seq_len=32, num_variants=2, train_rows=64, valid_rows=16)
     cfg = PretrainConfig(shards=str(shards), tokenizer=str(tok), output=str(tmp_path / "bf16"), model="tiny", steps=16,
-                         micro_batch_size=8, lr=3e-3, log_every=4, seed=0, bf16=True, zero_stage=1, eval_batches=2)
+                         micro_batch_size=8, lr=3e-3, log_every=4, seed=0, bf16=True, zero_stage=1, eval_batches=2,
+                         optimizer="lamb", schedule="cosine")
     out = launch_pretrain(cfg, nproc=1)
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["world_size"] == 1 and metrics["last_loss"] < metrics["first_loss"] - 0.3
+    warmup = int(0.06 * 16)
+    assert [p["lr"] for p in metrics["loss_curve"]] == pytest.approx([3e-3 * lr_factor("cosine", s, warmup, 16)
+                                                                      for s in range(16)])
+    assert "Lamb, cosine schedule" in (out / "launch.log").read_text()
     assert {t.dtype for t in load_file(out / "hf" / "model.safetensors").values()} == {__import__("torch").float32}
     assert read_manifest(out)["extra"]["deepspeed"]["bf16"] == {"enabled": True}
     import os

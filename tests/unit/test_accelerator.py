@@ -71,3 +71,23 @@ def test_dry_run_prints_the_plan_and_the_deepspeed_config_without_running():
     assert here["optimizer"] == "torch.optim.AdamW" and gpu["optimizer"] == "deepspeed.ops.adam.FusedAdam"
     lamb = _dry_run("--optimizer", "lamb", "--gpus-per-node", "2", "--zero-stage", "3")
     assert lamb["optimizer"] == "deepspeed.ops.lamb.FusedLamb" and lamb["deepspeed_config"]["zero_optimization"]["stage"] == 3
+
+
+def test_fp16_is_for_cuda_and_refused_on_cpu_before_anything_starts(tmp_path):
+    from training.accelerator import Machine, launch_plan
+    from training.launch import check_precision, launch_pretrain
+    from training.pretrain import PretrainConfig, deepspeed_config
+
+    cfg = PretrainConfig(shards="s", tokenizer="t", output=str(tmp_path / "o"), fp16=True)
+    assert deepspeed_config(cfg)["fp16"] == {"enabled": True, "loss_scale": 0}
+    with pytest.raises(ValueError, match="--fp16: the cpu plan supports bf16, fp32 only"):
+        launch_pretrain(cfg, nproc=1, accelerator="cpu")
+    assert not (tmp_path / "o").exists()  # refused before the output or any process was made
+    old_gpu = launch_plan("cuda", 0, Machine(8, ((7, 0),)))
+    check_precision(cfg, old_gpu)  # a V100 takes fp16
+    with pytest.raises(ValueError, match="--bf16: the cuda plan supports fp16, fp32 only"):
+        check_precision(PretrainConfig(shards="s", tokenizer="t", output="o", bf16=True), old_gpu)
+    with pytest.raises(ValueError, match="not both"):
+        PretrainConfig(shards="s", tokenizer="t", output="o", bf16=True, fp16=True)
+    gpu = _dry_run("--fp16", "--gpus-per-node", "2")
+    assert gpu["deepspeed_config"]["fp16"]["enabled"] is True
