@@ -8,14 +8,16 @@ Run with two CPU processes:
         --model demo --steps 600   # ~0.25 s/step at seq 128, micro batch 16: ~3 min with startup
 
 or from Python, `training.launch.launch_pretrain(PretrainConfig(...), nproc=2)`; `--help` lists
-every option. Writes, under --output: `checkpoints/` (DeepSpeed, every rank), `hf/` (model and
-tokenizer for `AutoModelForMaskedLM` / `AutoTokenizer`), `tensorboard/`, `metrics.json`, and
-last `manifest.json` (rank 0). A rerun into the same directory first deletes the old manifest,
-so a crashed rerun never looks finished.
+every option. Writes, under --output: `checkpoints/` (DeepSpeed's files from every rank, lmforge's
+JSON state and sha256 digests: `training.checkpoint`), `hf/` (model and tokenizer for
+`AutoModelForMaskedLM` / `AutoTokenizer`), `metrics.jsonl` (streamed) and `tensorboard/`
+(`training.telemetry`), `metrics.json`, and last `manifest.json` (rank 0). A rerun into the same
+directory first deletes the old manifest, so a crashed rerun never looks finished.
 
-The shell is thin: data, model and export live in `training.data`, `training.model` and
-`training.export`; this file only sets up the process group and the engine, runs the loop,
-and writes the outputs. The first run on a machine spends ~45 s compiling DeepSpeed's CPU
+The shell is thin: data, model, recipe (optimizer, schedule, held-out loss), checkpoints and export
+live in `training.data`, `training.model`, `training.recipe`, `training.checkpoint` and
+`training.export`; this file sets up the process group and the engine, runs the loop, and writes
+the outputs. The first run on a machine spends ~45 s compiling DeepSpeed's CPU
 shared-memory comm op (cached in ~/.cache/torch_extensions afterwards).
 """
 from __future__ import annotations
@@ -383,7 +385,7 @@ def run(cfg: PretrainConfig) -> Path:
     ds_config = deepspeed_config(cfg, load_universal=bool(resumed and resumed["universal"]))
 
     torch.manual_seed(cfg.seed)  # same init everywhere; DeepSpeed also broadcasts rank 0's weights
-    module = build_module(cfg, shards, ds_config)
+    module = build_module(cfg, shards, tokenizer, ds_config)
     model = module.hf
     if cfg.freeze_encoder:
         frozen = freeze_all_but_head(model)
@@ -547,7 +549,7 @@ def check_shared_output(out: Path, rank: int) -> None:
                          "be on a file system all nodes share (NFS, Lustre, a mounted bucket).")
 
 
-def build_module(cfg: PretrainConfig, shards: ShardSet, ds_config: dict[str, Any]) -> torch.nn.Module:
+def build_module(cfg: PretrainConfig, shards: ShardSet, tokenizer, ds_config: dict[str, Any]) -> torch.nn.Module:
     """The training module; under ZeRO-3 its parameters are partitioned as they are created: transformers'
     HfDeepSpeedConfig, made before the model and kept alive on the module, makes `from_pretrained` (--init-from)
     and `_from_config` (a fresh model, training.model.instantiate) build it inside deepspeed.zero.Init."""
@@ -557,7 +559,6 @@ def build_module(cfg: PretrainConfig, shards: ShardSet, ds_config: dict[str, Any
 
         hf_ds = HfDeepSpeedConfig(ds_config)  # must exist before the model is built
     if cfg.init_from:
-        tokenizer = load_tokenizer(cfg.tokenizer, max_length=shards.seq_len)
         check_same_tokenizer(tokenizer, cfg.init_from)
         module = load_for_objective(shards.objective, cfg.init_from, shards.vocab_size, shards.pad_id,
                                     shards.seq_len)
