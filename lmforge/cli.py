@@ -191,8 +191,18 @@ def main(argv: list[str] | None = None) -> int:
                         "pretraining uses; gradients summed over gloo on CPU, NCCL on CUDA); each batch is split "
                         "over them, so the recipe does not change with the count (default: %(default)s)")
     if beam:
+        sp.add_argument("--beam-options", dest="_beam_options", metavar="FILE", default=None,
+                        help="a JSON file of Beam pipeline options (infra/beam/dataflow.json, flink.json, spark.json, "
+                             "direct.json): the runner and its settings; Beam flags given on the command line win")
         ns, beam_args = sp.parse_known_args(rest)
         _reject_misspelt_flags(sp, beam_args)
+        if ns._beam_options:
+            from pipelines.beam_options import beam_args_from_file
+
+            try:
+                beam_args = beam_args_from_file(ns._beam_options) + beam_args
+            except ValueError as e:
+                sp.error(str(e))
     else:
         ns, beam_args = sp.parse_args(rest), []
     try:

@@ -165,3 +165,16 @@ def parse_config(cls: type[T], prog: str, doc: str | None, argv: list[str] | Non
     except ValueError as e:
         p.error(str(e))
         raise  # unreachable: p.error exits
+
+
+def read_json_object(path: str | Path, flag: str) -> dict[str, Any]:
+    """A JSON object from a file an option names; a ValueError naming the option and the file otherwise."""
+    try:
+        value = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise ValueError(f"{flag} {path}: no such file") from None
+    except ValueError as e:
+        raise ValueError(f"{flag} {path}: not JSON ({e})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{flag} {path}: a JSON object expected, got {type(value).__name__}")
+    return value

@@ -35,7 +35,7 @@ from typing import Any
 
 import torch
 
-from lmforge.config import add_config_args, config_from_args, config_to_dict, opt, require
+from lmforge.config import add_config_args, config_from_args, config_to_dict, opt, read_json_object, require
 from lmforge.logs import setup as setup_logs
 from schemas.manifest import MANIFEST_NAME, Manifest, atomic_write_json, describe_outputs, input_ref, write_manifest
 from schemas.shards import MLM_OBJECTIVES
@@ -161,16 +161,7 @@ DEEPSPEED_FILE_KEYS = {"train_micro_batch_size_per_gpu": "micro_batch_size", "gr
 
 
 def read_deepspeed_file(path: str) -> dict[str, Any]:
-    import json
-
-    try:
-        user = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise ValueError(f"--deepspeed-config {path}: no such file") from None
-    except ValueError as e:
-        raise ValueError(f"--deepspeed-config {path}: not JSON ({e})") from None
-    if not isinstance(user, dict):
-        raise ValueError(f"--deepspeed-config {path}: a JSON object expected, got {type(user).__name__}")
+    user = read_json_object(path, "--deepspeed-config")
     for key in ("optimizer", "scheduler"):
         if key in user:
             raise ValueError(f"--deepspeed-config {path}: remove {key!r}; lmforge builds the optimizer and LR schedule "

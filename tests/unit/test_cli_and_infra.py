@@ -86,3 +86,37 @@ def test_each_deepspeed_file_is_merged_over_the_defaults(name):
     assert merged["zero_allow_untested_optimizer"] is True  # a default the file does not set survives
     assert cfg.micro_batch_size == user["train_micro_batch_size_per_gpu"]
     assert cfg.zero_stage == user["zero_optimization"]["stage"] and cfg.bf16 == user["bf16"]["enabled"]
+
+
+@pytest.mark.parametrize("name", ["direct", "dataflow", "flink", "spark"])
+def test_each_beam_options_file_reaches_pipeline_options_unchanged(name):
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from pipelines.beam_options import beam_args_from_file
+
+    opts = json.loads((ROOT / "infra" / "beam" / f"{name}.json").read_text())
+    got = PipelineOptions(beam_args_from_file(ROOT / "infra" / "beam" / f"{name}.json")).get_all_options()
+    for key, value in opts.items():
+        assert got[key] == value, (key, got[key], value)
+
+
+def test_beam_options_reach_the_stage_and_command_line_flags_win(tmp_path, monkeypatch, capsys):
+    import pipelines.corpus.stage as stage
+
+    seen = {}
+    monkeypatch.setattr(stage, "run", lambda cfg, beam_args: seen.setdefault("args", beam_args) and tmp_path)
+    f = ROOT / "infra" / "beam" / "direct.json"
+    assert main(["corpus", "--input", str(tmp_path), "--output", str(tmp_path / "o"), "--beam-options", str(f),
+                 "--direct_num_workers=2"]) == 0
+    args = seen["args"]
+    assert args[:3] == ["--runner=DirectRunner", "--direct_num_workers=1", "--direct_running_mode=in_memory"]
+    assert args[-1] == "--direct_num_workers=2"  # later on the command line: Beam takes it
+    from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
+
+    assert PipelineOptions(args).view_as(DirectOptions).direct_num_workers == 2
+
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"runner": "DirectRunner", "no_such_beam_option": 3}))
+    with pytest.raises(SystemExit):
+        main(["corpus", "--input", str(tmp_path), "--output", str(tmp_path / "o"), "--beam-options", str(bad)])
+    assert f"--beam-options {bad}: Beam does not know no_such_beam_option" in capsys.readouterr().err

@@ -1,0 +1,49 @@
+"""Beam pipeline options from a JSON file (`--beam-options infra/beam/dataflow.json`), for the Beam stages.
+
+    beam_args_from_file("infra/beam/flink.json")
+    # ['--runner=FlinkRunner', '--flink_master=flink-jobmanager:8081', ..., '--parallelism=64']
+
+A JSON object of Beam's option names (as `PipelineOptions` knows them, with underscores): strings and
+numbers become `--name=value`, a list repeats the flag (`experiments`), true becomes the bare flag and
+false leaves it out (Beam's boolean options are store_true). The file's options come first on the
+command line, so a Beam flag given there too wins. A key Beam does not know is an error naming the
+file and the key, rather than an option silently ignored (Beam drops what it does not know).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from lmforge.config import read_json_object
+
+
+def beam_args_from_file(path: str | Path) -> list[str]:
+    opts = read_json_object(path, "--beam-options")
+    args = beam_args(opts)
+    unknown = sorted(set(opts) - set(known_options(args)))
+    if unknown:
+        raise ValueError(f"--beam-options {path}: Beam does not know {', '.join(unknown)} (apache_beam "
+                         "PipelineOptions names, with underscores; the runner's extras may be missing)")
+    return args
+
+
+def beam_args(opts: dict[str, Any]) -> list[str]:
+    args: list[str] = []
+    for key, value in opts.items():
+        for item in value if isinstance(value, list) else [value]:
+            if item is True:
+                args.append(f"--{key}")
+            elif item is False or item is None:
+                continue
+            elif isinstance(item, (dict, list)):
+                args.append(f"--{key}={json.dumps(item)}")
+            else:
+                args.append(f"--{key}={item}")
+    return args
+
+
+def known_options(args: list[str]) -> dict[str, Any]:
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    return PipelineOptions(args).get_all_options(drop_default=False, retain_unknown_options=False)
