@@ -183,6 +183,14 @@ def main(argv: list[str] | None = None) -> int:
                         "--master-addr; with --hostfile, which host of it this node is")
         sp.add_argument("--master-addr", default="", help="node 0's address for --node-rank or --hostfile launches")
         sp.add_argument("--master-port", type=int, default=29500, help="node 0's port for those (default: %(default)s)")
+        sp.add_argument("--emit", choices=("k8s", "slurm"), default=None, help="print a cluster launch file for "
+                        "--nnodes N nodes instead of running: k8s (a headless Service and an indexed Job, one pod per "
+                        "node) or slurm (an sbatch script, srun per node); each node runs this pretraining with a static "
+                        "rank (training/cluster.py)")
+        sp.add_argument("--image", default="lmforge:0.1.0", help="with --emit k8s: the container image")
+        sp.add_argument("--shared-pvc", default="lmforge-runs", help="with --emit k8s: a ReadWriteMany claim mounted at "
+                        "/shared, holding the shards, tokenizer and output (give /shared/... paths)")
+        sp.add_argument("--job-name", default="lmforge-pretrain", help="with --emit: the job's name")
         sp.add_argument("--hostfile", default="", help="a DeepSpeed hostfile ('HOST slots=N' per node): launch with the "
                         "DeepSpeed launcher instead of torchrun, on each node with its --node-rank (no ssh needed); "
                         "processes per node come from the slots")
@@ -215,6 +223,17 @@ def main(argv: list[str] | None = None) -> int:
 
             from training.launch import Nodes
 
+            if ns.emit:
+                from lmforge.config import config_to_dict
+                from training.cluster import ClusterSpec, render
+
+                spec = ClusterSpec(nnodes=ns.nnodes, nproc=ns.nproc, job=ns.job_name, image=ns.image,
+                                   shared_pvc=ns.shared_pvc, gpus_per_node=ns.gpus_per_node or 0, port=ns.master_port)
+                given = config_to_dict(cfg)  # the options that differ from the defaults, so the file reads well
+                base = config_to_dict(cls(shards=cfg.shards, tokenizer=cfg.tokenizer, output=cfg.output))
+                opts = {k: v for k, v in given.items() if k in ("shards", "tokenizer", "output") or base[k] != v}
+                print(render(ns.emit, opts, spec), end="")
+                return 0
             job = ns.rdzv_id or "lmforge-" + hashlib.sha1(os.path.abspath(cfg.output).encode()).hexdigest()[:12]
             nodes = Nodes(ns.nnodes, ns.rdzv_endpoint, job, ns.node_rank, ns.master_addr, ns.master_port, ns.hostfile)
             if ns.dry_run:

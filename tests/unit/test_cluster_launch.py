@@ -1,0 +1,94 @@
+"""training.cluster: the Kubernetes and Slurm launch files for multi-node pretraining, rendered and checked
+without a cluster: kinds and fields, and the command each node runs parses as `lmforge pretrain` options."""
+from __future__ import annotations
+
+import argparse
+import shlex
+
+import pytest
+import yaml
+
+from lmforge.config import add_config_args, config_from_args
+from training.cluster import ClusterSpec, render
+from training.pretrain import PretrainConfig
+
+OPTS = {"shards": "/shared/x/shards", "tokenizer": "/shared/x/tokenizer", "output": "/shared/x/pretrain",
+        "model": "bert_mini", "steps": 5000, "save_every": 500}
+
+
+def _parse_node_command(cmd: str, node_rank: str, master: str) -> tuple[PretrainConfig, argparse.Namespace]:
+    """The node's command with its shell variables as the node would expand them, through pretrain's parser."""
+    argv = shlex.split(cmd)
+    assert argv[:2] == ["lmforge", "pretrain"], argv
+    argv = [node_rank if a in ("$JOB_COMPLETION_INDEX", "$SLURM_NODEID") else master if a == "$MASTER_ADDR" else a
+            for a in argv[2:]]
+    p = argparse.ArgumentParser()
+    add_config_args(p, PretrainConfig)
+    for flag, kind in (("--nproc", int), ("--nnodes", int), ("--node-rank", int), ("--master-addr", str),
+                       ("--master-port", int)):
+        p.add_argument(flag, type=kind)
+    ns = p.parse_args(argv)
+    extra = argparse.Namespace(**{k: getattr(ns, k) for k in ("nproc", "nnodes", "node_rank", "master_addr",
+                                                               "master_port")})
+    for k in vars(extra):
+        delattr(ns, k)
+    return config_from_args(PretrainConfig, ns), extra
+
+
+def test_kubernetes_indexed_job_with_a_headless_service():
+    spec = ClusterSpec(nnodes=4, nproc=8, job="mini-run", image="reg/lmforge:0.1.0", shared_pvc="runs", gpus_per_node=8)
+    docs = list(yaml.safe_load_all(render("k8s", OPTS, spec)))
+    assert [d["kind"] for d in docs] == ["Service", "Job"]
+    svc, job = docs
+    assert svc["spec"]["clusterIP"] == "None" and svc["spec"]["selector"] == {"job-name": "mini-run"}
+    assert svc["spec"]["ports"][0]["port"] == 29500
+    js = job["spec"]
+    assert (js["completionMode"], js["completions"], js["parallelism"], js["backoffLimit"]) == ("Indexed", 4, 4, 0)
+    pod = js["template"]["spec"]
+    assert pod["subdomain"] == "mini-run" and pod["restartPolicy"] == "Never"  # pods resolve as mini-run-<i>.mini-run
+    c = pod["containers"][0]
+    assert c["image"] == "reg/lmforge:0.1.0" and c["resources"]["limits"]["nvidia.com/gpu"] == 8
+    assert pod["volumes"][0]["persistentVolumeClaim"]["claimName"] == "runs"
+    assert c["volumeMounts"][0]["mountPath"] == "/shared"
+    assert c["command"] == ["/bin/sh", "-c"]
+    cfg, node = _parse_node_command(c["args"][0], node_rank="2", master="unused")
+    assert cfg == PretrainConfig(**OPTS)
+    assert (node.nnodes, node.node_rank, node.nproc, node.master_addr) == (4, 2, 8, "mini-run-0.mini-run")
+
+
+def test_slurm_batch_script_runs_one_task_per_node():
+    text = render("slurm", OPTS, ClusterSpec(nnodes=3))
+    assert text.startswith("#!/bin/bash\n")
+    directives = dict(line[len("#SBATCH "):].split("=", 1) for line in text.splitlines()
+                      if line.startswith("#SBATCH ") and "=" in line)
+    assert directives["--nodes"] == "3" and directives["--ntasks-per-node"] == "1"
+    assert "--gres" not in directives  # a CPU cluster asks for no GPU
+    assert 'export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)' in text
+    srun = next(line for line in text.splitlines() if line.startswith("srun "))
+    inner = shlex.split(srun)[-1]  # what bash -c runs on each node
+    cfg, node = _parse_node_command(inner, node_rank="1", master="node17")
+    assert cfg == PretrainConfig(**OPTS) and (node.nnodes, node.node_rank, node.master_addr) == (3, 1, "node17")
+
+
+def test_bad_specs_are_refused():
+    with pytest.raises(ValueError, match="2 or more nodes"):
+        ClusterSpec(nnodes=1)
+    with pytest.raises(ValueError, match="DNS label"):
+        ClusterSpec(nnodes=2, job="Big_Job")
+    with pytest.raises(ValueError, match="--emit must be one of k8s, slurm"):
+        render("pbs", OPTS, ClusterSpec(nnodes=2))
+
+
+def test_lmforge_pretrain_emit_prints_the_file_for_the_runs_options(capsys):
+    from lmforge.cli import main
+
+    argv = ["pretrain", "--shards", "/shared/s", "--tokenizer", "/shared/t", "--output", "/shared/o", "--model",
+            "bert_mini", "--steps", "7", "--nnodes", "2", "--emit", "k8s", "--job-name", "cli-run"]
+    assert main(argv) == 0
+    job = list(yaml.safe_load_all(capsys.readouterr().out))[1]
+    cfg, node = _parse_node_command(job["spec"]["template"]["spec"]["containers"][0]["args"][0], "1", "unused")
+    assert cfg == PretrainConfig(shards="/shared/s", tokenizer="/shared/t", output="/shared/o", model="bert_mini",
+                                 steps=7)
+    assert (node.nnodes, node.node_rank, node.master_addr) == (2, 1, "cli-run-0.cli-run")
+    assert main([*argv[:-4], "--nnodes", "1", "--emit", "slurm"]) == 2  # one node needs no cluster file
+    assert "2 or more nodes" in capsys.readouterr().err
