@@ -7,14 +7,17 @@
     lmforge run --name dapt --init-from DIR              # adopt DIR's tokenizer, continue pretraining its weights
     lmforge run --flow train --name t2 --param shards=runs/demo/shards --param tokenizer=runs/demo/tokenizer
     lmforge run --flow refresh --param crawl_root=crawl  # the next crawl snapshot (flows/refresh.py)
+    lmforge run --flow train --param cluster=k8s --param nnodes=4 --param cluster_image=REGISTRY/lmforge:0.1.0
+                                                         # pretraining as a Kubernetes job (also pytorchjob, slurm)
 
 Flows: `lmforge-dag` (everything), `lmforge-train` (from existing shards), `lmforge-refresh`
 (flows/refresh.py). Their parameters are flat (flows/params.py), so a run's partial parameters
 merge with its deployment's.
 
 Every task launches one stage's entry point as a subprocess (flows/stages.py) and returns the stage
-directory; nothing is computed here. A stage whose options and inputs did not change since it last
-finished is skipped. Each task has a timeout; retries only where a rerun is safe (every stage writes
+directory; nothing is computed here. With `cluster` other than local, the pretrain stage's entry point
+(`lmforge pretrain --submit KIND`) submits the job to the cluster and follows it to its end. A stage whose
+options and inputs did not change since it last finished is skipped. Each task has a timeout; retries only where a rerun is safe (every stage writes
 its manifest last, and pretraining resumes from its last checkpoint). Fine-tuning and distillation
 run independently: evaluate reports whatever finished, then the flow fails if either did.
 """
@@ -33,6 +36,7 @@ from prefect.runtime import flow_run
 
 from flows import artifacts
 from flows.params import (
+    ClusterKind,
     DagParams,
     MaskObjective,
     Preset,
@@ -45,6 +49,7 @@ from flows.params import (
 from flows.stages import launch_stage
 from lmforge.config import options_to_argv
 from pipelines.labeled.registry import SOURCES
+from training.cluster import job_name
 
 D, T = DagParams(), TrainOnlyParams()
 
@@ -86,13 +91,18 @@ def shards_task(corpus: str, tokenizer: str, run: Path, opts: dict, beam_args: l
 
 @task(name="pretrain", retries=1, retry_delay_seconds=10)
 def pretrain_task(shards: str, tokenizer: str, run: Path, opts: dict, nproc: int, init_from: str = "",
-                  nnodes: int = 1, rdzv_endpoint: str = "", hostfile: str = "") -> str:
+                  nnodes: int = 1, rdzv_endpoint: str = "", hostfile: str = "", cluster: dict | None = None) -> str:
+    """Pretraining here under torchrun (as one of `nnodes`, or node 0 of `hostfile`), or, with `cluster` (the
+    `--submit` options of `lmforge pretrain`), as a cluster job the stage submits and follows to its end."""
     out = run / "pretrain"
     # a retry (or a rerun after a crash) continues from the last checkpoint, bit-identically
     resume = (out / "checkpoints" / "latest").exists() and not (out / "manifest.json").exists()
     o = {"shards": shards, "tokenizer": tokenizer, "output": out, **opts, "nproc": nproc,
          **({"init_from": init_from} if init_from else {}), **({"resume": True} if resume else {})}
-    if hostfile:
+    if cluster:
+        o.update(nnodes=nnodes, **cluster)
+        print(f"[pretrain] a {cluster['submit']} job on {nnodes} nodes: {cluster['job_name']}", flush=True)
+    elif hostfile:
         from training.launch import read_hostfile
 
         hosts = read_hostfile(hostfile)
@@ -202,6 +212,21 @@ def task_config(labeled: str, finetune_opts: dict, run: Path) -> str:
     return str(path)
 
 
+def cluster_options(p: TrainParams, run: Path) -> dict[str, Any] | None:
+    """`lmforge pretrain --submit` options for `p.cluster` (None: local torchrun)."""
+    if p.cluster == "local":
+        return None
+    o: dict[str, Any] = {"submit": p.cluster, "job_name": job_name(f"lmforge-{run.name}"),
+                         # the job is cancelled a minute before the task's own timeout, so it never outlives the task
+                         "cluster_timeout": max(60.0, p.stage_timeout_minutes * 60 - 60)}
+    if p.cluster_gpus:
+        o.update(gpus_per_node=p.cluster_gpus, nproc=p.cluster_gpus)  # one process per GPU
+    if p.cluster != "slurm":
+        o.update(image=p.cluster_image, shared_pvc=p.cluster_pvc, mount=p.cluster_mount_dir(),
+                 namespace=p.cluster_namespace or None)
+    return o
+
+
 def train_and_evaluate(p: TrainParams, run: Path, shards: str, tokenizer: str, init_from: str = "",
                        previous: str = "", corpus: str | None = None) -> dict[str, str | None]:
     """pretrain -> (labeled -> finetune -> int8, pruned), distill (-> the student fine-tuned on the task) ->
@@ -210,7 +235,7 @@ def train_and_evaluate(p: TrainParams, run: Path, shards: str, tokenizer: str, i
     opts = p.stage_options()
     limit = {"timeout_seconds": p.stage_timeout_minutes * 60}
     pretrain = pretrain_task.with_options(**limit)(shards, tokenizer, run, opts["pretrain"], p.nproc, init_from,
-                                                   p.nnodes, p.rdzv_endpoint, p.hostfile)
+                                                   p.nnodes, p.rdzv_endpoint, p.hostfile, cluster_options(p, run))
     failed: dict[str, str] = {}
 
     def independent(t, *args) -> str | None:
@@ -277,7 +302,9 @@ def token_stages(p, run: Path, corpus: str, adopt_from: str = "", replay: list[s
 def lmforge_dag(run_name: str = D.run_name, runs_dir: str = D.runs_dir, crawl: list[str] = D.crawl,
                 preset: Preset = D.preset, tokenizer_model: TokenizerKind = D.tokenizer_model, mask_objective: MaskObjective = D.mask_objective,
                 model: str = D.model, init_from: str = D.init_from, nproc: int = D.nproc, nnodes: int = D.nnodes,
-                rdzv_endpoint: str = D.rdzv_endpoint, hostfile: str = D.hostfile, labeled: str = D.labeled,
+                rdzv_endpoint: str = D.rdzv_endpoint, hostfile: str = D.hostfile, cluster: ClusterKind = D.cluster,
+                cluster_image: str = D.cluster_image, cluster_pvc: str = D.cluster_pvc, cluster_mount: str = D.cluster_mount,
+                cluster_namespace: str = D.cluster_namespace, cluster_gpus: int = D.cluster_gpus, labeled: str = D.labeled,
                 task: TaskKind = D.task, text_column: str = D.text_column, text_pair_column: str = D.text_pair_column,
                 label_column: str = D.label_column, dedup_index: str = D.dedup_index, index_wait: float = D.index_wait,
                 beam_args: list[str] = D.beam_args, stage_timeout_minutes: float = D.stage_timeout_minutes,
@@ -296,7 +323,10 @@ def lmforge_dag(run_name: str = D.run_name, runs_dir: str = D.runs_dir, crawl: l
 def lmforge_train(run_name: str = T.run_name, runs_dir: str = T.runs_dir, shards: str = T.shards,
                   tokenizer: str = T.tokenizer, preset: Preset = T.preset, model: str = T.model, init_from: str = T.init_from,
                   nproc: int = T.nproc, nnodes: int = T.nnodes, rdzv_endpoint: str = T.rdzv_endpoint,
-                  hostfile: str = T.hostfile, labeled: str = T.labeled, task: TaskKind = T.task, text_column: str = T.text_column,
+                  hostfile: str = T.hostfile, cluster: ClusterKind = T.cluster, cluster_image: str = T.cluster_image,
+                  cluster_pvc: str = T.cluster_pvc, cluster_mount: str = T.cluster_mount,
+                  cluster_namespace: str = T.cluster_namespace, cluster_gpus: int = T.cluster_gpus,
+                  labeled: str = T.labeled, task: TaskKind = T.task, text_column: str = T.text_column,
                   text_pair_column: str = T.text_pair_column, label_column: str = T.label_column,
                   stage_timeout_minutes: float = T.stage_timeout_minutes,
                   overrides: dict[str, dict[str, Any]] = T.overrides) -> dict[str, str | None]:

@@ -27,6 +27,7 @@ Preset = Literal["demo", "tiny"]
 TokenizerKind = Literal["", "wordpiece", "bpe", "byte_bpe", "unigram"]
 MaskObjective = Literal["", "mlm", "whole_word", "span"]
 TaskKind = Literal["", "classification", "regression", "tokens"]
+ClusterKind = Literal["local", "k8s", "pytorchjob", "slurm"]
 DATA_ROOT_ENV = "LMFORGE_DATA_ROOT"
 
 # Options the flow wires itself (a stage's inputs and outputs): an override may not replace them.
@@ -125,13 +126,27 @@ class TrainParams(BaseModel):
     init_from: str = Field("", description="a Hugging Face model directory to start from: the tokenizer stage adopts its "
                            "tokenizer and pretraining continues from its weights. Empty: train both from scratch")
     nproc: int = Field(2, ge=1, le=64, description="pretraining processes per node (torchrun --nproc_per_node)")
-    nnodes: int = Field(1, ge=1, le=1024, description="pretraining nodes. With more than one, this worker is one of "
-                        "them and the flow log gives the command each other node runs; all share the runs folder's "
-                        "file system")
+    nnodes: int = Field(1, ge=1, le=1024, description="pretraining nodes. With more than one and cluster local, this "
+                        "worker is one of them and the flow log gives the command each other node runs; with a cluster "
+                        "kind, the job asks for this many nodes. All share the runs folder's file system")
     rdzv_endpoint: str = Field("", description="HOST:PORT of the c10d rendezvous every node reaches (with nnodes > 1)")
     hostfile: str = Field("", description="a DeepSpeed hostfile ('HOST slots=N' per node) instead of nnodes and a "
                           "rendezvous: this worker is node 0 (the first host, also the master address) and the flow "
                           "log gives the command each other node runs")
+    cluster: ClusterKind = Field("local", description="where pretraining runs: local (torchrun on this worker, with "
+                                 "nnodes/rdzv_endpoint/hostfile as above), or a job the flow submits and follows to its "
+                                 "end on nnodes (>= 2) nodes: k8s (an indexed Job and a headless Service), pytorchjob "
+                                 "(a Kubeflow PyTorchJob) or slurm (sbatch); the run folder, shards and tokenizer must "
+                                 "be on a file system the nodes share (training/cluster.py)")
+    cluster_image: str = Field("lmforge:0.1.0", description="k8s/pytorchjob: the container image built from "
+                               "infra/docker/Dockerfile")
+    cluster_pvc: str = Field("lmforge-runs", description="k8s/pytorchjob: the ReadWriteMany claim mounted in every pod "
+                             "at cluster_mount")
+    cluster_mount: str = Field("", description="k8s/pytorchjob: where the claim is mounted, in the pods and on this "
+                               "worker alike (so the run's paths mean the same in both); the runs folder, shards, "
+                               "tokenizer and init_from must be under it. Empty: the worker's data root")
+    cluster_namespace: str = Field("", description="k8s/pytorchjob: the namespace (empty: kubectl's current)")
+    cluster_gpus: int = Field(0, ge=0, le=64, description="cluster jobs: GPUs per node (0: a CPU job)")
     labeled: str = Field("vader", description="the fine-tune task: a known labelled source (`lmforge labeled list`), "
                          "a `lmforge finetune --config` JSON file, or one labelled data file (JSONL/CSV/Parquet)")
     task: TaskKind = Field(
@@ -149,6 +164,8 @@ class TrainParams(BaseModel):
     def _nodes(self):
         from training.launch import Nodes
 
+        if self.cluster != "local":
+            return self._cluster()
         try:
             if self.hostfile:
                 Nodes(hostfile=self.hostfile, node_rank=0)
@@ -157,6 +174,29 @@ class TrainParams(BaseModel):
         except ValueError as e:
             raise ParamError(str(e)) from None
         return self
+
+    def _cluster(self):
+        """A cluster job: 2+ nodes the cluster places (no rendezvous or hostfile of ours), paths it can see."""
+        from training.cluster import ClusterSpec
+
+        if self.hostfile or self.rdzv_endpoint:
+            raise ParamError(f"cluster {self.cluster}: the cluster places the nodes; leave hostfile and rdzv_endpoint empty")
+        try:
+            ClusterSpec(self.nnodes, mount=self.cluster_mount_dir(), gpus_per_node=self.cluster_gpus)
+        except ValueError as e:
+            raise ParamError(f"cluster {self.cluster}: {e}") from None
+        if self.cluster != "slurm":
+            mount = Path(self.cluster_mount_dir())
+            paths = {"runs_dir": self.run_dir, "init_from": self.init_from, "shards": getattr(self, "shards", ""),
+                     "tokenizer": getattr(self, "tokenizer", "")}
+            for name, value in paths.items():
+                path = Path(value).resolve() if value else None
+                if path is not None and path != mount and mount not in path.parents:
+                    raise ParamError(f"{name} {value} is not under cluster_mount {mount}: the pods would not see it")
+        return self
+
+    def cluster_mount_dir(self) -> str:
+        return str(Path(self.cluster_mount or data_roots()[0]).resolve())
 
     @field_validator("run_name")
     @classmethod

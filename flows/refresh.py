@@ -25,7 +25,7 @@ from prefect import flow, task
 
 from flows import artifacts
 from flows.dag import corpus_stage, flow_run_name, token_stages, train_and_evaluate
-from flows.params import MaskObjective, Preset, RefreshParams, TaskKind, TokenizerKind, flow_doc
+from flows.params import ClusterKind, MaskObjective, Preset, RefreshParams, TaskKind, TokenizerKind, flow_doc
 from pipelines.corpus.snapshots import indexed_snapshots, next_snapshot
 from schemas.manifest import read_manifest
 
@@ -71,7 +71,11 @@ def lmforge_refresh(run_name: str = R.run_name, runs_dir: str = R.runs_dir, craw
                     snapshot: str = R.snapshot, preset: Preset = R.preset, tokenizer_model: TokenizerKind = R.tokenizer_model,
                     mask_objective: MaskObjective = R.mask_objective, model: str = R.model, init_from: str = R.init_from,
                     nproc: int = R.nproc, nnodes: int = R.nnodes, rdzv_endpoint: str = R.rdzv_endpoint,
-                    hostfile: str = R.hostfile, labeled: str = R.labeled, task: TaskKind = R.task, text_column: str = R.text_column,
+                    hostfile: str = R.hostfile, cluster: ClusterKind = R.cluster,
+                    cluster_image: str = R.cluster_image, cluster_pvc: str = R.cluster_pvc,
+                    cluster_mount: str = R.cluster_mount, cluster_namespace: str = R.cluster_namespace,
+                    cluster_gpus: int = R.cluster_gpus, labeled: str = R.labeled, task: TaskKind = R.task,
+                    text_column: str = R.text_column,
                     text_pair_column: str = R.text_pair_column, label_column: str = R.label_column,
                     dedup_index: str = R.dedup_index, replay_fraction: float = R.replay_fraction,
                     index_wait: float = R.index_wait, beam_args: list[str] = R.beam_args,

@@ -172,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
         sp.add_argument("--dry-run", action="store_true", help="print the launch plan (accelerator, processes, threads, "
                         "backend, torchrun command, DeepSpeed config) as JSON and exit")
         sp.add_argument("--gpus-per-node", type=int, default=None, help="with --dry-run: plan for a node with this many "
-                        "GPUs (compute capability 8.0) instead of this machine")
+                        "GPUs (compute capability 8.0) instead of this machine; with --emit/--submit: the GPUs each "
+                        "node's job asks for")
         sp.add_argument("--nnodes", type=int, default=1, help="nodes: run this same command on each of them; they meet "
                         "through a c10d rendezvous at --rdzv-endpoint and must share the file system holding --shards, "
                         "--tokenizer and --output (default: 1)")
@@ -183,14 +184,28 @@ def main(argv: list[str] | None = None) -> int:
                         "--master-addr; with --hostfile, which host of it this node is")
         sp.add_argument("--master-addr", default="", help="node 0's address for --node-rank or --hostfile launches")
         sp.add_argument("--master-port", type=int, default=29500, help="node 0's port for those (default: %(default)s)")
-        sp.add_argument("--emit", choices=("k8s", "slurm"), default=None, help="print a cluster launch file for "
-                        "--nnodes N nodes instead of running: k8s (a headless Service and an indexed Job, one pod per "
-                        "node) or slurm (an sbatch script, srun per node); each node runs this pretraining with a static "
-                        "rank (training/cluster.py)")
-        sp.add_argument("--image", default="lmforge:0.1.0", help="with --emit k8s: the container image")
-        sp.add_argument("--shared-pvc", default="lmforge-runs", help="with --emit k8s: a ReadWriteMany claim mounted at "
-                        "/shared, holding the shards, tokenizer and output (give /shared/... paths)")
-        sp.add_argument("--job-name", default="lmforge-pretrain", help="with --emit: the job's name")
+        sp.add_argument("--emit", choices=("k8s", "pytorchjob", "slurm"), default=None, help="print a cluster launch "
+                        "file for --nnodes N nodes instead of running: k8s (a headless Service and an indexed Job, one "
+                        "pod per node), pytorchjob (a Kubeflow PyTorchJob: one Master, N-1 Workers) or slurm (an sbatch "
+                        "script, srun per node); each node runs this pretraining with a static rank (training/cluster.py)")
+        sp.add_argument("--submit", choices=("k8s", "pytorchjob", "slurm"), default=None, help="render that file, submit "
+                        "it (kubectl apply, or sbatch) and follow the job until it ends: exit 0 when it succeeded, else "
+                        "an error with its state and last log lines (training/cluster_submit.py)")
+        sp.add_argument("--image", default="lmforge:0.1.0", help="k8s/pytorchjob: the container image "
+                        "(infra/docker/Dockerfile)")
+        sp.add_argument("--shared-pvc", default="lmforge-runs", help="k8s/pytorchjob: a ReadWriteMany claim mounted at "
+                        "--mount in every pod, holding the shards, tokenizer and output")
+        sp.add_argument("--mount", default="/shared", help="k8s/pytorchjob: where the claim is mounted in the pods; give "
+                        "paths under it (default: %(default)s)")
+        sp.add_argument("--pod-cpu", default="", help="k8s/pytorchjob: CPU requested per pod, e.g. 8 or 7500m")
+        sp.add_argument("--pod-memory", default="", help="k8s/pytorchjob: memory requested and limited per pod, e.g. 32Gi")
+        sp.add_argument("--job-name", default="lmforge-pretrain", help="with --emit/--submit: the job's name")
+        sp.add_argument("--namespace", default="", help="with --submit k8s/pytorchjob: the namespace (default: "
+                        "kubectl's current)")
+        sp.add_argument("--cluster-timeout", type=float, default=0, help="with --submit: cancel the job and fail after "
+                        "this many seconds (default 0: wait until it ends)")
+        sp.add_argument("--cluster-poll", type=float, default=15, help="with --submit: seconds between looks at the "
+                        "job's state (default: %(default)s)")
         sp.add_argument("--hostfile", default="", help="a DeepSpeed hostfile ('HOST slots=N' per node): launch with the "
                         "DeepSpeed launcher instead of torchrun, on each node with its --node-rank (no ssh needed); "
                         "processes per node come from the slots")
@@ -223,16 +238,33 @@ def main(argv: list[str] | None = None) -> int:
 
             from training.launch import Nodes
 
-            if ns.emit:
+            if ns.emit or ns.submit:
                 from lmforge.config import config_to_dict
                 from training.cluster import ClusterSpec, render
 
                 spec = ClusterSpec(nnodes=ns.nnodes, nproc=ns.nproc, job=ns.job_name, image=ns.image,
-                                   shared_pvc=ns.shared_pvc, gpus_per_node=ns.gpus_per_node or 0, port=ns.master_port)
+                                   shared_pvc=ns.shared_pvc, mount=ns.mount, gpus_per_node=ns.gpus_per_node or 0,
+                                   cpu=ns.pod_cpu, memory=ns.pod_memory, port=ns.master_port)
                 given = config_to_dict(cfg)  # the options that differ from the defaults, so the file reads well
                 base = config_to_dict(cls(shards=cfg.shards, tokenizer=cfg.tokenizer, output=cfg.output))
                 opts = {k: v for k, v in given.items() if k in ("shards", "tokenizer", "output") or base[k] != v}
-                print(render(ns.emit, opts, spec), end="")
+                text = render(ns.emit or ns.submit, opts, spec)
+                if ns.emit:
+                    print(text, end="")
+                    return 0
+                import signal
+
+                from training.cluster_submit import run_on_cluster
+
+                # a cancelled flow sends SIGTERM: exit through Python so the job is cancelled too
+                signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+                try:
+                    run_on_cluster(ns.submit, text, spec.job, ns.namespace, cfg.output, ns.cluster_timeout,
+                                   ns.cluster_poll)
+                except (RuntimeError, TimeoutError) as e:  # JobFailed and the timeout name the job and its log tail
+                    print(f"lmforge pretrain: {type(e).__name__}: {e}", file=sys.stderr)
+                    return 1
+                print(f"pretrain: {ns.submit} job {spec.job} succeeded; wrote {cfg.output}")
                 return 0
             job = ns.rdzv_id or "lmforge-" + hashlib.sha1(os.path.abspath(cfg.output).encode()).hexdigest()[:12]
             nodes = Nodes(ns.nnodes, ns.rdzv_endpoint, job, ns.node_rank, ns.master_addr, ns.master_port, ns.hostfile)

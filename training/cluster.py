@@ -1,33 +1,44 @@
-"""Cluster launch files for multi-node pretraining: a Kubernetes indexed Job with a headless Service, and a
-Slurm batch script, rendered from the same options `lmforge pretrain` takes.
+"""Cluster launch files for multi-node pretraining: a Kubernetes indexed Job with a headless Service, a Kubeflow
+PyTorchJob, and a Slurm batch script, rendered from the same options `lmforge pretrain` takes.
 
     lmforge pretrain --shards /shared/x/shards --tokenizer /shared/x/tokenizer --output /shared/x/pretrain \\
         --nnodes 4 --emit k8s --image REGISTRY/lmforge:0.1.0 --shared-pvc lmforge-runs > pretrain.yaml
     kubectl apply -f pretrain.yaml
 
+    lmforge pretrain ... --nnodes 4 --emit pytorchjob > pretrain.yaml && kubectl apply -f pretrain.yaml
     lmforge pretrain ... --nnodes 4 --emit slurm > pretrain.sbatch && sbatch pretrain.sbatch
+    lmforge pretrain ... --nnodes 4 --submit k8s      # render, submit and follow to the end (training/cluster_submit.py)
 
-Both start one `lmforge pretrain` per node with a static rank (`--node-rank`, `--master-addr` node 0):
-- Kubernetes: an indexed Job (`completionMode: Indexed`, one pod per node, the pod's
-  JOB_COMPLETION_INDEX is its node rank), and a headless Service so that pod 0 is reachable as
-  `<job>-0.<job>` (the Job's pods get that hostname through `subdomain`); the runs folder is a
-  ReadWriteMany volume (the shared file system pretraining checks for);
-- Slurm: `#SBATCH --nodes N --ntasks-per-node 1`, `srun` runs the command once per node with
-  SLURM_NODEID as the node rank and the first host of the allocation as the master.
-Processes per node: `--nproc` (0: one per GPU where the node has them, else 2). The rendering is a
-pure function (`render`), so tests check the kinds and fields without a cluster; submitting and
-following such a job from a Prefect flow is not built yet.
+Each starts one `lmforge pretrain` per node with a static rank (`--node-rank`, `--master-addr` node 0):
+- k8s: an indexed Job (`completionMode: Indexed`, one pod per node, the pod's JOB_COMPLETION_INDEX is its node
+  rank), and a headless Service so that pod 0 is reachable as `<job>-0.<job>` (the Job's pods get that hostname
+  through `subdomain`); needs nothing but Kubernetes >= 1.24;
+- pytorchjob: Kubeflow Training Operator's PyTorchJob (kubeflow.org/v1), one Master and nnodes-1 Workers. The
+  operator sets MASTER_ADDR (the Master's Service), MASTER_PORT (the container port named `pytorchjob-port`) and
+  RANK (the pod's rank: Master 0, Worker i is i+1) in every pod, and the command reads them. It does not read
+  WORLD_SIZE: operators before v1.8 set it to the number of pods, later ones to pods x nprocPerNode, so the node
+  count is written into the command instead;
+- slurm: `#SBATCH --nodes N --ntasks-per-node 1`, `srun` runs the command once per node with SLURM_NODEID as the
+  node rank and the first host of the allocation as the master.
+In both Kubernetes kinds the runs folder is a ReadWriteMany claim mounted at `mount` (the shared file system
+pretraining checks for), /dev/shm is a memory volume (a container's default 64 MB is too small for NCCL and
+DataLoader workers), and pods are not restarted (a failed node fails the job; rerunning resumes from the last
+checkpoint). Processes per node: `--nproc` (0: one per GPU where the node has them, else 2). Rendering is a pure
+function (`render`), so tests check the kinds and fields without a cluster.
 """
 from __future__ import annotations
 
 import re
 import shlex
+import textwrap
 from dataclasses import dataclass
 from typing import Any
 
 from lmforge.config import options_to_argv
 
-KINDS = ("k8s", "slurm")
+KINDS = ("k8s", "pytorchjob", "slurm")
+DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,50}[a-z0-9])?"  # 52 at most: pod names add "-worker-NNN" within 63
+QUANTITY = r"\d+(\.\d+)?([EPTGMk]i?|m|Ki)?"  # Kubernetes resource quantities: 4, 500m, 16Gi, 64G
 
 
 @dataclass(frozen=True)
@@ -36,25 +47,46 @@ class ClusterSpec:
     nproc: int = 0
     """Processes per node (0: one per GPU, or 2 on CPU; training.accelerator)."""
     job: str = "lmforge-pretrain"
+    """The job's name (a DNS label); Kubernetes names the pods and the Service after it."""
     image: str = "lmforge:0.1.0"
+    """Kubernetes: the container image (infra/docker/Dockerfile), with `lmforge` on its PATH."""
     shared_pvc: str = "lmforge-runs"
     """Kubernetes: a ReadWriteMany PersistentVolumeClaim holding the shards, tokenizer and output."""
     mount: str = "/shared"
+    """Kubernetes: where the claim is mounted in each pod; the run's paths must be under it."""
     gpus_per_node: int = 0
+    cpu: str = ""
+    """Kubernetes: CPU requested per pod (e.g. "8", "7500m"); empty: none requested."""
+    memory: str = ""
+    """Kubernetes: memory requested and limited per pod (e.g. "32Gi"); empty: none."""
     port: int = 29500
 
     def __post_init__(self) -> None:
         if self.nnodes < 2:
             raise ValueError(f"a cluster launch file is for 2 or more nodes, got --nnodes {self.nnodes}")
-        if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,50}[a-z0-9])?", self.job):
+        if not re.fullmatch(DNS_LABEL, self.job):
             raise ValueError(f"job name {self.job!r}: lower-case letters, digits and '-' (a Kubernetes DNS label)")
+        if not self.mount.startswith("/"):
+            raise ValueError(f"mount {self.mount!r}: an absolute path")
+        for name in ("cpu", "memory"):
+            value = getattr(self, name)
+            if value and not re.fullmatch(QUANTITY, value):
+                raise ValueError(f"{name} {value!r}: a Kubernetes quantity such as 8, 7500m, 32Gi")
 
 
-def pretrain_argv(cfg_opts: dict[str, Any], spec: ClusterSpec, node_rank: str, master_addr: str) -> list[str]:
-    """`lmforge pretrain` with the run's options and this node's place; `node_rank`/`master_addr` may be shell
-    expressions the node expands (e.g. $JOB_COMPLETION_INDEX)."""
+def job_name(text: str) -> str:
+    """A DNS label made from `text` (a run name): lower case, other characters as '-', 52 characters at most."""
+    name = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:52].strip("-")
+    return name or "lmforge-pretrain"
+
+
+def pretrain_argv(cfg_opts: dict[str, Any], spec: ClusterSpec, node_rank: str, master_addr: str,
+                  master_port: str = "") -> list[str]:
+    """`lmforge pretrain` with the run's options and this node's place; `node_rank`, `master_addr` and `master_port`
+    may be shell expressions the node expands (e.g. $JOB_COMPLETION_INDEX)."""
     return ["lmforge", "pretrain", *options_to_argv(cfg_opts), "--nproc", str(spec.nproc), "--nnodes",
-            str(spec.nnodes), "--node-rank", node_rank, "--master-addr", master_addr, "--master-port", str(spec.port)]
+            str(spec.nnodes), "--node-rank", node_rank, "--master-addr", master_addr, "--master-port",
+            master_port or str(spec.port)]
 
 
 def _shell(argv: list[str]) -> str:
@@ -65,26 +97,57 @@ def _shell(argv: list[str]) -> str:
 def render(kind: str, cfg_opts: dict[str, Any], spec: ClusterSpec) -> str:
     if kind not in KINDS:
         raise ValueError(f"--emit must be one of {', '.join(KINDS)}, got {kind!r}")
-    if kind == "slurm":
-        return _slurm(cfg_opts, spec)
-    return _k8s(cfg_opts, spec)
+    return {"k8s": _k8s, "pytorchjob": _pytorchjob, "slurm": _slurm}[kind](cfg_opts, spec)
+
+
+def _q(s: str) -> str:
+    """A double-quoted YAML string: names such as `on` or `y` stay strings, commands keep their quotes."""
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _pod(spec: ClusterSpec, container: str, cmd: str, port_name: str, indent: int) -> str:
+    """A pod spec's containers and volumes (one container running `cmd`), indented to sit under `spec:`."""
+    requests = {k: v for k, v in (("cpu", spec.cpu), ("memory", spec.memory)) if v}
+    limits = {**({"memory": spec.memory} if spec.memory else {}),
+              **({"nvidia.com/gpu": str(spec.gpus_per_node)} if spec.gpus_per_node else {})}
+    # quantities are checked in ClusterSpec, so they go unquoted (8 stays a number, 32Gi a string)
+    parts = [f"    {part}:\n" + "".join(f"      {k}: {v}\n" for k, v in d.items())
+             for part, d in (("requests", requests), ("limits", limits)) if d]
+    resources = ("\n  resources:\n" + "".join(parts)).rstrip("\n") if parts else ""
+    text = f"""containers:
+- name: {container}
+  image: {_q(spec.image)}
+  command: ["/bin/sh", "-c"]
+  args: [{_q(cmd)}]
+  ports:
+  - {{name: {port_name}, containerPort: {spec.port}}}
+  env:
+  - {{name: TORCH_EXTENSIONS_DIR, value: {_q(spec.mount.rstrip("/") + "/.torch_extensions")}}}
+  volumeMounts:
+  - {{name: runs, mountPath: {_q(spec.mount)}}}
+  - {{name: shm, mountPath: /dev/shm}}{resources}
+volumes:
+- name: runs
+  persistentVolumeClaim: {{claimName: {_q(spec.shared_pvc)}}}
+- name: shm
+  emptyDir: {{medium: Memory}}
+"""
+    return textwrap.indent(text, " " * indent)
 
 
 def _k8s(cfg_opts: dict[str, Any], spec: ClusterSpec) -> str:
     cmd = _shell(pretrain_argv(cfg_opts, spec, "$JOB_COMPLETION_INDEX", f"{spec.job}-0.{spec.job}"))
-    gpu = (f"\n        resources:\n          limits:\n            nvidia.com/gpu: {spec.gpus_per_node}"
-           if spec.gpus_per_node else "")
     return f"""# lmforge pretraining on {spec.nnodes} nodes: a headless Service for node 0's address, an indexed Job
 # with one pod per node (JOB_COMPLETION_INDEX = node rank). Shards, tokenizer and output live on the
 # ReadWriteMany claim {spec.shared_pvc} mounted at {spec.mount}.
 apiVersion: v1
 kind: Service
 metadata:
-  name: {spec.job}
-  labels: {{app: {spec.job}}}
+  name: {_q(spec.job)}
+  labels: {{app: {_q(spec.job)}}}
 spec:
   clusterIP: None
-  selector: {{job-name: {spec.job}}}
+  selector: {{job-name: {_q(spec.job)}}}
   ports:
   - name: rendezvous
     port: {spec.port}
@@ -92,8 +155,8 @@ spec:
 apiVersion: batch/v1
 kind: Job
 metadata:
-  name: {spec.job}
-  labels: {{app: {spec.job}}}
+  name: {_q(spec.job)}
+  labels: {{app: {_q(spec.job)}}}
 spec:
   completionMode: Indexed
   completions: {spec.nnodes}
@@ -101,27 +164,35 @@ spec:
   backoffLimit: 0
   template:
     spec:
-      subdomain: {spec.job}
+      subdomain: {_q(spec.job)}
       restartPolicy: Never
-      containers:
-      - name: pretrain
-        image: {spec.image}
-        command: ["/bin/sh", "-c"]
-        args: [{_yaml_str(cmd)}]
-        ports:
-        - containerPort: {spec.port}
-        env:
-        - {{name: TORCH_EXTENSIONS_DIR, value: {spec.mount}/.torch_extensions}}
-        volumeMounts:
-        - {{name: runs, mountPath: {spec.mount}}}{gpu}
-      volumes:
-      - name: runs
-        persistentVolumeClaim: {{claimName: {spec.shared_pvc}}}
-"""
+{_pod(spec, "pretrain", cmd, "rendezvous", 6)}"""
 
 
-def _yaml_str(s: str) -> str:
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+def _pytorchjob(cfg_opts: dict[str, Any], spec: ClusterSpec) -> str:
+    cmd = _shell(pretrain_argv(cfg_opts, spec, "$RANK", "$MASTER_ADDR", "$MASTER_PORT"))
+    # the operator finds the rendezvous port by these names: container `pytorch`, port `pytorchjob-port`
+    pod = _pod(spec, "pytorch", cmd, "pytorchjob-port", 10)
+    replicas = "".join(f"""    {role}:
+      replicas: {n}
+      restartPolicy: Never
+      template:
+        spec:
+{pod}""" for role, n in (("Master", 1), ("Worker", spec.nnodes - 1)))
+    return f"""# lmforge pretraining on {spec.nnodes} nodes as a Kubeflow PyTorchJob: one Master (node 0) and
+# {spec.nnodes - 1} Worker(s); the operator sets MASTER_ADDR, MASTER_PORT and RANK (the node rank) in each pod.
+# Shards, tokenizer and output live on the ReadWriteMany claim {spec.shared_pvc} mounted at {spec.mount}.
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata:
+  name: {_q(spec.job)}
+  labels: {{app: {_q(spec.job)}}}
+spec:
+  runPolicy:
+    backoffLimit: 0
+    cleanPodPolicy: None
+  pytorchReplicaSpecs:
+{replicas}"""
 
 
 def _slurm(cfg_opts: dict[str, Any], spec: ClusterSpec) -> str:

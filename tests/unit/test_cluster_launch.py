@@ -1,15 +1,20 @@
-"""training.cluster: the Kubernetes and Slurm launch files for multi-node pretraining, rendered and checked
-without a cluster: kinds and fields, and the command each node runs parses as `lmforge pretrain` options."""
+"""training.cluster: the Kubernetes (indexed Job, Kubeflow PyTorchJob) and Slurm launch files for multi-node
+pretraining, rendered and checked without a cluster: kinds and fields, and the command each node runs parses as
+`lmforge pretrain` options. Where kubectl is installed, it also reads each manifest offline (`kubectl label --local`:
+no API server needed, so kinds and metadata are decoded but the spec is not checked against a schema)."""
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
+import shutil
+import subprocess
 
 import pytest
 import yaml
 
 from lmforge.config import add_config_args, config_from_args
-from training.cluster import ClusterSpec, render
+from training.cluster import ClusterSpec, job_name, render
 from training.pretrain import PretrainConfig
 
 OPTS = {"shards": "/shared/x/shards", "tokenizer": "/shared/x/tokenizer", "output": "/shared/x/pretrain",
@@ -20,8 +25,9 @@ def _parse_node_command(cmd: str, node_rank: str, master: str) -> tuple[Pretrain
     """The node's command with its shell variables as the node would expand them, through pretrain's parser."""
     argv = shlex.split(cmd)
     assert argv[:2] == ["lmforge", "pretrain"], argv
-    argv = [node_rank if a in ("$JOB_COMPLETION_INDEX", "$SLURM_NODEID") else master if a == "$MASTER_ADDR" else a
-            for a in argv[2:]]
+    env = {"$JOB_COMPLETION_INDEX": node_rank, "$SLURM_NODEID": node_rank, "$RANK": node_rank, "$MASTER_ADDR": master,
+           "$MASTER_PORT": "23456"}  # the PyTorchJob operator's values
+    argv = [env.get(a, a) for a in argv[2:]]
     p = argparse.ArgumentParser()
     add_config_args(p, PretrainConfig)
     for flag, kind in (("--nproc", int), ("--nnodes", int), ("--node-rank", int), ("--master-addr", str),
@@ -75,8 +81,71 @@ def test_bad_specs_are_refused():
         ClusterSpec(nnodes=1)
     with pytest.raises(ValueError, match="DNS label"):
         ClusterSpec(nnodes=2, job="Big_Job")
-    with pytest.raises(ValueError, match="--emit must be one of k8s, slurm"):
+    with pytest.raises(ValueError, match="--emit must be one of k8s, pytorchjob, slurm"):
         render("pbs", OPTS, ClusterSpec(nnodes=2))
+    with pytest.raises(ValueError, match="Kubernetes quantity"):
+        ClusterSpec(nnodes=2, memory="lots")
+    assert job_name("lmforge-CC-MAIN_2026.40") == "lmforge-cc-main-2026-40" and len(job_name("x" * 99)) == 52
+
+
+def test_kubeflow_pytorchjob_one_master_and_workers_reading_the_operators_env():
+    spec = ClusterSpec(nnodes=3, nproc=4, job="pt-run", image="reg/lmforge:0.1.0", shared_pvc="runs", mount="/data",
+                       gpus_per_node=4, cpu="30", memory="120Gi")
+    docs = list(yaml.safe_load_all(render("pytorchjob", {**OPTS, "output": "/data/x/pretrain"}, spec)))
+    assert len(docs) == 1
+    job = docs[0]
+    assert (job["apiVersion"], job["kind"], job["metadata"]["name"]) == ("kubeflow.org/v1", "PyTorchJob", "pt-run")
+    assert job["spec"]["runPolicy"] == {"backoffLimit": 0, "cleanPodPolicy": "None"}
+    roles = job["spec"]["pytorchReplicaSpecs"]
+    assert set(roles) == {"Master", "Worker"}
+    assert (roles["Master"]["replicas"], roles["Worker"]["replicas"]) == (1, 2)
+    for role in roles.values():
+        assert role["restartPolicy"] == "Never"
+        pod = role["template"]["spec"]
+        (c,) = pod["containers"]
+        # the operator reads the rendezvous port from the container named pytorch, port named pytorchjob-port
+        assert c["name"] == "pytorch" and c["ports"] == [{"name": "pytorchjob-port", "containerPort": 29500}]
+        assert c["image"] == "reg/lmforge:0.1.0" and c["command"] == ["/bin/sh", "-c"]
+        assert c["resources"] == {"requests": {"cpu": 30, "memory": "120Gi"},
+                                  "limits": {"memory": "120Gi", "nvidia.com/gpu": 4}}
+        assert c["volumeMounts"] == [{"name": "runs", "mountPath": "/data"}, {"name": "shm", "mountPath": "/dev/shm"}]
+        assert pod["volumes"] == [{"name": "runs", "persistentVolumeClaim": {"claimName": "runs"}},
+                                  {"name": "shm", "emptyDir": {"medium": "Memory"}}]
+        assert {"name": "TORCH_EXTENSIONS_DIR", "value": "/data/.torch_extensions"} in c["env"]
+        cmd = c["args"][0]
+        assert "--node-rank $RANK --master-addr $MASTER_ADDR --master-port $MASTER_PORT" in cmd
+        assert "WORLD_SIZE" not in cmd  # operators disagree on it (pods, or pods x nprocPerNode): nnodes is written
+        cfg, node = _parse_node_command(cmd, node_rank="2", master="pt-run-master-0")
+        assert cfg == PretrainConfig(**{**OPTS, "output": "/data/x/pretrain"})
+        assert (node.nnodes, node.node_rank, node.nproc, node.master_addr, node.master_port) == (
+            3, 2, 4, "pt-run-master-0", 23456)
+
+
+@pytest.mark.parametrize("name", ["on", "y", "null"])
+def test_names_yaml_would_read_as_other_types_stay_strings(name):
+    for kind in ("k8s", "pytorchjob"):
+        for doc in yaml.safe_load_all(render(kind, OPTS, ClusterSpec(nnodes=2, job=name))):
+            assert doc["metadata"]["name"] == name
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
+@pytest.mark.parametrize("kind", ["k8s", "pytorchjob"])
+def test_kubectl_reads_the_manifests_offline(kind, tmp_path):
+    """`kubectl label --local` decodes each object (apiVersion, kind, typed metadata) without an API server:
+    `kubectl apply --dry-run=client` cannot, it asks the server for its resource types first."""
+    path = tmp_path / "job.yaml"
+    path.write_text(render(kind, OPTS, ClusterSpec(nnodes=3, job="y", gpus_per_node=2)))
+    proc = subprocess.run(["kubectl", "label", "--local", "-f", str(path), "checked=offline", "-o", "json"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    items, text, decoder = [], proc.stdout.strip(), json.JSONDecoder()
+    while text:  # one JSON object per document, back to back
+        obj, end = decoder.raw_decode(text)
+        items.append(obj)
+        text = text[end:].strip()
+    assert [(o["apiVersion"], o["kind"]) for o in items] == (
+        [("v1", "Service"), ("batch/v1", "Job")] if kind == "k8s" else [("kubeflow.org/v1", "PyTorchJob")])
+    assert all(o["metadata"]["name"] == "y" and o["metadata"]["labels"]["checked"] == "offline" for o in items)
 
 
 def test_lmforge_pretrain_emit_prints_the_file_for_the_runs_options(capsys):

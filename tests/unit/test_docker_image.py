@@ -1,0 +1,123 @@
+"""infra/docker: the one image for Beam workers and training. No Docker engine runs here, so the image is not
+built: these tests read the Dockerfile (every COPY source exists and is not excluded from the build context, the
+torch and Beam pins match constraints.txt, the demo's sample is inside the image) and run the entrypoint script
+itself with stub programs in place of Beam's boot and `lmforge`."""
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCKER = ROOT / "infra" / "docker"
+ENTRYPOINT = DOCKER / "entrypoint.sh"
+
+
+def instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) with continuation lines joined and comments dropped."""
+    out: list[tuple[str, str]] = []
+    text = re.sub(r"\\\n", " ", (DOCKER / "Dockerfile").read_text())
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            word, _, rest = line.partition(" ")
+            out.append((word.upper(), rest.strip()))
+    return out
+
+
+def copies() -> list[tuple[list[str], list[str], str]]:
+    """(flags, sources, destination) of each COPY."""
+    rows = []
+    for word, rest in instructions():
+        if word == "COPY":
+            parts = rest.split()
+            flags = [p for p in parts if p.startswith("--")]
+            paths = [p for p in parts if not p.startswith("--")]
+            rows.append((flags, paths[:-1], paths[-1]))
+    return rows
+
+
+def pins() -> dict[str, str]:
+    return dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)", (ROOT / "constraints.txt").read_text(), re.M))
+
+
+def test_every_copy_source_is_in_the_repository_and_the_build_context():
+    ignored = [p.strip() for p in (DOCKER / "Dockerfile.dockerignore").read_text().splitlines()
+               if p.strip() and not p.startswith("#")]
+    stages = {rest.split()[-1] for word, rest in instructions() if word == "FROM" and " AS " in f" {rest.upper()} "}
+    checked = 0
+    for flags, sources, _ in copies():
+        stage = next((f.split("=", 1)[1] for f in flags if f.startswith("--from=")), None)
+        if stage:
+            assert stage in stages, f"COPY --from={stage}: no build stage of that name ({stages})"
+            continue
+        for src in sources:
+            assert (ROOT / src).exists(), f"COPY {src}: not in the repository"
+            assert not any(fnmatch.fnmatch(src, pat) or src.startswith(pat.rstrip("/") + "/") for pat in ignored), \
+                f"COPY {src}: excluded by Dockerfile.dockerignore"
+            checked += 1
+    assert checked >= 10
+
+
+def test_pins_match_constraints_and_the_demo_has_its_inputs():
+    text = (DOCKER / "Dockerfile").read_text()
+    c = pins()
+    assert f"torch=={c['torch']}" in text and f"startswith('{c['torch']}')" in text
+    assert f"ARG BEAM_VERSION={c['apache-beam']}" in text  # boot must match the SDK the workers run
+    assert "pip install --no-cache-dir -c constraints.txt ." in text
+    copied = {src for _, sources, _ in copies() for src in sources}
+    from flows.params import DagParams
+    from pipelines.labeled.vader import DEFAULT_SOURCE
+
+    # what `lmforge run` (make demo) reads, relative to the image's working directory
+    for needed in [*DagParams().crawl, DEFAULT_SOURCE]:
+        assert any(needed == s or needed.startswith(s.rstrip("/") + "/") for s in copied), needed
+    workdir = next(rest for word, rest in instructions() if word == "WORKDIR")
+    env = " ".join(rest for word, rest in instructions() if word == "ENV")
+    assert f"LMFORGE_HOME={workdir}" in env and "TORCH_EXTENSIONS_DIR=" in env
+    (_, _, dest), = [(f, s, d) for f, s, d in copies() if s == ["infra/docker/entrypoint.sh"]]
+    assert next(rest for word, rest in instructions() if word == "ENTRYPOINT") == f'["{dest}"]'
+
+
+@pytest.fixture
+def run_entrypoint(tmp_path):
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    for name in ("boot", "lmforge", "sometool"):
+        (stubs / name).write_text(f'#!/bin/sh\necho "{name}" "$@"\n')
+        (stubs / name).chmod(0o755)
+
+    def run(*args: str, **env: str) -> subprocess.CompletedProcess:
+        e = {"PATH": f"{stubs}{os.pathsep}/usr/bin:/bin", "BEAM_BOOT": str(stubs / "boot"),
+             "LMFORGE_BIN": str(stubs / "lmforge"), **env}
+        return subprocess.run([str(ENTRYPOINT), *args], env=e, capture_output=True, text=True, timeout=30)
+    return run
+
+
+def test_entrypoint_picks_the_role(run_entrypoint):
+    assert os.access(ENTRYPOINT, os.X_OK), "infra/docker/entrypoint.sh must be executable"
+
+    def said(*args, **env):
+        proc = run_entrypoint(*args, **env)
+        return proc.returncode, proc.stdout.strip(), proc.stderr.strip()
+
+    # a Beam runner's SDK harness command lines (docker environment; Flink/Spark worker pool)
+    harness = ["--id=1-1", "--logging_endpoint=localhost:1", "--artifact_endpoint=localhost:2",
+               "--provision_endpoint=localhost:3", "--control_endpoint=localhost:4"]
+    assert said(*harness) == (0, "boot " + " ".join(harness), "")
+    assert said("--worker_pool") == (0, "boot --worker_pool", "")
+    # lmforge's own command lines, including flags that merely look like Beam's
+    assert said("pretrain", "--nnodes", "2", "--id=7") == (0, "lmforge pretrain --nnodes 2 --id=7", "")
+    assert said("--help") == (0, "lmforge --help", "")
+    assert said() == (0, "lmforge", "")
+    # a program on PATH runs as itself (bash, python, prefect ...)
+    assert said("sometool", "x") == (0, "sometool x", "")
+    # forced roles, and a wrong one
+    assert said("corpus", LMFORGE_ROLE="beam") == (0, "boot corpus", "")
+    assert said("sometool", LMFORGE_ROLE="lmforge") == (0, "lmforge sometool", "")
+    code, _, err = said("x", LMFORGE_ROLE="spark")
+    assert code == 2 and "LMFORGE_ROLE must be beam, lmforge or auto, got 'spark'" in err
