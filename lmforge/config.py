@@ -99,15 +99,36 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def _option_names(cls: type, prefix: str = "") -> set[str]:
+    """The flat option names `_collect` reads for `cls` (nested configs as prefix_name)."""
+    hints = typing.get_type_hints(cls)
+    names: set[str] = set()
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            continue
+        if dataclasses.is_dataclass(hints[f.name]):
+            names |= _option_names(hints[f.name], f"{prefix}{f.name}_")
+        else:
+            names.add(prefix + f.name)
+    return names
+
+
 def config_from_args(cls: type[T], ns: argparse.Namespace) -> T:
     """The config from `--config FILE` (if any) overlaid with the flags given; validated on construction."""
     values: dict[str, Any] = {}
     path = getattr(ns, "_config_file", None)
     if path:
         try:
-            values.update(_flatten(json.loads(Path(path).read_text())))
-        except (OSError, json.JSONDecodeError) as e:
+            given = _flatten(json.loads(Path(path).read_text()))
+        except (OSError, json.JSONDecodeError, AttributeError) as e:
             raise ValueError(f"--config {path}: cannot read a JSON object ({e})") from e
+        unknown = sorted(set(given) - _option_names(cls))
+        if unknown:  # never silently ignored: a runner option read as nothing would run the stage elsewhere
+            hint = (" (Beam pipeline options: give that file with --beam-options)"
+                    if set(unknown) & {"runner", "project", "region", "temp_location", "flink_master", "spark_master_url",
+                                       "direct_running_mode", "direct_num_workers", "dask_client_address"} else "")
+            raise ValueError(f"--config {path}: {cls.__name__} has no option {', '.join(unknown)}{hint}")
+        values.update(given)
     values.update({k: v for k, v in vars(ns).items() if v is not None and not k.startswith("_")})
     missing = [f.name for f in dataclasses.fields(cls) if f.init and f.default is dataclasses.MISSING
                and f.default_factory is dataclasses.MISSING and f.name not in values]

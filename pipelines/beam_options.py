@@ -47,3 +47,41 @@ def known_options(args: list[str]) -> dict[str, Any]:
     from apache_beam.options.pipeline_options import PipelineOptions
 
     return PipelineOptions(args).get_all_options(drop_default=False, retain_unknown_options=False)
+
+
+RUNNER_ALIASES = {"DaskRunner": "apache_beam.runners.dask.dask_runner.DaskRunner"}
+"""Runners Beam (2.77) accepts only by their module path: `--runner=DaskRunner` becomes the path."""
+
+LOCAL_RUNNERS = {"DirectRunner", "BundleBasedDirectRunner", "SwitchingDirectRunner", "TestDirectRunner", "FnApiRunner",
+                 "PrismRunner"}
+"""Runners whose workers share the driver's working directory (threads, subprocesses or loopback)."""
+
+
+def expand_runner_alias(args: list[str]) -> list[str]:
+    out = list(args)
+    for i, a in enumerate(out):
+        if a.startswith("--runner=") and a[len("--runner="):] in RUNNER_ALIASES:
+            out[i] = "--runner=" + RUNNER_ALIASES[a[len("--runner="):]]
+        elif a == "--runner" and i + 1 < len(out) and out[i + 1] in RUNNER_ALIASES:
+            out[i + 1] = RUNNER_ALIASES[out[i + 1]]
+    return out
+
+
+def runner_name(args: list[str]) -> str:
+    """The runner the arguments choose, without its module path ("DirectRunner" when none is given)."""
+    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+
+    return str(PipelineOptions(args).view_as(StandardOptions).runner or "DirectRunner").rsplit(".", 1)[-1]
+
+
+def check_worker_paths(args: list[str], paths: list[str]) -> None:
+    """A relative local path given to a runner with workers of their own (Dask, Flink, Dataflow, ...)
+    would name a file under each worker's working directory: the inputs would be quarantined as
+    unreadable and the outputs written where the driver never looks. Refused, naming the path."""
+    runner = runner_name(args)
+    if runner in LOCAL_RUNNERS:
+        return
+    relative = [p for p in map(str, paths) if "://" not in p and not Path(p).is_absolute()]
+    if relative:
+        raise ValueError(f"--runner={runner} resolves paths on its workers: give absolute paths, not "
+                         f"{', '.join(relative[:3])}{' ...' if len(relative) > 3 else ''}")

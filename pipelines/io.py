@@ -1,9 +1,7 @@
 """Small file helpers shared by the Beam shells: input expansion and deterministic atomic writers."""
 from __future__ import annotations
 
-import glob
 import json
-import os
 import zlib
 from pathlib import Path
 from typing import Any
@@ -11,20 +9,23 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from schemas import storage
 from schemas.manifest import atomic_write_bytes
 
 
 def expand_inputs(patterns: list[str]) -> list[str]:
-    """Files named by paths, directories (recursively) or globs; sorted; a pattern matching nothing is an error."""
+    """Files named by paths, folders (recursively; on object storage: key prefixes) or globs; sorted;
+    a pattern matching nothing is an error. Hidden files (names starting with ".") in folders are left out."""
     files: set[str] = set()
     for pat in patterns:
-        p = Path(pat)
-        if p.is_dir():
-            found = [str(f) for f in p.rglob("*") if f.is_file() and not f.name.startswith(".")]
-        elif p.is_file():
-            found = [str(p)]
+        if storage.is_remote(pat) and not any(c in pat for c in "*?["):
+            found = [pat] if storage.is_file(pat) else storage.files_under(pat)
+        elif not storage.is_remote(pat) and Path(pat).is_dir():
+            found = [str(f) for f in Path(pat).rglob("*") if f.is_file() and not f.name.startswith(".")]
+        elif not storage.is_remote(pat) and Path(pat).is_file():
+            found = [str(Path(pat))]
         else:
-            found = [f for f in glob.glob(pat, recursive=True) if os.path.isfile(f)]
+            found = storage.glob(pat)
         if not found:
             raise FileNotFoundError(f"input {pat!r} matches no file")
         files.update(found)
@@ -56,4 +57,4 @@ def write_jsonl_rows(path: str | Path, rows: list[dict[str, Any]], sort_key: str
 
 
 def parquet_rows(path: str | Path) -> int:
-    return pq.ParquetFile(path).metadata.num_rows
+    return storage.parquet_file(path).metadata.num_rows

@@ -6,42 +6,26 @@ directory without a manifest is incomplete, whatever else it holds.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any
+
+from schemas import storage
 
 MANIFEST_SCHEMA = "lmforge.manifest/v1"
 MANIFEST_NAME = "manifest.json"
 
 
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
+    return storage.sha256(path, chunk)
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write to a temporary name in the same directory, then rename: readers never see half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """Readers never see half a file: temporary name + rename locally, one object put on object storage."""
+    storage.write_bytes(path, data)
 
 
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
@@ -93,45 +77,50 @@ class Manifest:
 
 def input_ref(path: str | os.PathLike) -> InputRef:
     """Reference an input; if it is a stage directory, pin its manifest's hash."""
-    p = Path(path)
-    m = p / MANIFEST_NAME if p.is_dir() else None
-    return InputRef(str(path), sha256_file(m) if m is not None and m.exists() else None)
+    m = storage.join(path, MANIFEST_NAME)
+    return InputRef(str(path), sha256_file(m) if storage.is_file(m) else None)
 
 
 def describe_outputs(stage_dir: str | os.PathLike, files: list[str | os.PathLike]) -> list[OutputFile]:
     """Path, size and sha256 of each file (hashed on a few threads: hashlib releases the GIL)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    stage_dir = Path(stage_dir)
+    if storage.is_remote(stage_dir):
+        full = sorted({str(f) if storage.is_remote(f) else storage.join(stage_dir, str(f)) for f in files})
+        rels = [storage.relative(f, str(stage_dir)) for f in full]
+    else:
+        stage_dir = Path(stage_dir)
 
-    def located(f: Path) -> Path:
-        # absolute, or relative to the working directory through stage_dir (as `stage_dir / name`
-        # gives when stage_dir itself is relative), or relative to stage_dir
-        if f.is_absolute() or f.parts[:len(stage_dir.parts)] == stage_dir.parts:
-            return f
-        return stage_dir / f
+        def located(f: Path) -> Path:
+            # absolute, or relative to the working directory through stage_dir (as `stage_dir / name`
+            # gives when stage_dir itself is relative), or relative to stage_dir
+            if f.is_absolute() or f.parts[:len(stage_dir.parts)] == stage_dir.parts:
+                return f
+            return stage_dir / f
 
-    full = sorted({located(Path(f)).absolute() for f in files})
-    root = stage_dir.absolute()
+        paths = sorted({located(Path(f)).absolute() for f in files})
+        root = stage_dir.absolute()
+        full, rels = [str(f) for f in paths], [str(f.relative_to(root)) for f in paths]
     with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
         digests = list(pool.map(sha256_file, full))
-    return [OutputFile(str(f.relative_to(root)), f.stat().st_size, d) for f, d in zip(full, digests)]
+        sizes = list(pool.map(storage.size, full))
+    return [OutputFile(r, n, d) for r, n, d in zip(rels, sizes, digests)]
 
 
-def write_manifest(stage_dir: str | os.PathLike, manifest: Manifest) -> Path:
-    path = Path(stage_dir) / MANIFEST_NAME
+def write_manifest(stage_dir: str | os.PathLike, manifest: Manifest) -> str | Path:
+    path = storage.join(stage_dir, MANIFEST_NAME)
     atomic_write_json(path, asdict(manifest))
-    return path
+    return path if storage.is_remote(path) else Path(path)
 
 
 def read_manifest(stage_dir: str | os.PathLike) -> dict[str, Any]:
     """Read a stage's manifest; a missing one means the stage did not finish."""
-    path = Path(stage_dir) / MANIFEST_NAME
-    if not path.exists():
+    path = storage.join(stage_dir, MANIFEST_NAME)
+    if not storage.is_file(path):
         raise FileNotFoundError(
             f"{path} does not exist: the stage at {stage_dir} has not finished (or never ran)"
         )
-    data = json.loads(path.read_text())
+    data = json.loads(storage.read_text(path))
     if data.get("schema") != MANIFEST_SCHEMA:
         raise ValueError(f"{path}: schema {data.get('schema')!r}, expected {MANIFEST_SCHEMA!r}")
     return data
@@ -139,35 +128,22 @@ def read_manifest(stage_dir: str | os.PathLike) -> dict[str, Any]:
 
 def verify_outputs(stage_dir: str | os.PathLike) -> None:
     """Raise ValueError naming the first output whose size or sha256 differs from the manifest."""
-    stage_dir = Path(stage_dir)
     for o in read_manifest(stage_dir)["outputs"]:
-        p = stage_dir / o["path"]
-        if not p.exists():
+        p = storage.join(stage_dir, o["path"])
+        if not storage.is_file(p):
             raise ValueError(f"{p}: listed in the manifest but missing")
-        if p.stat().st_size != o["bytes"] or sha256_file(p) != o["sha256"]:
-            raise ValueError(f"{p}: checksum mismatch against {stage_dir / MANIFEST_NAME}")
+        if storage.size(p) != o["bytes"] or sha256_file(p) != o["sha256"]:
+            raise ValueError(f"{p}: checksum mismatch against {storage.join(stage_dir, MANIFEST_NAME)}")
 
 
 class StageBusy(RuntimeError):
     """Another process is writing the same stage directory."""
 
 
-def stage_lock(stage_dir: str | os.PathLike):
-    """Hold `<stage_dir>/.lock` (an exclusive flock) while a stage writes there, so two runs pointed at
-    one output folder fail fast instead of mixing their files. The lock dies with the process."""
-    import contextlib
-    import fcntl
-
-    @contextlib.contextmanager
-    def held():
-        path = Path(stage_dir)
-        path.mkdir(parents=True, exist_ok=True)
-        with open(path / ".lock", "w") as f:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise StageBusy(f"{path}: another process is writing this stage directory (it holds {path / '.lock'}); "
-                                "wait for it or choose another --output") from None
-            yield
-
-    return held()
+def stage_lock(stage_dir: str | os.PathLike, what: str = ""):
+    """Hold `<stage_dir>/.lock` while a stage writes there, so two runs pointed at one output folder
+    fail fast instead of mixing their files (schemas.storage.exclusive: a flock that dies with the
+    process on a local disk, a lease object on object storage)."""
+    return storage.exclusive(stage_dir, what=what, busy=StageBusy,
+                             message="{folder}: another process is writing this stage directory ({holder}); "
+                                     "wait for it or choose another --output")

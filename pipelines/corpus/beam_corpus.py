@@ -4,7 +4,9 @@
 Run alone:  lmforge corpus --input samples/crawl --output runs/demo/corpus [--runner ...]
 Any Beam pipeline option passes through (e.g. --runner FlinkRunner). The DirectRunner runs
 in_memory by default: multi_processing lost records in the dedup joins at 100k documents here
-and multi_threading after GroupByKey (stage.default_beam_args).
+and multi_threading after GroupByKey (stage.default_beam_args). On a dask.distributed cluster:
+`--runner=DaskRunner --dask_client_address=HOST:PORT [--dask_npartitions=N]`, with absolute paths
+(the workers resolve them); the same bytes as the DirectRunner (tests/integration/test_dask_runner.py).
 
 Every record ends in exactly one of data/, dropped/, duplicates/ or quarantine/, and the
 driver checks that in = kept + dropped + duplicates + quarantined before writing the manifest.
@@ -13,13 +15,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 
+from pipelines.beam_tags import MultiOutput
 from pipelines.corpus.beam_dedup import ExtendIndex, NearDedup, ReadIndex, sign_records
 from pipelines.corpus.clean import DROPPED, KEPT, QUARANTINED, process_document
 from pipelines.corpus.config import CorpusConfig
@@ -28,6 +30,7 @@ from pipelines.corpus.filters import clean_page
 from pipelines.corpus.linededup import line_keys, losers, remove_lines
 from pipelines.corpus.readers import read_file
 from pipelines.io import shard_of, write_jsonl_rows, write_parquet_rows
+from schemas import storage
 from schemas.records import CLEAN_DOC_SCHEMA, DROPPED_SCHEMA, DUPLICATE_SCHEMA, Quarantined
 
 NS = "corpus"
@@ -38,18 +41,32 @@ def _quarantine_row(q: Quarantined) -> dict[str, Any]:
 
 
 class ReadFiles(beam.DoFn):
-    """path -> RawDocument (main), quarantine rows, ('read', n) and ('skipped:<type>', n) tallies."""
+    """path -> lists of up to `batch_size` RawDocuments of that file (main), quarantine rows,
+    ('read', n) and ('skipped:<type>', n) tallies.
+
+    Batches are cut here, within one file, rather than by beam.BatchElements: that emits its last
+    batch from finish_bundle, whose outputs Beam's DaskRunner (2.77) drops (test_dask_runner.py,
+    test_dask_runner_keeps_finish_bundle_outputs). CleanAndSign signs a batch in one MinHash.bulk call.
+    """
+
+    def __init__(self, batch_size: int = 256):
+        self.batch_size = batch_size
 
     def process(self, path: str) -> Iterable[Any]:
         skipped: dict[str, int] = {}
-        n = 0
+        n, batch = 0, []
         for rec in read_file(path, skipped):
             n += 1
             if isinstance(rec, Quarantined):
                 Metrics.counter(NS, f"quarantined_{rec.reason}").inc()
                 yield TaggedOutput("quarantine", _quarantine_row(rec))
-            else:
-                yield rec
+                continue
+            batch.append(rec)
+            if len(batch) == self.batch_size:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
         Metrics.counter(NS, "in").inc(n)
         yield TaggedOutput("tally", ("in", n))
         for rtype, c in skipped.items():
@@ -221,12 +238,12 @@ def _write_group(item: tuple[Any, Iterable[dict]], out: str, kind: str, num_shar
     if kind == "data":
         lang, shard = key
         rows = [unpack_text(r) for r in rows]
-        return write_parquet_rows(Path(out, "data", lang, f"part-{shard:05d}-of-{num_shards:05d}.parquet"), rows, CLEAN_DOC_SCHEMA)
+        return write_parquet_rows(storage.join(out, "data", lang, f"part-{shard:05d}-of-{num_shards:05d}.parquet"), rows, CLEAN_DOC_SCHEMA)
     if kind == "duplicates":
-        return write_parquet_rows(Path(out, "duplicates", "part-00000.parquet"), rows, DUPLICATE_SCHEMA)
+        return write_parquet_rows(storage.join(out, "duplicates", "part-00000.parquet"), rows, DUPLICATE_SCHEMA)
     if kind == "dropped":
-        return write_parquet_rows(Path(out, "dropped", "part-00000.parquet"), rows, DROPPED_SCHEMA)
-    return write_jsonl_rows(Path(out, "quarantine", "part-00000.jsonl"), rows)
+        return write_parquet_rows(storage.join(out, "dropped", "part-00000.parquet"), rows, DROPPED_SCHEMA)
+    return write_jsonl_rows(storage.join(out, "quarantine", "part-00000.jsonl"), rows)
 
 
 class CorpusPipeline(beam.PTransform):
@@ -245,27 +262,25 @@ class CorpusPipeline(beam.PTransform):
         from pipelines.corpus.dedup import lsh_params
 
         bands, rows = lsh_params(cfg.jaccard_threshold, cfg.num_perm)
-        read = files | "Spread" >> beam.Reshuffle() | "ReadFiles" >> beam.ParDo(ReadFiles()).with_outputs("quarantine", "tally", main="docs")
-        cleaned = (read.docs | "BatchDocs" >> beam.BatchElements(min_batch_size=16, max_batch_size=256)
-                   | "CleanAndSign" >> beam.ParDo(CleanAndSign(cfg, bands, rows))
-                   .with_outputs("dropped", "quarantine", "docs", "info", "lines", main="slim"))
+        # MultiOutput, not ParDo(...).with_outputs(...): Beam's DaskRunner mixes the tags (beam_tags.py).
+        read = files | "Spread" >> beam.Reshuffle() | "ReadFiles" >> MultiOutput(ReadFiles(), main="docs", tags=("quarantine", "tally"))
+        cleaned = (read.docs | "CleanAndSign" >> MultiOutput(CleanAndSign(cfg, bands, rows), main="slim",
+                                                             tags=("dropped", "quarantine", "docs", "info", "lines")))
         # Ids must be unique for the joins below; a repeated id keeps its first occurrence (by
         # source file, then offset) and quarantines the others.
         unique = (cleaned.slim | "KeyId" >> beam.Map(lambda r: (r["id"], r)) | "GroupIds" >> beam.GroupByKey()
-                  | "UniqueIds" >> beam.FlatMap(first_of_id).with_outputs("quarantine", main="kept"))
+                  | "UniqueIds" >> MultiOutput(first_of_id, main="kept", tags=("quarantine",)))
         kept = unique.kept
         dup_lists, tallies, dropped = [], [read.tally], [cleaned.dropped]
         index = None
         if plan is not None and plan.read:
-            gen_of = {g: plan.generation_number(g) for g in plan.read}
-            doc_files = [(f, gen_of[Path(f).parent.parent.name]) for f in plan.doc_files()]
-            index = files.pipeline | "ReadIndex" >> ReadIndex(plan.band_files(), doc_files)
+            index = files.pipeline | "ReadIndex" >> ReadIndex(plan.band_files(), plan.doc_files())
         if cfg.exact_dedup:
             by_hash = [kept | "KeyByHash" >> beam.Map(lambda r: (r["exact_key"], ("new", r)))]
             if index is not None:
                 by_hash.append(index["exact"] | "TagOld" >> beam.Map(lambda kv: (kv[0], ("old", kv[1]))))
             exact = ((tuple(by_hash) | "AllHashes" >> beam.Flatten() if len(by_hash) > 1 else by_hash[0])
-                     | "GroupHash" >> beam.GroupByKey() | "PickExact" >> beam.FlatMap(pick_exact).with_outputs("dups", main="kept"))
+                     | "GroupHash" >> beam.GroupByKey() | "PickExact" >> MultiOutput(pick_exact, main="kept", tags=("dups",)))
             kept = exact.kept
             dup_lists.append(exact.dups)
         if cfg.near_dedup:
@@ -290,8 +305,9 @@ class CorpusPipeline(beam.PTransform):
                              | "EmitLines" >> beam.FlatMap(line_losers) | "GroupLines" >> beam.GroupByKey()
                              | "Losers" >> beam.FlatMapTuple(losers))
         final = (parts | "JoinText" >> beam.CoGroupByKey()
-                 | "Assemble" >> beam.FlatMap(assemble, cfg.c4).with_outputs("dropped", main="kept"))
+                 | "Assemble" >> MultiOutput(assemble, cfg.c4, main="kept", tags=("dropped",)))
         dropped.append(final.dropped)
+        written = []  # every write step's paths, flattened into the one output below
         if plan is not None and plan.write is not None and cfg.near_dedup:
             # Only documents that are finally kept enter the index.
             final_ids = final.kept | "FinalIds" >> beam.Map(lambda d: (d["id"], 1))
@@ -299,11 +315,11 @@ class CorpusPipeline(beam.PTransform):
                         "final": final_ids}
                        | "JoinIndexRows" >> beam.CoGroupByKey()
                        | "KeptIndexRows" >> beam.FlatMap(lambda kv: index_row(kv) if kv[1]["final"] else []))
-            _ = rows_in | "ExtendIndex" >> ExtendIndex(str(plan.generation_dir(plan.write)), cfg.num_shards)
+            written.append(rows_in | "ExtendIndex" >> ExtendIndex(str(plan.generation_dir(plan.write)), cfg.num_shards))
 
         n = cfg.num_shards
-        _ = (final.kept | "KeyByShard" >> beam.Map(lambda d: ((d["language"], shard_of(d["id"], n)), d))
-             | "GroupShards" >> beam.GroupByKey() | "WriteData" >> beam.Map(_write_group, out, "data", n))
+        written.append(final.kept | "KeyByShard" >> beam.Map(lambda d: ((d["language"], shard_of(d["id"], n)), d))
+                       | "GroupShards" >> beam.GroupByKey() | "WriteData" >> beam.Map(_write_group, out, "data", n))
         outputs = {"dropped": tuple(dropped),
                    "quarantine": (read.quarantine, cleaned.quarantine, unique.quarantine),
                    "duplicates": tuple(dup_lists)}
@@ -311,9 +327,12 @@ class CorpusPipeline(beam.PTransform):
             if not pcolls:
                 continue
             merged = pcolls | f"Merge_{name}" >> beam.Flatten() if len(pcolls) > 1 else pcolls[0]
-            _ = (merged | f"Key_{name}" >> beam.Map(lambda r: (0, r)) | f"Group_{name}" >> beam.GroupByKey()
-                 | f"Write_{name}" >> beam.Map(_write_group, out, name))
-        _ = ((tuple(tallies) | "MergeTallies" >> beam.Flatten()) | "SumTally" >> beam.CombinePerKey(sum) | "KeyTally" >> beam.Map(lambda kv: (0, kv))
+            written.append(merged | f"Key_{name}" >> beam.Map(lambda r: (0, r)) | f"Group_{name}" >> beam.GroupByKey()
+                           | f"Write_{name}" >> beam.Map(_write_group, out, name))
+        written.append((tuple(tallies) | "MergeTallies" >> beam.Flatten()) | "SumTally" >> beam.CombinePerKey(sum) | "KeyTally" >> beam.Map(lambda kv: (0, kv))
              | "GroupTally" >> beam.GroupByKey()
-             | "WriteTally" >> beam.Map(lambda kv: write_jsonl_rows(Path(out, "_tally.jsonl"), [{"id": k, "n": v} for k, v in kv[1]])))
-        return files
+             | "WriteTally" >> beam.Map(lambda kv: write_jsonl_rows(storage.join(out, "_tally.jsonl"), [{"id": k, "n": v} for k, v in kv[1]])))
+        # One output that every write feeds: Beam's DaskRunner (2.77) computes only the step
+        # applied last, so a write on a branch of its own would never run there
+        # (test_dask_runner.py, test_dask_runner_runs_every_branch).
+        return tuple(written) | "Written" >> beam.Flatten()

@@ -20,15 +20,14 @@ INDEXED + id, so an id reused by a new snapshot never merges with an old one by 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 import apache_beam as beam
 import numpy as np
-import pyarrow.parquet as pq
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 
+from pipelines.beam_tags import MultiOutput
 from pipelines.corpus.dedup import (
     band_keys,
     bucket_candidates,
@@ -40,6 +39,7 @@ from pipelines.corpus.dedup import (
 )
 from pipelines.corpus.graph import both_directions, large_star, small_star, toward_larger
 from pipelines.io import shard_of, write_parquet_rows
+from schemas import storage
 from schemas.minhash_index import INDEX_BAND_SCHEMA, INDEX_DOC_SCHEMA
 
 NS = "corpus"
@@ -164,7 +164,7 @@ class ConnectedComponents(beam.PTransform):
         roles = ((edges | "AsChild" >> beam.Map(lambda e: (e[0], ("child", e[1]))),
                   edges | "AsParent" >> beam.Map(lambda e: (e[1], ("parent", e[0]))))
                  | "Roles" >> beam.Flatten() | "GroupRoles" >> beam.GroupByKey())
-        return roles | "Label" >> beam.FlatMap(label_node).with_outputs("unconverged", main="labels")
+        return roles | "Label" >> MultiOutput(label_node, main="labels", tags=("unconverged",))
 
 
 def label_node(item: tuple[str, Iterable[tuple[str, str]]]) -> Iterable[Any]:
@@ -224,7 +224,7 @@ def split_removed(item: tuple[str, dict[str, list]]) -> Iterable[Any]:
 
 
 def read_index_bands(path: str) -> Iterable[tuple[bytes, str]]:
-    t = pq.read_table(path)
+    t = storage.parquet_file(path).read()
     for key, doc_id in zip(t.column("key").to_pylist(), t.column("id").to_pylist()):
         yield key, INDEXED + doc_id
 
@@ -232,7 +232,7 @@ def read_index_bands(path: str) -> Iterable[tuple[bytes, str]]:
 def read_index_exact(item: tuple[str, int]) -> Iterable[tuple[str, dict]]:
     """An index docs file -> (exact_key, entry) per document (hashes are not read here)."""
     path, gen = item
-    pf = pq.ParquetFile(path)
+    pf = storage.parquet_file(path)
     for batch in pf.iter_batches(batch_size=4096, columns=["id", "exact_key", "quality"]):
         for r in batch.to_pylist():
             yield r["exact_key"], {"id": r["id"], "rank": rank_key(INDEXED + r["id"], r["quality"], indexed=True),
@@ -243,7 +243,7 @@ def read_index_info(item: tuple[str, int]) -> Iterable[tuple[str, tuple]]:
     """An index docs file -> (node, (rank, hashes, generation, tiebreak)) per indexed document;
     NearDedup keeps those of candidate nodes (a semi-join)."""
     path, gen = item
-    pf = pq.ParquetFile(path)
+    pf = storage.parquet_file(path)
     for batch in pf.iter_batches(batch_size=1024, columns=["id", "quality", "hashes"]):
         for r in batch.to_pylist():
             node = INDEXED + r["id"]
@@ -310,19 +310,18 @@ class NearDedup(beam.PTransform):
                 | "CountNodeInfo" >> beam.Map(counted("dedup_node_info_out")))
         # Two joins bring both ends' exact shingle hashes to each candidate edge.
         first = ({"edge": candidates, "info": info} | "JoinFirstEnd" >> beam.CoGroupByKey()
-                 | "AttachFirst" >> beam.FlatMap(attach_hashes).with_outputs("missing", main="edges"))
+                 | "AttachFirst" >> MultiOutput(attach_hashes, main="edges", tags=("missing",)))
         half = first.edges | "CountHalfEdges" >> beam.Map(counted("dedup_half_edges_out"))
         second = ({"edge": half, "info": info} | "JoinSecondEnd" >> beam.CoGroupByKey()
-                  | "ConfirmExact" >> beam.FlatMap(confirm_exact, cfg.jaccard_threshold).with_outputs("missing", main="edges"))
+                  | "ConfirmExact" >> MultiOutput(confirm_exact, cfg.jaccard_threshold, main="edges", tags=("missing",)))
         cc = second.edges | "Components" >> ConnectedComponents(cfg.cc_rounds)
         rooted = ({"root": cc.labels, "info": info} | "JoinNodeInfo" >> beam.CoGroupByKey()
-                  | "KeyByRoot" >> beam.FlatMap(to_root).with_outputs("missing", main="rooted"))
+                  | "KeyByRoot" >> MultiOutput(to_root, main="rooted", tags=("missing",)))
         decided = (rooted.rooted | "CountRooted" >> beam.Map(counted("dedup_rooted_out")) | "GroupClusters" >> beam.GroupByKey()
-                   | "Representatives" >> beam.FlatMap(choose_representative, cfg.jaccard_threshold)
-                   .with_outputs("chain_kept", main="removed"))
+                   | "Representatives" >> MultiOutput(choose_representative, cfg.jaccard_threshold, main="removed",
+                                                      tags=("chain_kept",)))
         split = ({"doc": kept | "SlimById" >> beam.Map(lambda r: (r["id"], r)), "removed": decided.removed}
-                 | "JoinRemoved" >> beam.CoGroupByKey() | "SplitRemoved" >> beam.FlatMap(split_removed)
-                 .with_outputs("dups", main="kept"))
+                 | "JoinRemoved" >> beam.CoGroupByKey() | "SplitRemoved" >> MultiOutput(split_removed, main="kept", tags=("dups",)))
         tallies = (
             cc.unconverged | "CountUnconverged" >> beam.combiners.Count.Globally()
             | "TallyUnconverged" >> beam.Map(lambda n: ("cc_unconverged_nodes", n)),
@@ -340,26 +339,26 @@ class NearDedup(beam.PTransform):
 def _write_bands(item: tuple[int, Iterable[tuple[bytes, str]]], gen_dir: str) -> str:
     band, pairs = item
     rows = sorted({(k, i) for k, i in pairs})
-    return write_parquet_rows(Path(gen_dir, "bands", f"band={band:02d}", "part-00000.parquet"),
+    return write_parquet_rows(storage.join(gen_dir, "bands", f"band={band:02d}", "part-00000.parquet"),
                               [{"key": k, "id": i} for k, i in rows], INDEX_BAND_SCHEMA, sort_key=None)
 
 
 def _write_docs(item: tuple[int, Iterable[dict]], gen_dir: str, num_shards: int) -> str:
     shard, rows = item
-    return write_parquet_rows(Path(gen_dir, "docs", f"part-{shard:05d}-of-{num_shards:05d}.parquet"),
+    return write_parquet_rows(storage.join(gen_dir, "docs", f"part-{shard:05d}-of-{num_shards:05d}.parquet"),
                               [{k: r[k] for k in ("id", "exact_key", "quality", "hashes")} for r in rows], INDEX_DOC_SCHEMA)
 
 
 class ExtendIndex(beam.PTransform):
-    """(id, index row) of every document kept by this run -> a new generation's Parquet files."""
+    """(id, index row) of every document kept by this run -> a new generation's Parquet files (their paths)."""
 
     def __init__(self, gen_dir: str, num_shards: int):
         super().__init__()
         self.gen_dir, self.num_shards = gen_dir, num_shards
 
     def expand(self, rows):
-        _ = (rows | "BandRows" >> beam.FlatMap(lambda r: [(int.from_bytes(k[:2], "big"), (k, r["id"])) for k in r["band_keys"]])
-             | "GroupByBand" >> beam.GroupByKey() | "WriteBands" >> beam.Map(_write_bands, self.gen_dir))
-        _ = (rows | "DocShard" >> beam.Map(lambda r, n: (shard_of(r["id"], n), r), self.num_shards)
-             | "GroupDocShards" >> beam.GroupByKey() | "WriteIndexDocs" >> beam.Map(_write_docs, self.gen_dir, self.num_shards))
-        return rows
+        bands = (rows | "BandRows" >> beam.FlatMap(lambda r: [(int.from_bytes(k[:2], "big"), (k, r["id"])) for k in r["band_keys"]])
+                 | "GroupByBand" >> beam.GroupByKey() | "WriteBands" >> beam.Map(_write_bands, self.gen_dir))
+        docs = (rows | "DocShard" >> beam.Map(lambda r, n: (shard_of(r["id"], n), r), self.num_shards)
+                | "GroupDocShards" >> beam.GroupByKey() | "WriteIndexDocs" >> beam.Map(_write_docs, self.gen_dir, self.num_shards))
+        return (bands, docs) | "IndexWritten" >> beam.Flatten()  # the caller's output waits on both writes

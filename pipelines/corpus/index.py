@@ -9,25 +9,24 @@ by its fingerprint (sha256 of its input files' contents and of the dedup-relevan
 run deduplicates against the generations committed *before* it, so it writes the same output
 as the first time, and the index is left as it is.
 
-One run at a time: `index_lock` holds an exclusive lock on `<index>/.lock` from `open_index` until
-`commit`. Without it two refreshes would both plan `gen-N`, each delete the other's unlisted
-generation as debris, and the last commit would hide the other's pages. The lock is a POSIX
-`flock`: it is released when the holder dies, and it works on a local or NFSv4 file system, not on
-object storage.
+One run at a time: `index_lock` holds `<index>/.lock` from `open_index` until `commit`. Without it
+two refreshes would both plan `gen-N`, each delete the other's unlisted generation as debris, and
+the last commit would hide the other's pages. On a local or NFSv4 disk the lock is a POSIX `flock`,
+released when the holder dies; on object storage it is a lease object (schemas.storage.exclusive).
+
+The commit is INDEX.json, written last (after every file of the new generation) and read first:
+a local atomic rename, or one object put on object storage, where a generation folder that
+INDEX.json does not list is what a killed run left and is deleted by the next run.
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import shutil
-import socket
-import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from schemas import storage
 from schemas.manifest import StageBusy, atomic_write_json
 from schemas.minhash_index import INDEX_FILE, INDEX_SCHEMA_VERSION
 
@@ -38,10 +37,10 @@ class IndexLocked(StageBusy):
     """Another run holds the band index (it is between opening the index and committing to it)."""
 
 
-def lock_holder(root: str | Path) -> str:
-    """Who holds (or last held) the index lock, from what the holder wrote into the lock file."""
+def lock_holder(root: str | os.PathLike) -> str:
+    """Who holds (or last held) a local index's lock, from what the holder wrote into the lock file."""
     try:
-        info = json.loads((Path(root) / LOCK_FILE).read_text() or "{}")
+        info = json.loads(storage.read_text(storage.join(root, LOCK_FILE)) or "{}")
     except (OSError, ValueError):
         info = {}
     if not info:
@@ -49,43 +48,13 @@ def lock_holder(root: str | Path) -> str:
     return f"pid {info.get('pid')} on {info.get('host')} (since {info.get('since')}, {info.get('what', 'a corpus run')})"
 
 
-@contextlib.contextmanager
-def index_lock(root: str | Path, wait_seconds: float = 0.0, what: str = "", poll_seconds: float = 1.0):
+def index_lock(root: str | os.PathLike, wait_seconds: float = 0.0, what: str = "", poll_seconds: float = 1.0):
     """Hold the index's exclusive lock; wait up to `wait_seconds` for another run to finish, then raise
     IndexLocked naming the holder."""
-    import fcntl
-
-    root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
-    deadline = time.monotonic() + wait_seconds
-    with open(root / LOCK_FILE, "a+") as f:  # "a+": never truncate what the holder wrote
-        announced = False
-        while True:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    waited = f" after waiting {wait_seconds:.0f}s" if wait_seconds else ""
-                    raise IndexLocked(f"{root}: index locked by {lock_holder(root)}{waited}; nothing was written. "
-                                      "Wait for that run, or pass --index-wait SECONDS to queue behind it.") from None
-                if not announced:
-                    print(f"corpus: {root}: index locked by {lock_holder(root)}; waiting up to {wait_seconds:.0f}s",
-                          flush=True)
-                    announced = True
-                time.sleep(min(poll_seconds, max(0.0, deadline - time.monotonic())))
-        f.seek(0)
-        f.truncate()
-        f.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                            "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "what": what or "a corpus run"}))
-        f.flush()
-        try:
-            yield
-        finally:
-            f.seek(0)
-            f.truncate()
-            f.flush()
-            fcntl.flock(f, fcntl.LOCK_UN)
+    return storage.exclusive(root, what=what or "a corpus run", wait_seconds=wait_seconds, poll_seconds=poll_seconds,
+                             busy=IndexLocked, announce="corpus: ",
+                             message="{folder}: index locked by {holder}{waited}; nothing was written. "
+                                     "Wait for that run, or pass --index-wait SECONDS to queue behind it.")
 
 
 class IndexMismatch(ValueError):
@@ -94,7 +63,7 @@ class IndexMismatch(ValueError):
 
 @dataclass
 class IndexPlan:
-    root: Path
+    root: str
     params: dict[str, Any]
     fingerprint: str
     read: list[str] = field(default_factory=list)
@@ -103,14 +72,16 @@ class IndexPlan:
     """The generation this run writes (None: the snapshot is already indexed)."""
     committed: list[dict[str, Any]] = field(default_factory=list)
 
-    def generation_dir(self, name: str) -> Path:
-        return self.root / name
+    def generation_dir(self, name: str) -> str:
+        return storage.join(self.root, name)
 
     def band_files(self) -> list[str]:
-        return sorted(str(p) for g in self.read for p in (self.root / g / "bands").glob("band=*/*.parquet"))
+        return sorted(f for g in self.read for f in storage.files_under(storage.join(self.root, g, "bands"), "band=*/*.parquet"))
 
-    def doc_files(self) -> list[str]:
-        return sorted(str(p) for g in self.read for p in (self.root / g / "docs").glob("*.parquet"))
+    def doc_files(self) -> list[tuple[str, int]]:
+        """(file, generation number) of every docs file of the generations read."""
+        return sorted((f, self.generation_number(g)) for g in self.read
+                      for f in storage.files_under(storage.join(self.root, g, "docs"), "*.parquet"))
 
     def generation_number(self, name: str) -> int:
         return int(name.split("-", 1)[1])
@@ -122,10 +93,7 @@ def snapshot_fingerprint(files: list[str], config: dict[str, Any]) -> str:
     digests = []
     for f in files:
         h = hashlib.sha256()
-        with open(f, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-        digests.append(h.hexdigest())
+        digests.append(storage.sha256(f))
     h = hashlib.sha256()
     for d in sorted(digests):
         h.update(d.encode())
@@ -133,39 +101,41 @@ def snapshot_fingerprint(files: list[str], config: dict[str, Any]) -> str:
     return h.hexdigest()
 
 
-def read_index_file(root: Path) -> dict[str, Any] | None:
-    path = root / INDEX_FILE
-    if not path.exists():
+def read_index_file(root: str | os.PathLike) -> dict[str, Any] | None:
+    path = storage.join(root, INDEX_FILE)
+    if not storage.is_file(path):
         return None
-    data = json.loads(path.read_text())
+    data = json.loads(storage.read_text(path))
     if data.get("schema") != INDEX_SCHEMA_VERSION:
         raise IndexMismatch(f"{path}: schema {data.get('schema')!r}, this lmforge reads {INDEX_SCHEMA_VERSION!r}")
     return data
 
 
-def check_params(path: Path, have: dict[str, Any], want: dict[str, Any]) -> None:
+def check_params(path: str, have: dict[str, Any], want: dict[str, Any]) -> None:
     diff = {k: (have.get(k), want.get(k)) for k in sorted(set(have) | set(want)) if have.get(k) != want.get(k)}
     if diff:
         lines = "; ".join(f"{k}: index has {a!r}, this run uses {b!r}" for k, (a, b) in diff.items())
-        raise IndexMismatch(f"{path / INDEX_FILE} was built with other MinHash/LSH parameters, whose band keys do "
+        raise IndexMismatch(f"{storage.join(path, INDEX_FILE)} was built with other MinHash/LSH parameters, whose band keys do "
                             f"not compare with this run's ({lines}). Use a new --index directory, or rerun with "
                             "the index's parameters.")
 
 
-def open_index(root: str | Path, params: dict[str, Any], fingerprint: str) -> IndexPlan:
+def open_index(root: str | os.PathLike, params: dict[str, Any], fingerprint: str) -> IndexPlan:
     """Plan a run against the index at `root` (created if missing). Deletes generation
     directories that INDEX.json does not list: they are what a killed run left behind (call it
     under `index_lock`, or a concurrent run's generation would look like debris)."""
-    root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
+    root = str(root)
+    storage.make_dirs(root)
     data = read_index_file(root)
     committed = data["generations"] if data else []
     if data:
         check_params(root, data["params"], params)
     listed = {g["name"] for g in committed}
-    for stale in sorted(root.glob("gen-*")):
-        if stale.is_dir() and stale.name not in listed:
-            shutil.rmtree(stale)
+    on_disk = {storage.relative(f, root).split("/", 1)[0] for f in storage.files_under(root)}
+    if not storage.is_remote(root):  # an empty local generation folder holds no file
+        on_disk |= {d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d))}
+    for stale in sorted(d for d in on_disk if d.startswith("gen-") and d not in listed):
+        storage.remove_tree(storage.join(root, stale))
     plan = IndexPlan(root=root, params=params, fingerprint=fingerprint, committed=committed)
     earlier = []
     for g in committed:
@@ -182,18 +152,8 @@ def commit(plan: IndexPlan, summary: dict[str, Any]) -> None:
     """Make the generation written by this run visible: one atomic rename of INDEX.json."""
     if plan.write is None:
         return
-    gen_dir = plan.root / plan.write
-    if not gen_dir.is_dir():  # a snapshot with nothing kept still commits an (empty) generation
-        gen_dir.mkdir(parents=True)
+    storage.make_dirs(plan.generation_dir(plan.write))  # a snapshot with nothing kept still commits an (empty) generation
     entry = {"name": plan.write, "fingerprint": plan.fingerprint, **summary}
-    atomic_write_json(plan.root / INDEX_FILE, {"schema": INDEX_SCHEMA_VERSION, "params": plan.params,
-                                               "generations": [*plan.committed, entry]})
-    _fsync_dir(plan.root)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    atomic_write_json(storage.join(plan.root, INDEX_FILE), {"schema": INDEX_SCHEMA_VERSION, "params": plan.params,
+                                                            "generations": [*plan.committed, entry]})
+    storage.sync_dir(plan.root)

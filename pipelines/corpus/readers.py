@@ -8,6 +8,7 @@ says so.
 """
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import json
@@ -16,6 +17,7 @@ import zlib
 from collections.abc import Iterator
 from email.message import Message
 
+from schemas import storage
 from schemas.records import Quarantined, RawDocument
 
 WARC_SUFFIXES = (".warc", ".warc.gz", ".wet", ".wet.gz", ".wat", ".wat.gz", ".arc.gz")
@@ -39,7 +41,7 @@ def kind_of(path: str) -> str:
 def read_file(path: str, skipped: dict[str, int] | None = None) -> Iterator[RawDocument | Quarantined]:
     """Every document or quarantined record in `path`; `skipped` counts non-document records by type."""
     try:
-        size = os.path.getsize(path)
+        size = storage.size(path)
     except OSError as e:
         yield Quarantined(path, 0, "unreadable_file", f"{type(e).__name__}: {e}")
         return
@@ -71,7 +73,7 @@ def _content_type(http_headers) -> tuple[str, str | None]:
 def read_warc(path: str, skipped: dict[str, int]) -> Iterator[RawDocument | Quarantined]:
     from warcio.archiveiterator import ArchiveIterator
 
-    with open(path, "rb") as f:
+    with storage.open_read(path) as f:
         it = ArchiveIterator(f)
         offset = 0  # start of the record being read (warcio's get_record_offset() reads the record to its end)
         try:
@@ -108,7 +110,7 @@ def read_warc(path: str, skipped: dict[str, int]) -> Iterator[RawDocument | Quar
                     skipped[rtype] = skipped.get(rtype, 0) + 1
             # warcio ends quietly when a gzip member is cut before its WARC headers are complete:
             # bytes left after the last complete record are a record we could not read.
-            left = os.fstat(f.fileno()).st_size - it.offset
+            left = storage.size(path) - it.offset
             if left > 0 and f.seek(it.offset) >= 0 and f.read(left).strip(b"\r\n\x00"):
                 yield Quarantined(path, it.offset, "truncated_gzip",
                                   f"{left} bytes after the last complete record are not a readable WARC record")
@@ -122,7 +124,7 @@ def read_warc(path: str, skipped: dict[str, int]) -> Iterator[RawDocument | Quar
 
 def _gzip_member_cut(path: str, offset: int) -> bool:
     """True if the gzip member starting at `offset` ends before its end-of-stream marker."""
-    with open(path, "rb") as f:
+    with storage.open_read(path) as f:
         f.seek(offset)
         head = f.read(2)
         if head != b"\x1f\x8b":
@@ -137,14 +139,19 @@ def _gzip_member_cut(path: str, offset: int) -> bool:
         return not d.eof
 
 
-def _open_text(path: str) -> io.TextIOBase:
-    if path.endswith(".gz"):
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="strict")
-    if path.endswith(".zst"):
-        import zstandard
+@contextlib.contextmanager
+def _open_text(path: str) -> Iterator[io.TextIOBase]:
+    with storage.open_read(path) as raw:
+        if path.endswith(".gz"):
+            stream = gzip.GzipFile(fileobj=raw, mode="rb")
+        elif path.endswith(".zst"):
+            import zstandard
 
-        return io.TextIOWrapper(zstandard.ZstdDecompressor().stream_reader(open(path, "rb")), encoding="utf-8")
-    return open(path, encoding="utf-8", errors="strict")
+            stream = zstandard.ZstdDecompressor().stream_reader(raw)
+        else:
+            stream = raw
+        with io.TextIOWrapper(stream, encoding="utf-8", errors="strict") as text:
+            yield text
 
 
 def read_jsonl(path: str) -> Iterator[RawDocument | Quarantined]:
@@ -175,10 +182,9 @@ def read_jsonl(path: str) -> Iterator[RawDocument | Quarantined]:
 
 
 def read_parquet(path: str) -> Iterator[RawDocument | Quarantined]:
-    import pyarrow.parquet as pq
 
     try:
-        pf = pq.ParquetFile(path)
+        pf = storage.parquet_file(path)
     except Exception as e:  # noqa: BLE001 - any unreadable footer is a quarantine, not a crash
         yield Quarantined(path, 0, "unreadable_parquet", f"{type(e).__name__}: {e}")
         return

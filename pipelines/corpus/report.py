@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from schemas import storage
 from schemas.manifest import atomic_write_bytes, read_manifest
 
 REPORT_SCHEMA = "lmforge.corpus_report/v1"
@@ -89,22 +90,26 @@ def reconcile(found: dict[str, int], n_in: int | None) -> dict[str, Any]:
 # ---------------------------------------------------------------- reading the stage directory
 
 
-def _batches(files: list[Path], columns: list[str]) -> Iterator[pa.RecordBatch]:
+def _batches(files: list[str], columns: list[str]) -> Iterator[pa.RecordBatch]:
     for f in files:
         # buffer_size: read column chunks in 1 MiB pieces; 0 (the default) reads a whole column
         # chunk at once, and the stage writes one row group per file (~220 MB of zstd text per
         # 340k-document shard at 1M documents).
-        yield from pq.ParquetFile(f, buffer_size=1 << 20).iter_batches(batch_size=BATCH_ROWS, columns=columns)
+        with storage.open_read(f) as fh:
+            yield from pq.ParquetFile(fh, buffer_size=1 << 20).iter_batches(batch_size=BATCH_ROWS, columns=columns)
 
 
-def scan_kept(out_dir: Path) -> dict[str, Any]:
+def scan_kept(out_dir: str) -> dict[str, Any]:
     langs: dict[str, dict[str, Any]] = {}
     domains: Counter = Counter()
-    for lang_dir in sorted(p for p in (out_dir / "data").glob("*") if p.is_dir()):
-        s = langs[lang_dir.name] = {"documents": 0, "characters": 0, "words": 0, "min_characters": None,
+    by_lang: dict[str, list[str]] = {}
+    for f in storage.files_under(storage.join(out_dir, "data"), "*/*.parquet"):
+        by_lang.setdefault(storage.name(storage.parent(f)), []).append(f)
+    for lang, files in sorted(by_lang.items()):
+        s = langs[lang] = {"documents": 0, "characters": 0, "words": 0, "min_characters": None,
                                     "max_characters": None, "char_hist": np.zeros(len(CHAR_EDGES) - 1, np.int64),
                                     "word_hist": np.zeros(len(WORD_EDGES) - 1, np.int64)}
-        for b in _batches(sorted(lang_dir.glob("*.parquet")), ["url", "text"]):
+        for b in _batches(files, ["url", "text"]):
             chars = pc.utf8_length(b.column("text")).to_numpy(zero_copy_only=False)
             words = pc.count_substring_regex(b.column("text"), r"\S+").to_numpy(zero_copy_only=False)
             s["documents"] += len(chars)
@@ -120,21 +125,21 @@ def scan_kept(out_dir: Path) -> dict[str, Any]:
     return {"languages": langs, "domains": domains}
 
 
-def scan_dropped(out_dir: Path) -> dict[str, Any]:
+def scan_dropped(out_dir: str) -> dict[str, Any]:
     reasons: Counter = Counter()
     domain_reasons: Counter = Counter()
-    for b in _batches(sorted((out_dir / "dropped").glob("*.parquet")), ["url", "reason"]):
+    for b in _batches(storage.files_under(storage.join(out_dir, "dropped"), "*.parquet"), ["url", "reason"]):
         rs = b.column("reason").to_pylist()
         reasons.update(rs)
         domain_reasons.update(zip(map(domain_of, b.column("url").to_pylist()), rs))
     return {"reasons": reasons, "domain_reasons": domain_reasons}
 
 
-def scan_duplicates(out_dir: Path) -> dict[str, Any]:
+def scan_duplicates(out_dir: str) -> dict[str, Any]:
     kinds: Counter = Counter()
     per_kept: Counter = Counter()
     sim_hist = np.zeros(len(SIMILARITY_EDGES) - 1, np.int64)
-    for b in _batches(sorted((out_dir / "duplicates").glob("*.parquet")), ["kept_id", "kind", "similarity"]):
+    for b in _batches(storage.files_under(storage.join(out_dir, "duplicates"), "*.parquet"), ["kept_id", "kind", "similarity"]):
         kind = b.column("kind")
         kinds.update(kind.to_pylist())
         per_kept.update(b.column("kept_id").to_pylist())
@@ -143,15 +148,14 @@ def scan_duplicates(out_dir: Path) -> dict[str, Any]:
     return {"kinds": kinds, "per_kept": per_kept, "similarity_hist": sim_hist}
 
 
-def scan_quarantine(out_dir: Path) -> Counter:
+def scan_quarantine(out_dir: str) -> Counter:
     reasons: Counter = Counter()
-    for f in sorted((out_dir / "quarantine").glob("*.jsonl")):
-        with open(f, encoding="utf-8") as lines:
-            reasons.update(json.loads(line)["reason"] for line in lines if line.strip())
+    for f in storage.files_under(storage.join(out_dir, "quarantine"), "*.jsonl"):
+        reasons.update(json.loads(line)["reason"] for line in storage.read_text(f).splitlines() if line.strip())
     return reasons
 
 
-def build_report(out_dir: Path, counts: dict[str, Any]) -> dict[str, Any]:
+def build_report(out_dir: str, counts: dict[str, Any]) -> dict[str, Any]:
     """Everything report.json holds; `counts` is the stage's (manifest) counts, cross-checked here."""
     kept, dropped, dups, quarantine = scan_kept(out_dir), scan_dropped(out_dir), scan_duplicates(out_dir), scan_quarantine(out_dir)
     langs = kept["languages"]
@@ -339,29 +343,30 @@ def render_html(rep: dict[str, Any], images: list[str], title: str) -> str:
 # ---------------------------------------------------------------- shell
 
 
-def write_report(out_dir: Path, counts: dict[str, Any]) -> list[Path]:
+def write_report(out_dir: str | Path, counts: dict[str, Any]) -> list[str] | list[Path]:
     """Write report.json, report.html and report/*.png into a stage directory; returns the paths."""
-    out_dir = Path(out_dir)
+    out_dir = str(out_dir)
     rep = build_report(out_dir, counts)
     pngs = plots(rep)
     written = []
-    for stale in sorted((out_dir / "report").glob("*.png")):
-        if stale.stem not in pngs:
-            stale.unlink()
+    for stale in storage.files_under(storage.join(out_dir, "report"), "*.png"):
+        if storage.name(stale).removesuffix(".png") not in pngs:
+            storage.remove(stale)
     for name, data in sorted(pngs.items()):
-        path = out_dir / "report" / f"{name}.png"
+        path = storage.join(out_dir, "report", f"{name}.png")
         atomic_write_bytes(path, data)
         written.append(path)
-    atomic_write_bytes(out_dir / "report.json", (json.dumps(rep, indent=1, sort_keys=True) + "\n").encode())
+    atomic_write_bytes(storage.join(out_dir, "report.json"), (json.dumps(rep, indent=1, sort_keys=True) + "\n").encode())
     # a fixed title, no path in the page: same data, same bytes wherever it is written
-    atomic_write_bytes(out_dir / "report.html", render_html(rep, sorted(pngs), "corpus stage").encode())
-    return [out_dir / "report.json", out_dir / "report.html", *written]
+    atomic_write_bytes(storage.join(out_dir, "report.html"), render_html(rep, sorted(pngs), "corpus stage").encode())
+    paths = [storage.join(out_dir, "report.json"), storage.join(out_dir, "report.html"), *written]
+    return paths if storage.is_remote(out_dir) else [Path(p) for p in paths]
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m pipelines.corpus.report", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("stage_dir", type=Path, help="a finished corpus stage directory (with manifest.json)")
+    ap.add_argument("stage_dir", help="a finished corpus stage directory (with manifest.json)")
     a = ap.parse_args(argv)
     try:
         counts = read_manifest(a.stage_dir)["counts"]

@@ -24,7 +24,7 @@ def list_snapshots(crawl_root: str | Path) -> list[str]:
 
 def indexed_snapshots(index: str | Path) -> dict[str, str]:
     """Snapshot name -> the generation that holds it."""
-    data = read_index_file(Path(index)) if Path(index).is_dir() else None
+    data = read_index_file(index)
     return {g["snapshot"]: g["name"] for g in (data or {}).get("generations", []) if g.get("snapshot")}
 
 

@@ -3,18 +3,17 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 import time
 from collections import Counter
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
 from lmforge.config import config_to_dict
+from pipelines.beam_options import check_worker_paths, expand_runner_alias
 from pipelines.corpus.config import CorpusConfig
 from pipelines.corpus.dedup import MINHASH_SCHEME, detection_probability, lsh_params
 from pipelines.corpus.index import commit, index_lock, open_index, snapshot_fingerprint
 from pipelines.io import expand_inputs, parquet_rows
+from schemas import storage
 from schemas.manifest import MANIFEST_NAME, InputRef, Manifest, describe_outputs, stage_lock, write_manifest
 
 SUBDIRS = ("data", "dropped", "duplicates", "quarantine")
@@ -32,7 +31,7 @@ def default_beam_args(beam_args: list[str], mode: str = "multi_processing") -> l
     stays available (`--direct_running_mode=multi_processing --direct_num_workers=2`) for runs
     that the checks then vouch for.
     """
-    args = list(beam_args)
+    args = expand_runner_alias(beam_args)  # --runner=DaskRunner -> its module path
     if not any(a.startswith("--direct_running_mode") for a in args):
         args.append(f"--direct_running_mode={mode}")
     if not any(a.startswith("--direct_num_workers") for a in args):
@@ -43,39 +42,39 @@ def default_beam_args(beam_args: list[str], mode: str = "multi_processing") -> l
     return args
 
 
-def prepare_dir(out: Path) -> None:
+def prepare_dir(out: str) -> None:
     """Remove the manifest first (the directory stops looking complete), then stale outputs."""
-    out.mkdir(parents=True, exist_ok=True)
-    (out / MANIFEST_NAME).unlink(missing_ok=True)
+    storage.make_dirs(out)
+    storage.remove(storage.join(out, MANIFEST_NAME))
     for sub in (*SUBDIRS, "report"):
-        shutil.rmtree(out / sub, ignore_errors=True)
+        storage.remove_tree(storage.join(out, sub))
     for f in ("_tally.jsonl", "report.json", "report.html"):
-        (out / f).unlink(missing_ok=True)
+        storage.remove(storage.join(out, f))
 
 
-def _tally(out: Path) -> dict[str, int]:
-    path = out / "_tally.jsonl"
-    return {r["id"]: r["n"] for r in map(json.loads, path.read_text().splitlines())} if path.exists() else {}
+def _tally(out: str) -> dict[str, int]:
+    path = storage.join(out, "_tally.jsonl")
+    return {r["id"]: r["n"] for r in map(json.loads, storage.read_text(path).splitlines())} if storage.is_file(path) else {}
 
 
-def collect_counts(out: Path) -> dict:
+def collect_counts(out: str) -> dict:
     """Counts from what was written, so the manifest describes the files, not the intentions."""
     tally = _tally(out)
     kept_by_lang = Counter()
-    for f in sorted((out / "data").glob("*/*.parquet")):
-        kept_by_lang[f.parent.name] += parquet_rows(f)
+    for f in storage.files_under(storage.join(out, "data"), "*/*.parquet"):
+        kept_by_lang[storage.name(storage.parent(f))] += parquet_rows(f)
     dropped = Counter()
-    for f in sorted((out / "dropped").glob("*.parquet")):
-        dropped.update(pq.read_table(f, columns=["reason"]).column("reason").to_pylist())
+    for f in storage.files_under(storage.join(out, "dropped"), "*.parquet"):
+        dropped.update(storage.parquet_file(f).read(columns=["reason"]).column("reason").to_pylist())
     dups, dups_by_gen = Counter(), Counter()
-    for f in sorted((out / "duplicates").glob("*.parquet")):
-        t = pq.read_table(f)
+    for f in storage.files_under(storage.join(out, "duplicates"), "*.parquet"):
+        t = storage.parquet_file(f).read()
         dups.update(t.column("kind").to_pylist())
         if "kept_generation" in t.column_names:  # which index generation holds the copy kept (None: this run)
             dups_by_gen.update("this run" if g is None else f"gen-{g:05d}" for g in t.column("kept_generation").to_pylist())
     quarantined = Counter()
-    for f in sorted((out / "quarantine").glob("*.jsonl")):
-        quarantined.update(json.loads(line)["reason"] for line in f.read_text().splitlines())
+    for f in storage.files_under(storage.join(out, "quarantine"), "*.jsonl"):
+        quarantined.update(json.loads(line)["reason"] for line in storage.read_text(f).splitlines())
     counts = {
         "in": tally.get("in", 0),
         "kept": sum(kept_by_lang.values()),
@@ -121,17 +120,20 @@ def check_shuffles(metrics: dict[str, int]) -> None:
                            "(the default; multi_processing lost records here).")
 
 
-def run(cfg: CorpusConfig, beam_args: list[str] | None = None) -> Path:
+def run(cfg: CorpusConfig, beam_args: list[str] | None = None) -> str | Path:
     """The corpus stage, holding its output directory's lock and, with --index, the index's lock from
-    planning to commit (a second run on either waits up to --index-wait or fails naming the holder)."""
+    planning to commit (a second run on either waits up to --index-wait or fails naming the holder).
+    Input, output and index may be local or on object storage (schemas/storage.py); the Beam
+    arguments' store options (--s3_endpoint_url, ...) apply to the driver too."""
+    storage.configure(beam_args)
     with contextlib.ExitStack() as held:
-        held.enter_context(stage_lock(cfg.output))
+        held.enter_context(stage_lock(cfg.output, what=f"corpus -> {cfg.output}"))
         if cfg.index:
             held.enter_context(index_lock(cfg.index, cfg.index_wait, what=f"corpus -> {cfg.output}"))
         return _run(cfg, beam_args)
 
 
-def _run(cfg: CorpusConfig, beam_args: list[str] | None) -> Path:
+def _run(cfg: CorpusConfig, beam_args: list[str] | None) -> str | Path:
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
@@ -139,7 +141,8 @@ def _run(cfg: CorpusConfig, beam_args: list[str] | None) -> Path:
 
     t0 = time.time()
     files = expand_inputs(cfg.input)
-    out = Path(cfg.output)
+    check_worker_paths(beam_args or [], [*files, cfg.output, *([cfg.index] if cfg.index else [])])
+    out = str(cfg.output)
     prepare_dir(out)
     args = default_beam_args(beam_args or [], mode="in_memory")
     bands, rows = lsh_params(cfg.jaccard_threshold, cfg.num_perm)
@@ -173,13 +176,14 @@ def _run(cfg: CorpusConfig, beam_args: list[str] | None) -> Path:
     report_files = write_report(out, counts)
     if plan is not None:  # after reconcile: an index never holds a run whose counts did not add up
         commit(plan, {"documents": counts["kept"], "inputs": len(files), "snapshot": cfg.snapshot or None})
-    written = [p for sub in SUBDIRS for p in (out / sub).rglob("*") if p.is_file()] + [out / "_tally.jsonl", *report_files]
+    written = ([f for sub in SUBDIRS for f in storage.files_under(storage.join(out, sub))]
+               + [storage.join(out, "_tally.jsonl"), *report_files])
     manifest = Manifest(
         stage="corpus",
         config=config_to_dict(cfg),
         inputs=[InputRef(f) for f in files],
         counts=counts,
-        outputs=describe_outputs(out, [p for p in written if p.exists()]),
+        outputs=describe_outputs(out, [f for f in written if storage.is_file(f)]),
         extra={
             "lsh": {"bands": bands, "rows": rows,
                     "detection_probability": {str(s): round(detection_probability(s, bands, rows), 4) for s in (0.5, 0.7, 0.8, 0.9)}},
@@ -196,7 +200,7 @@ def _run(cfg: CorpusConfig, beam_args: list[str] | None) -> Path:
         wall_seconds=round(time.time() - t0, 2),
     )
     write_manifest(out, manifest)
-    return out
+    return out if storage.is_remote(out) else Path(out)
 
 
 def _kept_config(cfg: CorpusConfig) -> dict:

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from pipelines.shards.masking import MaskConfig
@@ -63,7 +64,12 @@ class ShardsPipeline(beam.PTransform):
 
     def expand(self, pbegin):
         num_shards, valid_per_mille = self.num_shards, self.valid_per_mille
-        docs = pbegin | "ReadCorpus" >> beam.io.ReadFromParquetBatched(self.corpus_glob, columns=["id", "text"])
+        # The files as elements, read by ReadAll: Beam's DaskRunner (2.77) does not translate the
+        # Read that ReadFromParquetBatched expands to (its input would be None), and one element per
+        # file gives it partitions to spread (--dask_npartitions).
+        files = sorted(m.path for m in FileSystems.match([self.corpus_glob])[0].metadata_list)
+        docs = (pbegin | "CorpusFiles" >> beam.Create(files)
+                | "ReadCorpus" >> beam.io.ReadAllFromParquetBatched(columns=["id", "text"]))
         if self.replay_files:  # a hash sample of earlier corpora, mixed in before the split
             replay = (pbegin
                       | "ReplayFiles" >> beam.Create(self.replay_files)

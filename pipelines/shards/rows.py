@@ -26,6 +26,7 @@ from pipelines.shards.masking import check_objective as check_vocab
 from pipelines.shards.packing import Frame, frame_for, pack, word_starts
 from pipelines.shards.write import split_parts
 from pipelines.tokenizer import special_ids
+from schemas import storage
 from schemas.manifest import atomic_write_bytes
 from schemas.shards import MLM_OBJECTIVES, SHARD_SCHEMA_VERSION, ShardMeta, mask_token_bits, shard_file_name
 
@@ -177,7 +178,8 @@ def load_tokenizer(tokenizer_json: str | Path) -> Any:
     """The tokenizer stage's `tokenizers.Tokenizer`, encoding whole documents with no added specials."""
     from tokenizers import Tokenizer
 
-    tok = Tokenizer.from_file(str(tokenizer_json))
+    tok = Tokenizer.from_str(storage.read_text(tokenizer_json)) if storage.is_remote(tokenizer_json) \
+        else Tokenizer.from_file(str(tokenizer_json))
     tok.no_padding()
     tok.no_truncation()
     # A page that contains the text "[SEP]" or "</s>" must not produce the special token.
@@ -306,6 +308,6 @@ def write_group(out: str | Path, split: str, shard: int, docs: Iterable[Mapping[
     files = []
     for part, data in enumerate(split_parts(table, target_bytes)):
         rel = shard_file_name(split, shard, part)
-        atomic_write_bytes(Path(out, rel), data)
+        atomic_write_bytes(storage.join(out, rel), data)
         files.append({"path": rel, "split": split, "shard": shard, "part": part, "bytes": len(data)})
     return files, counts

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,8 +11,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lmforge.config import config_to_dict, opt, require
+from pipelines.beam_options import check_worker_paths, runner_name
 from pipelines.corpus.stage import default_beam_args
 from pipelines.shards.masking import MaskConfig
+from schemas import storage
 from schemas.manifest import (
     MANIFEST_NAME,
     Manifest,
@@ -64,14 +65,15 @@ class ShardsConfig:
         return int(self.target_shard_mb * (1 << 20))
 
 
-def describe_shard(path: Path) -> dict[str, Any]:
+def describe_shard(path: str | Path) -> dict[str, Any]:
     """Rows, real tokens, bytes, and the bytes the same file would take without the mask columns."""
     from pipelines.shards.write import stream_size
 
-    with pa.memory_map(str(path)) as src:
+    src = pa.BufferReader(storage.read_bytes(path)) if storage.is_remote(path) else pa.memory_map(str(path))
+    with src:
         table = pa.ipc.open_stream(src).read_all()
         return {"rows": table.num_rows, "tokens": int(pc.sum(table["length"]).as_py() or 0),
-                "bytes": path.stat().st_size, "bytes_without_masks": stream_size(table.drop_columns(list(MASK_COLUMNS)))}
+                "bytes": storage.size(path), "bytes_without_masks": stream_size(table.drop_columns(list(MASK_COLUMNS)))}
 
 
 def bytes_per_token(shards: list[dict[str, Any]]) -> dict[str, float | None]:
@@ -97,16 +99,15 @@ def check_documents(corpus: str, metrics: dict[str, int], replayed: int = 0) -> 
 
 
 def replay_files(cfg: ShardsConfig) -> list[str]:
-    return sorted(str(f) for r in cfg.replay for f in Path(r, "data").glob("*/*.parquet"))
+    return sorted(f for r in cfg.replay for f in corpus_files(r))
 
 
 def replay_documents(cfg: ShardsConfig) -> int:
     """How many documents of the replay corpora the hash sample takes (ids read, not texts)."""
-    import pyarrow.parquet as pq
 
     from pipelines.shards.rows import replay_mask
 
-    return sum(sum(replay_mask(pq.read_table(f, columns=["id"]).column("id").to_pylist(), cfg.replay_fraction))
+    return sum(sum(replay_mask(storage.parquet_file(f).read(columns=["id"]).column("id").to_pylist(), cfg.replay_fraction))
                for f in replay_files(cfg))
 
 
@@ -143,20 +144,20 @@ def prepare(cfg: ShardsConfig) -> Prepared:
     for r in cfg.replay:
         read_manifest(r)
     tok_manifest = read_manifest(cfg.tokenizer)
-    tokenizer_json = Path(cfg.tokenizer, "tokenizer.json")
+    tokenizer_json = storage.join(cfg.tokenizer, "tokenizer.json")
     digest = sha256_file(tokenizer_json)
     listed = next((o["sha256"] for o in tok_manifest["outputs"] if o["path"] == "tokenizer.json"), None)
     if listed != digest:
         raise ValueError(f"{tokenizer_json}: sha256 {digest} differs from {listed} in "
-                         f"{Path(cfg.tokenizer, MANIFEST_NAME)}; the tokenizer changed after its stage finished")
+                         f"{storage.join(cfg.tokenizer, MANIFEST_NAME)}; the tokenizer changed after its stage finished")
     tok = load_tokenizer(tokenizer_json)
     ids = special_ids(tok)
     check_objective(ids, cfg.mask.objective, str(tokenizer_json))
-    out = Path(cfg.output)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / MANIFEST_NAME).unlink(missing_ok=True)  # first: a crashed rerun never looks finished
+    out = str(cfg.output)
+    storage.make_dirs(out)
+    storage.remove(storage.join(out, MANIFEST_NAME))  # first: a crashed rerun never looks finished
     for split in SPLITS:
-        shutil.rmtree(out / split, ignore_errors=True)
+        storage.remove_tree(storage.join(out, split))
     return Prepared(tokenizer_json, digest, ids, tok.get_vocab_size(), shard_meta(ids, cfg.seq_len, cfg.mask, cfg.packing, tok.get_vocab_size()))
 
 
@@ -166,9 +167,13 @@ IN_MEMORY_UP_TO = 50_000
 
 def corpus_documents(corpus: str | Path) -> int:
     """Documents in the corpus Parquet, from the footers (no data read)."""
-    import pyarrow.parquet as pq
 
-    return sum(pq.ParquetFile(f).metadata.num_rows for f in Path(corpus, "data").glob("*/*.parquet"))
+    return sum(storage.parquet_file(f).metadata.num_rows for f in corpus_files(corpus))
+
+
+def corpus_files(corpus: str | Path) -> list[str]:
+    """The corpus stage's kept-document Parquet files (data/<language>/part-*.parquet), sorted."""
+    return storage.files_under(storage.join(corpus, "data"), "*/*.parquet")
 
 
 def auto_mode(documents: int) -> str:
@@ -188,10 +193,13 @@ def run(cfg: ShardsConfig, beam_args: list[str] | None = None) -> Path:
     from pipelines.shards.beam_shards import ShardsPipeline
 
     t0 = time.time()
+    storage.configure(beam_args)  # corpus, tokenizer and output may be on object storage
+    check_worker_paths(beam_args or [], [cfg.corpus, cfg.tokenizer, cfg.output, *cfg.replay])
     prep = prepare(cfg)
-    corpus_glob = str(Path(cfg.corpus, "data", "*", "*.parquet"))
+    corpus_glob = storage.join(cfg.corpus, "data", "*", "*.parquet")
     given = beam_args or []
-    docs = None if any(a.startswith("--direct_running_mode") for a in given) else corpus_documents(cfg.corpus)
+    chosen = runner_name(given) != "DirectRunner" or any(a.startswith("--direct_running_mode") for a in given)
+    docs = None if chosen else corpus_documents(cfg.corpus)
     mode = auto_mode(docs) if docs is not None else None
     args = default_beam_args(given, mode or "multi_processing")
     if mode:
@@ -207,7 +215,6 @@ def run(cfg: ShardsConfig, beam_args: list[str] | None = None) -> Path:
 def run_local(cfg: ShardsConfig) -> Path:
     """The same stage in this process, without Beam (for tests and tiny corpora): the same groups
     through the same `write_group`, so the same bytes as `run`."""
-    import pyarrow.parquet as pq
 
     from pipelines.io import shard_of
     from pipelines.shards.rows import DocEncoder, load_tokenizer, shard_setup, split_of, write_group
@@ -217,9 +224,9 @@ def run_local(cfg: ShardsConfig) -> Path:
     from pipelines.shards.rows import replay_mask
 
     groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    own = sorted(str(f) for f in Path(cfg.corpus, "data").glob("*/*.parquet"))
+    own = corpus_files(cfg.corpus)
     for f in own + replay_files(cfg):
-        docs = pq.read_table(f, columns=["id", "text"]).to_pylist()
+        docs = storage.parquet_file(f).read(columns=["id", "text"]).to_pylist()
         if f not in own:
             docs = [d for d, keep in zip(docs, replay_mask([d["id"] for d in docs], cfg.replay_fraction)) if keep]
         for d in docs:
@@ -239,17 +246,17 @@ def run_local(cfg: ShardsConfig) -> Path:
 def finish(cfg: ShardsConfig, prep: Prepared, metrics: dict[str, int], t0: float) -> Path:
     """Describe every file written (rows, tokens, bytes with and without masks, sha256), check the
     counts against the run's counters, and write the manifest, last."""
-    out = Path(cfg.output)
+    out = str(cfg.output)
     splits: dict[str, list[str]] = {}
     shards: list[dict[str, Any]] = []
     from concurrent.futures import ThreadPoolExecutor
 
     pool = ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1))  # Arrow reads release the GIL
     for split in SPLITS:
-        files = sorted((out / split).glob("shard-*.arrow"), key=lambda f: shard_file_key(f.name))
-        splits[split] = [str(f.relative_to(out)) for f in files]
+        files = sorted(storage.files_under(storage.join(out, split), "shard-*.arrow"), key=lambda f: shard_file_key(storage.name(f)))
+        splits[split] = [f"{split}/{storage.name(f)}" for f in files]
         for f, rel, described in zip(files, splits[split], pool.map(describe_shard, files)):
-            shard, part = shard_file_key(f.name)
+            shard, part = shard_file_key(storage.name(f))
             shards.append({"path": rel, "split": split, "shard": shard, "part": part, **described})
     pool.shutdown()
     outputs = describe_outputs(out, [s["path"] for s in shards])
@@ -264,7 +271,7 @@ def finish(cfg: ShardsConfig, prep: Prepared, metrics: dict[str, int], t0: float
                        f"{split}_empty_documents": metrics.get(f"{split}_empty_documents")})
         if metrics and metrics.get(f"{split}_rows", 0) != counts[f"{split}_rows"]:
             raise RuntimeError(f"shards: the run counted {metrics.get(f'{split}_rows', 0)} {split} rows but "
-                               f"{out / split} holds {counts[f'{split}_rows']}; records were lost")
+                               f"{storage.join(out, split)} holds {counts[f'{split}_rows']}; records were lost")
     replayed = replay_documents(cfg) if cfg.replay else 0
     check_documents(cfg.corpus, metrics, replayed)
     counts["replayed_documents"] = replayed
@@ -290,4 +297,4 @@ def finish(cfg: ShardsConfig, prep: Prepared, metrics: dict[str, int], t0: float
     print(f"shards: {meta.objective} x {meta.num_variants} variants, {meta.family} {meta.packing} packing: "
           f"{counts['train_rows']} train / {counts['valid_rows']} valid rows in {len(shards)} files, "
           f"{per_token['with_masks']} bytes/token ({per_token['without_masks']} without masks) -> {out}", flush=True)
-    return out
+    return out if storage.is_remote(out) else Path(out)

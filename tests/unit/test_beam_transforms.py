@@ -106,8 +106,8 @@ def test_read_and_clean_dofns_route_every_record(tmp_path):
     cfg = CorpusConfig(input=[str(tmp_path)], output=str(tmp_path / "out"), c4=C4Config(min_chars=50))
     with BeamTestPipeline() as p:
         read = (p | beam.Create(sorted(str(f) for f in tmp_path.iterdir()))
-                | beam.ParDo(ReadFiles()).with_outputs("quarantine", "tally", main="docs"))
-        cleaned = (read.docs | beam.BatchElements(min_batch_size=4) | beam.ParDo(CleanAndSign(cfg, 16, 8))
+                | beam.ParDo(ReadFiles(batch_size=4)).with_outputs("quarantine", "tally", main="docs"))
+        cleaned = (read.docs | beam.ParDo(CleanAndSign(cfg, 16, 8))
                    .with_outputs("dropped", "quarantine", "docs", "info", "lines", main="slim"))
         assert_that(cleaned.docs | "K" >> beam.Map(lambda kv: (kv[1]["url"], kv[1]["language"])), equal_to([("https://a.invalid/1", "en")]), label="kept")
         assert_that(cleaned.slim | "S" >> beam.Map(lambda r: (len(r["band_keys"]), "text" in r)), equal_to([(16 * 14, False)]), label="slim")

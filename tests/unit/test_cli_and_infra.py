@@ -53,6 +53,17 @@ def test_config_file_and_flags(tmp_path):
         config_from_args(ShardsConfig, p.parse_args(["--config", str(cfg_file), "--mask-rate", "0.9"]))
 
 
+def test_config_file_keys_are_never_silently_ignored(tmp_path, capsys):
+    """A stage's --config holding Beam options (or a misspelt key) is refused, naming the file and the keys;
+    before, `corpus --config infra/beam/dataflow.json` ran on the DirectRunner without a word."""
+    cfg_file = tmp_path / "c.json"
+    cfg_file.write_text(json.dumps({"input": ["x"], "output": "o", "runner": "DataflowRunner", "num_shard": 3}))
+    with pytest.raises(SystemExit):
+        main(["corpus", "--config", str(cfg_file)])
+    err = capsys.readouterr().err
+    assert f"--config {cfg_file}: CorpusConfig has no option num_shard, runner" in err and "--beam-options" in err
+
+
 @pytest.mark.parametrize("name", ["direct", "dataflow", "flink", "spark"])
 def test_beam_runner_option_files_parse(name):
     from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
