@@ -119,8 +119,13 @@ def choose_sample(ids: Iterable[str], n: int, seed: int = 0) -> frozenset[str]:
 
 # ---- reading the corpus -------------------------------------------------------------------------
 
-def corpus_files(corpus_dir: str | Path) -> list[Path]:
-    files = sorted(Path(corpus_dir, "data").glob("*/*.parquet"))
+def corpus_files(corpus_dir: str | Path) -> list[Path] | list[str]:
+    """The corpus stage's Parquet files (local paths, or object names on s3://, gs://, ...)."""
+    from schemas import storage
+
+    files = storage.files_under(storage.join(corpus_dir, "data"), "*/*.parquet")
+    if not storage.is_remote(corpus_dir):
+        files = [Path(f) for f in files]
     if not files:
         raise FileNotFoundError(f"{corpus_dir}/data/*/*.parquet: no corpus files (did the corpus stage keep anything?)")
     return files
@@ -130,9 +135,12 @@ def iter_columns(files: list[Path], columns: list[str], batch_size: int = 256) -
     """Rows of `columns` as tuples, file by file, one Parquet batch in memory at a time."""
     import pyarrow.parquet as pq
 
+    from schemas import storage
+
     for f in files:
-        for batch in pq.ParquetFile(f).iter_batches(batch_size=batch_size, columns=columns):
-            yield from zip(*(batch.column(c).to_pylist() for c in columns))
+        with storage.open_read(f) as fh:
+            for batch in pq.ParquetFile(fh).iter_batches(batch_size=batch_size, columns=columns):
+                yield from zip(*(batch.column(c).to_pylist() for c in columns))
 
 
 def iter_texts(files: list[Path], keep: Callable[[str], bool] | None = None) -> Iterator[str]:

@@ -92,6 +92,10 @@ def _fs():
     from apache_beam.io.filesystems import FileSystems
 
     _share_s3_clients()
+    if FileSystems._pipeline_options is None:  # no Beam arguments (a stage without Beam, e.g. the tokenizer):
+        from apache_beam.options.pipeline_options import PipelineOptions  # the store's default credentials
+
+        FileSystems.set_options(PipelineOptions([]))  # (AWS_* / GOOGLE_* environment, instance roles)
     return FileSystems
 
 

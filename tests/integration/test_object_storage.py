@@ -2,7 +2,8 @@
 server), reached through Beam's file systems with --s3_endpoint_url.
 
 - outputs and the band index on s3:// (two snapshots, the second a refresh against the index on
-  S3), then shards from that corpus to s3://: every file byte-identical to the same run on a local disk;
+  S3), a tokenizer trained from that corpus, then shards from it to s3://: every file byte-identical
+  to the same run on a local disk;
 - inputs read from s3:// (a prefix and a glob): the same documents and decisions as from local
   files (only the `source` column differs: it names where each record was read);
 - the stage lock on object storage is a lease object: a second run is refused naming the holder.
@@ -110,8 +111,9 @@ def test_corpus_refresh_and_shards_on_s3_are_byte_identical_to_local(tmp_path, s
     assert not any(k.startswith(".lock") for k in _objects(s3["client"], "run/s1")), "the stage lease was not released"
     verify_outputs(f"{remote}/s2")  # the manifest's sha256s hold for the objects
 
-    tok = run_tokenizer(TokenizerConfig(corpus=str(local / "s1"), output=str(tmp_path / "tok"), model="wordpiece",
-                                        vocab_size=400, min_frequency=1))
+    tok, tok_s3 = (run_tokenizer(TokenizerConfig(corpus=c, output=str(tmp_path / name), model="wordpiece", vocab_size=400,
+                                                 min_frequency=1)) for c, name in ((str(local / "s1"), "tok"), (f"{remote}/s1", "tok-s3")))
+    assert (tok / "tokenizer.json").read_bytes() == (tok_s3 / "tokenizer.json").read_bytes()  # the tokenizer reads S3 too
     for root, args in ((str(local), []), (remote, s3["args"])):
         shards(ShardsConfig(corpus=f"{root}/s1", tokenizer=str(tok), output=f"{root}/shards", seq_len=32, num_shards=2,
                             valid_per_mille=200, mask=MaskConfig(num_variants=2)), args)
