@@ -68,7 +68,7 @@ def test_pins_match_constraints_and_the_demo_has_its_inputs():
     c = pins()
     assert f"torch=={c['torch']}" in text and f"startswith('{c['torch']}')" in text
     assert f"ARG BEAM_VERSION={c['apache-beam']}" in text  # boot must match the SDK the workers run
-    assert "pip install --no-cache-dir -c constraints.txt ." in text
+    assert "pip install --no-cache-dir -c constraints.txt '.[s3,gcp]'" in text  # with the object-store file systems
     copied = {src for _, sources, _ in copies() for src in sources}
     from flows.params import DagParams
     from pipelines.labeled.vader import DEFAULT_SOURCE
