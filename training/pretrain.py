@@ -359,8 +359,8 @@ def run(cfg: PretrainConfig) -> Path:
         deepspeed.init_distributed(dist_backend=dist_backend())  # gloo on CPU, nccl on CUDA (training/accelerator.py)
     rank, world = dist.get_rank(), dist.get_world_size()
     out = Path(cfg.output)
+    held = hold_output(out, rank)  # one run per output folder, or two runs would interleave checkpoints
     if rank == 0:
-        out.mkdir(parents=True, exist_ok=True)
         (out / MANIFEST_NAME).unlink(missing_ok=True)
     ckpt_dir = out / "checkpoints"
     check_shared_output(out, rank)
@@ -516,7 +516,29 @@ def run(cfg: PretrainConfig) -> Path:
     }
     write_outputs(cfg, engine, tokenizer, metrics, counts, t0, step, rank, ds_config)
     dist.barrier()
+    held.close()
     return out
+
+
+def hold_output(out: Path, rank: int) -> contextlib.ExitStack:
+    """Rank 0 takes the output folder's stage lock (schemas.manifest.stage_lock, as every stage does) and
+    keeps it until the run ends (the flock dies with the process); if another run holds it, every rank
+    stops with the holder named, before anything is written."""
+    import torch.distributed as dist
+
+    from schemas.manifest import StageBusy, stage_lock
+
+    held = contextlib.ExitStack()
+    refusal = [None]
+    if rank == 0:
+        try:
+            held.enter_context(stage_lock(out, what=f"lmforge pretrain -> {out}"))
+        except StageBusy as e:
+            refusal[0] = str(e)
+    dist.broadcast_object_list(refusal, src=0)
+    if refusal[0]:
+        raise SystemExit(f"pretrain: {refusal[0]}")
+    return held
 
 
 def check_shared_output(out: Path, rank: int) -> None:

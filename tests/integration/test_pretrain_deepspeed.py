@@ -382,3 +382,28 @@ def test_two_nodes_through_a_deepspeed_hostfile_and_a_clear_error_without_a_shar
                        "--node-rank", str(r), "--master-addr", "127.0.0.1", "--master-port", port] for r in range(2)])
     assert all(code != 0 for _, code in logs), logs
     assert any("is not the same directory on every process" in text for text, _ in logs), logs
+
+
+@pytest.mark.slow
+def test_a_second_run_into_a_busy_output_stops_before_writing(tmp_path):
+    """Two `lmforge pretrain` runs into one --output would interleave checkpoints: rank 0 holds the folder's
+    stage lock (as every stage does) and a run that finds it taken stops on every rank, naming the holder."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from schemas.manifest import stage_lock
+
+    tok = make_tokenizer(tmp_path / "tokenizer")
+    shards = make_shards(tmp_path / "shards", tok, seq_len=32, num_variants=2, train_rows=32, valid_rows=8)
+    out = tmp_path / "pretrain"
+    cmd = [sys.executable, "-m", "lmforge.cli", "pretrain", "--shards", str(shards), "--tokenizer", str(tok),
+           "--output", str(out), "--model", "tiny", "--steps", "2", "--micro-batch-size", "4", "--nproc", "2"]
+    with stage_lock(out, what="the first run"):
+        busy = subprocess.run(cmd, cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=300)
+    assert busy.returncode != 0
+    assert "another process is writing this stage directory" in busy.stderr and "the first run" in busy.stderr
+    assert not (out / "checkpoints").exists() and not (out / "manifest.json").exists()
+    done = subprocess.run(cmd, cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]  # free again once the holder is gone
+    assert read_manifest(out)["counts"]["steps"] == 2
