@@ -274,7 +274,7 @@ class CorpusPipeline(beam.PTransform):
         dup_lists, tallies, dropped = [], [read.tally], [cleaned.dropped]
         index = None
         if plan is not None and plan.read:
-            index = files.pipeline | "ReadIndex" >> ReadIndex(plan.band_files(), plan.doc_files())
+            index = kept | "ReadIndex" >> ReadIndex(plan.band_files(), plan.doc_files())
         if cfg.exact_dedup:
             by_hash = [kept | "KeyByHash" >> beam.Map(lambda r: (r["exact_key"], ("new", r)))]
             if index is not None:

@@ -6,7 +6,8 @@ INDEXED + id, so an id reused by a new snapshot never merges with an old one by 
 
     sign_records   (in the cleaning step) signatures (datasketch MinHash.bulk) -> band keys,
                    and exact shingle hashes; text never enters the dedup steps
-    Bands          (band key, member) for new docs; the index contributes its stored band keys
+    Bands          (band key, member) for new docs; the index contributes the stored entries of
+                   the buckets those keys fall in (looked up per band, never read whole)
     Screen         per bucket: each new member linked to one anchor (the smallest indexed
                    doc if any, else the smallest id); buckets carry ids, not signatures
     Confirm        exact shingle Jaccard >= threshold on both ends (two CoGroupByKeys)
@@ -223,48 +224,111 @@ def split_removed(item: tuple[str, dict[str, list]]) -> Iterable[Any]:
         yield grouped["doc"][0]
 
 
-def read_index_bands(path: str) -> Iterable[tuple[bytes, str]]:
-    t = storage.parquet_file(path).read()
-    for key, doc_id in zip(t.column("key").to_pylist(), t.column("id").to_pylist()):
-        yield key, INDEXED + doc_id
+def band_of(key: bytes) -> int:
+    """The band a key belongs to (dedup.band_keys puts it in the key's first two bytes)."""
+    return int.from_bytes(key[:2], "big")
 
 
-def read_index_exact(item: tuple[str, int]) -> Iterable[tuple[str, dict]]:
-    """An index docs file -> (exact_key, entry) per document (hashes are not read here)."""
-    path, gen = item
-    pf = storage.parquet_file(path)
-    for batch in pf.iter_batches(batch_size=4096, columns=["id", "exact_key", "quality"]):
-        for r in batch.to_pylist():
-            yield r["exact_key"], {"id": r["id"], "rank": rank_key(INDEXED + r["id"], r["quality"], indexed=True),
-                                   "generation": gen}
+def index_band_files(band_files: list[str]) -> dict[int, list[str]]:
+    """The index's band files by band (their folder is band=NN), every generation's."""
+    by_band: dict[int, list[str]] = {}
+    for f in band_files:
+        folder = storage.name(storage.parent(f))
+        by_band.setdefault(int(folder.split("=", 1)[1]), []).append(f)
+    return {b: sorted(fs) for b, fs in by_band.items()}
 
 
-def read_index_info(item: tuple[str, int]) -> Iterable[tuple[str, tuple]]:
-    """An index docs file -> (node, (rank, hashes, generation, tiebreak)) per indexed document;
-    NearDedup keeps those of candidate nodes (a semi-join)."""
-    path, gen = item
+def lookup_index_bands(item: tuple[int, Iterable[bytes]], by_band: dict[int, list[str]]) -> Iterable[tuple[bytes, str]]:
+    """One band's keys of this run -> (key, indexed node) for every indexed document in one of those buckets.
+
+    Only buckets this run's documents fall in can give a candidate (dedup.bucket_candidates: a bucket of
+    indexed documents alone gives none), so the index's other entries never enter the shuffle: what this
+    step holds is one band's keys of this run plus one index file at a time, not the whole index."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    band, keys = item
+    wanted = pa.array(sorted(set(keys)), pa.binary())
+    for f in by_band.get(band, []):
+        t = storage.parquet_file(f).read(columns=["key", "id"])
+        t = t.filter(pc.is_in(t.column("key"), value_set=wanted))
+        for key, doc_id in zip(t.column("key").to_pylist(), t.column("id").to_pylist()):
+            yield key, INDEXED + doc_id
+
+
+EXACT_PARTS = 16
+"""Partitions of this run's exact keys for the index lookup (by their first hex digit)."""
+
+
+def lookup_index_exact(item: tuple[int, Iterable[str]], doc_files: list[tuple[str, int]]) -> Iterable[tuple[str, dict]]:
+    """A partition of this run's exact keys -> (exact_key, entry) for each indexed document with one of
+    them (a group of indexed copies alone decides nothing: beam_corpus.pick_exact). The index's docs
+    files are read a column batch at a time; only matching rows become records."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    _, keys = item
+    wanted = pa.array(sorted(set(keys)), pa.string())
+    for path, gen in doc_files:
+        pf = storage.parquet_file(path)
+        for batch in pf.iter_batches(batch_size=65536, columns=["id", "exact_key", "quality"]):
+            batch = batch.filter(pc.is_in(batch.column("exact_key"), value_set=wanted))
+            for r in batch.to_pylist():
+                yield r["exact_key"], {"id": r["id"], "rank": rank_key(INDEXED + r["id"], r["quality"], indexed=True),
+                                       "generation": gen}
+
+
+def index_doc_shards(doc_files: list[tuple[str, int]]) -> list[tuple[int, dict[int, str]]]:
+    """Per generation: (number of shards, shard -> docs file); a document's file is its id's shard_of."""
+    by_gen: dict[int, tuple[int, dict[int, str]]] = {}
+    for path, gen in doc_files:
+        stem = storage.name(path).removesuffix(".parquet")  # part-SSSSS-of-NNNNN
+        _, shard, _, total = stem.split("-")
+        by_gen.setdefault(gen, (int(total), {}))[1][int(shard)] = path
+    return [by_gen[g] for g in sorted(by_gen)]
+
+
+def index_info_requests(node: str, shards: list[tuple[int, dict[int, str]]]) -> Iterable[tuple[str, str]]:
+    """An indexed candidate node -> (docs file, id) for each generation's file that would hold it."""
+    if not node.startswith(INDEXED):
+        return
+    doc_id = given_id(node)
+    for total, files in shards:
+        path = files.get(shard_of(doc_id, total))
+        if path is not None:
+            yield path, doc_id
+
+
+def lookup_index_info(item: tuple[str, Iterable[str]], gen_of: dict[str, int]) -> Iterable[tuple[str, tuple]]:
+    """A docs file and the candidate ids it may hold -> (node, (rank, hashes, generation, tiebreak)) of those
+    it holds. Hashes are the index's largest column: only candidates' are read into the joins."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    path, ids = item
+    wanted = pa.array(sorted(set(ids)), pa.string())
     pf = storage.parquet_file(path)
     for batch in pf.iter_batches(batch_size=1024, columns=["id", "quality", "hashes"]):
+        batch = batch.filter(pc.is_in(batch.column("id"), value_set=wanted))
         for r in batch.to_pylist():
             node = INDEXED + r["id"]
-            yield node, (rank_key(node, r["quality"], indexed=True), np.asarray(r["hashes"], np.uint64), gen, ("", 0))
+            yield node, (rank_key(node, r["quality"], indexed=True), np.asarray(r["hashes"], np.uint64), gen_of[path], ("", 0))
 
 
 class ReadIndex(beam.PTransform):
-    """The committed generations of the band index -> {"exact": (exact_key, entry), "bands":
-    (band key, node), "doc_files": [(path, generation)]} (hashes are read by NearDedup, once it
-    knows which indexed documents meet a candidate pair)."""
+    """The committed generations of the band index, looked up by this run's keys (never read whole):
+    kept slim records -> {"exact": (exact_key, entry) of indexed documents sharing an exact key with
+    this run, "band_files", "doc_files"}; NearDedup looks up bands and hashes the same way."""
 
     def __init__(self, band_files: list[str], doc_files: list[tuple[str, int]]):
         super().__init__()
         self.band_files, self.doc_files = band_files, doc_files
 
-    def expand(self, pbegin):
-        exact = (pbegin | "IndexDocFiles" >> beam.Create(self.doc_files) | "SpreadIndexDocs" >> beam.Reshuffle()
-                 | "ReadIndexExact" >> beam.FlatMap(read_index_exact))
-        bands = (pbegin | "IndexBandFiles" >> beam.Create(self.band_files) | "SpreadIndexBands" >> beam.Reshuffle()
-                 | "ReadIndexBands" >> beam.FlatMap(read_index_bands))
-        return {"exact": exact, "bands": bands, "doc_files": self.doc_files}
+    def expand(self, kept):
+        exact = (kept | "NewExactKeys" >> beam.Map(lambda r: (int(r["exact_key"][0], 16) % EXACT_PARTS, r["exact_key"]))
+                 | "GroupNewExactKeys" >> beam.GroupByKey()
+                 | "LookupIndexExact" >> beam.FlatMap(lookup_index_exact, self.doc_files))
+        return {"exact": exact, "band_files": self.band_files, "doc_files": self.doc_files}
 
 
 class NearDedup(beam.PTransform):
@@ -284,8 +348,11 @@ class NearDedup(beam.PTransform):
         cfg = self.cfg
         new_members = (kept | "Bands" >> beam.FlatMap(lambda r: [(k, r["id"]) for k in split_band_keys(r["band_keys"])])
                        | "CountBands" >> beam.Map(counted("dedup_band_entries_out")))
-        if self.index is not None:
-            old = self.index["bands"] | "CountOldBands" >> beam.Map(counted("dedup_band_entries_out"))
+        if self.index is not None and self.index["band_files"]:
+            old = (new_members | "NewKeysByBand" >> beam.Map(lambda kv: (band_of(kv[0]), kv[0]))
+                   | "GroupNewKeysByBand" >> beam.GroupByKey()
+                   | "LookupIndexBands" >> beam.FlatMap(lookup_index_bands, index_band_files(self.index["band_files"]))
+                   | "CountOldBands" >> beam.Map(counted("dedup_band_entries_out")))
             members = (new_members, old) | "AllMembers" >> beam.Flatten()
         else:
             members = new_members
@@ -301,8 +368,11 @@ class NearDedup(beam.PTransform):
         # candidate nodes kept their hashes), so the stage now defaults to in_memory.
         info = self.info
         if self.index is not None and self.index["doc_files"]:
-            old_info = (kept.pipeline | "IndexInfoFiles" >> beam.Create(self.index["doc_files"])
-                        | "SpreadIndexInfo" >> beam.Reshuffle() | "ReadIndexInfo" >> beam.FlatMap(read_index_info))
+            doc_files = self.index["doc_files"]
+            old_info = (nodes | "IndexInfoRequests" >> beam.FlatMap(lambda kv, shards: index_info_requests(kv[0], shards),
+                                                                   index_doc_shards(doc_files))
+                        | "GroupInfoRequests" >> beam.GroupByKey()
+                        | "LookupIndexInfo" >> beam.FlatMap(lookup_index_info, {p: g for p, g in doc_files}))
             info = (info, old_info) | "AllInfo" >> beam.Flatten()
         info = ({"info": info | "CountInfo" >> beam.Map(counted("dedup_info_out")), "node": nodes}
                 | "JoinCandidateInfo" >> beam.CoGroupByKey()
