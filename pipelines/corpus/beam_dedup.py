@@ -364,8 +364,9 @@ class NearDedup(beam.PTransform):
         # A semi-join, not a side input: with an AsDict side input of the candidate ids, 255
         # candidate nodes came through without their hashes in a 250k-document run here
         # (DirectRunner, multi_processing), and check_dedup_tallies stopped the stage. The
-        # semi-join lost records too in multi_processing mode at 100k documents (8,641 of 17,929
-        # candidate nodes kept their hashes), so the stage now defaults to in_memory.
+        # semi-join lost records too in multi_processing mode at 100k documents on 2026-11-23
+        # (8,641 of 17,929 candidate nodes kept their hashes), not reproduced since (stage.py,
+        # default_beam_args); the stage defaults to in_memory and its counters check every run.
         info = self.info
         if self.index is not None and self.index["doc_files"]:
             doc_files = self.index["doc_files"]

@@ -23,13 +23,19 @@ def default_beam_args(beam_args: list[str], mode: str = "multi_processing") -> l
     """DirectRunner defaults unless the caller chose otherwise: `mode` with 2 workers
     (multi_processing) or 1 (in_memory).
 
-    The corpus stage passes mode="in_memory": on this machine (Beam 2.77) multi_processing with
-    2 workers lost records inside the near-dedup joins at 100k documents, reproducibly (the
-    semi-join kept 8,641 of 17,929 candidate nodes' hashes; the same input in_memory kept all),
-    and multi_threading lost records after GroupByKey. The stage's counters catch such a loss
-    and refuse to write a manifest (check_shuffles, check_dedup_tallies), so multi_processing
-    stays available (`--direct_running_mode=multi_processing --direct_num_workers=2`) for runs
-    that the checks then vouch for.
+    The corpus stage passes mode="in_memory". On 2026-11-23 (Beam 2.77) multi_processing with 2
+    workers lost records inside the near-dedup joins at 100k documents in repeated runs (the
+    semi-join kept 8,641 of 17,929 candidate nodes' hashes; in_memory kept all), and
+    multi_threading lost records after GroupByKey. After the machine's environment was rebuilt
+    (the same Beam) it did not happen again: the same 100k input in multi_processing with 2
+    workers reconciled and wrote the bytes of in_memory in 5 of 5 runs on 2026-11-24 (HEAD and
+    later code), and no cause was found in lmforge (every shuffle key is str, bytes, int or a
+    tuple of those under a deterministic coder; no DoFn keeps state between bundles; no residual
+    roots). A DirectRunner loss with more than one worker that does exist in Beam 2.77 (deferred
+    work of splittable DoFns dropped; tests/integration/test_direct_runner.py) touches no step of
+    these pipelines. The stage's paired counters catch any loss and refuse to write a manifest
+    (check_shuffles, check_dedup_tallies), so multi_processing is available
+    (`--direct_running_mode=multi_processing --direct_num_workers=2`) for runs the checks vouch for.
     """
     args = expand_runner_alias(beam_args)  # --runner=DaskRunner -> its module path
     if not any(a.startswith("--direct_running_mode") for a in args):
