@@ -239,11 +239,19 @@ def _write_group(item: tuple[Any, Iterable[dict]], out: str, kind: str, num_shar
         lang, shard = key
         rows = [unpack_text(r) for r in rows]
         return write_parquet_rows(storage.join(out, "data", lang, f"part-{shard:05d}-of-{num_shards:05d}.parquet"), rows, CLEAN_DOC_SCHEMA)
+    part = f"part-{key:05d}-of-{num_shards:05d}"
     if kind == "duplicates":
-        return write_parquet_rows(storage.join(out, "duplicates", "part-00000.parquet"), rows, DUPLICATE_SCHEMA)
+        return write_parquet_rows(storage.join(out, "duplicates", part + ".parquet"), rows, DUPLICATE_SCHEMA)
     if kind == "dropped":
-        return write_parquet_rows(storage.join(out, "dropped", "part-00000.parquet"), rows, DROPPED_SCHEMA)
-    return write_jsonl_rows(storage.join(out, "quarantine", "part-00000.jsonl"), rows)
+        return write_parquet_rows(storage.join(out, "dropped", part + ".parquet"), rows, DROPPED_SCHEMA)
+    return write_jsonl_rows(storage.join(out, "quarantine", part + ".jsonl"), rows)
+
+
+def side_shard(row: dict[str, Any], kind: str, num_shards: int) -> tuple[int, dict[str, Any]]:
+    """Dropped, duplicate and quarantined rows are sharded like the documents (by id; a quarantined
+    record by where it was read, as a whole-file failure has no id), so no one worker holds them all."""
+    key = f"{row.get('source')}:{row.get('offset')}" if kind == "quarantine" else row["id"]
+    return shard_of(key, num_shards), row
 
 
 class CorpusPipeline(beam.PTransform):
@@ -327,8 +335,8 @@ class CorpusPipeline(beam.PTransform):
             if not pcolls:
                 continue
             merged = pcolls | f"Merge_{name}" >> beam.Flatten() if len(pcolls) > 1 else pcolls[0]
-            written.append(merged | f"Key_{name}" >> beam.Map(lambda r: (0, r)) | f"Group_{name}" >> beam.GroupByKey()
-                           | f"Write_{name}" >> beam.Map(_write_group, out, name))
+            written.append(merged | f"Key_{name}" >> beam.Map(side_shard, name, n) | f"Group_{name}" >> beam.GroupByKey()
+                           | f"Write_{name}" >> beam.Map(_write_group, out, name, n))
         written.append((tuple(tallies) | "MergeTallies" >> beam.Flatten()) | "SumTally" >> beam.CombinePerKey(sum) | "KeyTally" >> beam.Map(lambda kv: (0, kv))
              | "GroupTally" >> beam.GroupByKey()
              | "WriteTally" >> beam.Map(lambda kv: write_jsonl_rows(storage.join(out, "_tally.jsonl"), [{"id": k, "n": v} for k, v in kv[1]])))

@@ -43,7 +43,7 @@ def test_bad_inputs_are_quarantined_with_reasons(tmp_path):
     out = run(CorpusConfig(input=[str(src)], output=str(tmp_path / "out")))
     c = read_manifest(out)["counts"]
     assert c["in"] == c["kept"] + sum(c["dropped"].values()) + c["duplicates"] + c["quarantined"]
-    q = [json.loads(x) for x in (out / "quarantine" / "part-00000.jsonl").read_text().splitlines()]
+    q = [json.loads(x) for f in sorted((out / "quarantine").glob("part-*.jsonl")) for x in f.read_text().splitlines()]
     reasons = {(r["source"].rsplit("/", 1)[-1], r["reason"]) for r in q}
     assert {("a.jsonl.gz", "invalid_json"), ("a.jsonl.gz", "nul_bytes"), ("a.jsonl.gz", "duplicate_id"),
             ("a.jsonl.gz", "missing_text"), ("zero.warc.gz", "empty_file"), ("wrong.parquet", "wrong_schema"),

@@ -65,7 +65,7 @@ def test_second_snapshot_dedups_against_index_and_rerun_changes_nothing(tmp_path
         + json.dumps({"id": "recrawl-edited", "url": edited["url"], "text": " ".join(words)}) + "\n")
 
     second = run(CorpusConfig(input=[str(snap2)], output=str(tmp_path / "s2"), index=str(index)))
-    dups = {d["id"]: d for d in pq.read_table(second / "duplicates" / "part-00000.parquet").to_pylist()}
+    dups = {d["id"]: d for f in sorted((second / "duplicates").glob("part-*.parquet")) for d in pq.read_table(f).to_pylist()}
     assert dups["recrawl-exact"]["kept_id"] == exact["id"] and dups["recrawl-exact"]["kept_generation"] == 1
     assert dups["recrawl-exact"]["kind"] == "exact"
     assert dups["recrawl-edited"]["kept_id"] == edited["id"] and dups["recrawl-edited"]["kept_generation"] == 1
