@@ -144,13 +144,6 @@ def is_file(path: str | os.PathLike) -> bool:
     return os.path.isfile(_local(path))
 
 
-def is_dir(path: str | os.PathLike) -> bool:
-    """A local directory, or a prefix with at least one object under it."""
-    if is_remote(path):
-        return bool(files_under(path))
-    return os.path.isdir(_local(path))
-
-
 def glob(pattern: str) -> list[str]:
     """Files matching a glob (`**` crosses folders), sorted."""
     if is_remote(pattern):
