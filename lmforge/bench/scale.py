@@ -432,6 +432,57 @@ def load_rows(path: Path, sizes: list[int]) -> dict[int, dict[str, Any]]:
     return found
 
 
+GOAL_PEAK_RSS_MB = 6 * 1024
+"""Issue 15: 1,000,000 documents with a peak RSS of at most 6 GB ..."""
+GOAL_WALL_EXPONENT = 1.1
+"""... and a wall-time exponent of at most 1.1 from 100k to 1M."""
+C4_MB_PER_CORE_S = 7e12 / (341 * 86400) / 1e6
+"""C4's published cost: 341 CPU-days for ~7 TB of WET (the T5 README): 0.238 MB/s per core."""
+
+
+def text_mb(inputs: Path) -> float:
+    """MB (10^6 bytes, UTF-8) of document text in a cached input folder; counted once, kept in a dot-file."""
+    import io
+
+    import zstandard
+
+    cache = inputs / ".text-bytes.json"
+    if cache.exists():
+        return json.loads(cache.read_text())["text_bytes"] / 1e6
+    total = 0
+    for f in sorted(inputs.glob("*.jsonl.zst")):
+        with zstandard.ZstdDecompressor().stream_reader(open(f, "rb")) as raw:
+            for line in io.TextIOWrapper(raw, encoding="utf-8"):
+                total += len(json.loads(line)["text"].encode())
+    cache.write_text(json.dumps({"text_bytes": total}) + "\n")
+    return total / 1e6
+
+
+def goals(rows: list[dict[str, Any]], grow: list[dict[str, Any]], text_mb_by_size: dict[int, float]) -> list[str]:
+    """The issue's goals judged on these rows, and the stage's MB/s per core next to C4's rate. One process
+    (the DirectRunner in_memory) is counted as one core."""
+    lines = ["", "Goals (issue 15), judged on the rows above:", ""]
+    big = next((r for r in rows if r.get("size") == 1_000_000 and "failed" not in r), None)
+    if big is None:
+        return lines + ["- 1,000,000 documents: not measured in this run, so the goals are not judged."]
+    rss = big["peak_rss_tree_mb"]
+    lines.append(f"- Peak RSS at 1,000,000 documents at most {GOAL_PEAK_RSS_MB:,} MB (6 GB): "
+                 f"**{'MET' if rss <= GOAL_PEAK_RSS_MB else 'NOT MET'}** ({rss:,} MB).")
+    g = next((g for g in grow if g["from"] == 100_000 and g["to"] == 1_000_000), None)
+    if g is not None:
+        k = g["wall_s_exponent"]
+        lines.append(f"- Wall-time exponent from 100,000 to 1,000,000 at most {GOAL_WALL_EXPONENT}: "
+                     f"**{'MET' if k is not None and k <= GOAL_WALL_EXPONENT else 'NOT MET'}** (k = {k}).")
+    for r in rows:
+        if r.get("size") in text_mb_by_size and "failed" not in r:
+            procs = min(r.get("processes_seen", 1), os.cpu_count() or 1)  # the runner and its workers, at most the cores
+            rate = text_mb_by_size[r["size"]] / r["wall_s"] / procs
+            lines.append(f"- {r['docs_in']:,} documents: {text_mb_by_size[r['size']]:,.0f} MB of text in {r['wall_s']:,.0f} s "
+                         f"on {procs} process(es): **{rate:.3f} MB/s per core**, against C4's {C4_MB_PER_CORE_S:.3f} "
+                         "(341 CPU-days for ~7 TB of WET, the T5 README; C4's bytes are WET files, ours document text).")
+    return lines
+
+
 def growth(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Between consecutive sizes: ratios of time and memory, and the exponent k in t ~ n^k
     (k = log(t2/t1) / log(n2/n1); 1 is linear, 10x docs -> 10x time)."""
@@ -473,7 +524,7 @@ def code_version() -> str:
 
 
 def render(rows: list[dict[str, Any]], grow: list[dict[str, Any]], beam_args: list[str], note: str = "",
-           source: str = "samples/crawl cleaned by the stage's pure core") -> str:
+           source: str = "samples/crawl cleaned by the stage's pure core", text_mb_by_size: dict[int, float] | None = None) -> str:
     codes = "; ".join(f"{r['size']:,}: {r.get('code') or code_version()}" for r in rows)
     lines = [f"`lmforge corpus` on generated inputs (real pages: {source}; words replaced and lines dropped "
              "per document; 10% planted near-duplicates, 1% exact copies; 16 JSONL.zst files), run as a subprocess with "
@@ -516,6 +567,8 @@ def render(rows: list[dict[str, Any]], grow: list[dict[str, Any]], beam_args: li
                          f"{g['peak_rss_tree_mb_ratio']} ({g['peak_rss_tree_mb_exponent']}) | "
                          f"{g['peak_rss_largest_mb_ratio']} ({g['peak_rss_largest_mb_exponent']}) | "
                          f"{g.get('marginal_ms_per_doc')} | {g.get('marginal_rss_tree_kb_per_doc')} / {g.get('marginal_rss_largest_kb_per_doc')} |")
+    if text_mb_by_size is not None:
+        lines += goals(rows, grow, text_mb_by_size)
     return "\n".join(lines) + "\n"
 
 
@@ -578,7 +631,9 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
     grow = growth(rows)
     source = (f"the kept documents of {a.from_corpus}" if a.from_corpus else f"{' '.join(a.crawl)} cleaned by the stage's pure core")
-    body = render(rows, grow, beam_args, a.note, source)
+    sizes_text = {n: text_mb((a.cache / f"n{n}-s{a.seed}").resolve()) for n in a.sizes
+                  if (a.cache / f"n{n}-s{a.seed}").is_dir()}
+    body = render(rows, grow, beam_args, a.note, source, sizes_text)
     from lmforge.bench.report import write_section
 
     write_section(Path(a.out), "corpus: scaling with input size", body,

@@ -94,6 +94,27 @@ def test_growth_exponents():
     assert g["marginal_ms_per_doc"] == 2.0 and g["marginal_rss_tree_kb_per_doc"] == 51.2  # 4500 MB * 1024 / 90,000 docs
 
 
+def test_goals_are_judged_on_the_1m_row_and_the_text_rate_is_per_core(tmp_path):
+    from lmforge.bench.scale import goals, text_mb
+
+    rows = [{"size": 100_000, "docs_in": 100_000, "wall_s": 100.0, "peak_rss_tree_mb": 1000, "processes_seen": 1},
+            {"size": 1_000_000, "docs_in": 1_000_000, "wall_s": 1300.0, "peak_rss_tree_mb": 6200, "processes_seen": 3}]
+    text = "\n".join(goals(rows, growth([dict(r, peak_rss_largest_mb=r["peak_rss_tree_mb"]) for r in rows]),
+                           {100_000: 50.0, 1_000_000: 520.0}))
+    assert "6,144 MB (6 GB): **NOT MET** (6,200 MB)" in text and "at most 1.1: **NOT MET** (k = 1.11)" in text
+    assert "**0.500 MB/s per core**" in text and "on 2 process(es): **0.200 MB/s per core**, against C4's 0.238" in text
+    assert "not judged" in "\n".join(goals(rows[:1], [], {}))
+    inputs = tmp_path / "in"
+    write_inputs(Bases.from_texts([("a", "https://x/a", "one two three four five six " * 3)]), GenConfig(n_docs=20, files=2), inputs)
+    import json
+
+    import zstandard
+
+    want = sum(len(json.loads(line)["text"].encode()) for f in inputs.glob("*.zst")
+               for line in zstandard.decompress(f.read_bytes(), max_output_size=1 << 24).decode().splitlines())
+    assert text_mb(inputs) == want / 1e6 == text_mb(inputs)  # counted once, then read from the dot-file
+
+
 def test_reused_rows_come_from_json_lines_and_skip_failures(tmp_path):
     from lmforge.bench.scale import load_rows, render
 
