@@ -29,6 +29,7 @@ from pipelines.corpus.dedup import exact_key, quality, quality_of_rank, rank_key
 from pipelines.corpus.filters import clean_page
 from pipelines.corpus.linededup import line_keys, losers, remove_lines
 from pipelines.corpus.readers import read_file
+from pipelines.corpus.staging import read_staged, staged_name, where, write_staged
 from pipelines.io import shard_of, write_jsonl_rows, write_parquet_rows
 from schemas import storage
 from schemas.records import CLEAN_DOC_SCHEMA, DROPPED_SCHEMA, DUPLICATE_SCHEMA, Quarantined
@@ -41,8 +42,8 @@ def _quarantine_row(q: Quarantined) -> dict[str, Any]:
 
 
 class ReadFiles(beam.DoFn):
-    """path -> lists of up to `batch_size` RawDocuments of that file (main), quarantine rows,
-    ('read', n) and ('skipped:<type>', n) tallies.
+    """path -> (path, batch number, up to `batch_size` RawDocuments of that file) (main),
+    quarantine rows, ('read', n) and ('skipped:<type>', n) tallies.
 
     Batches are cut here, within one file, rather than by beam.BatchElements: that emits its last
     batch from finish_bundle, whose outputs Beam's DaskRunner (2.77) drops (test_dask_runner.py,
@@ -54,7 +55,7 @@ class ReadFiles(beam.DoFn):
 
     def process(self, path: str) -> Iterable[Any]:
         skipped: dict[str, int] = {}
-        n, batch = 0, []
+        n, batch, numbered = 0, [], 0
         for rec in read_file(path, skipped):
             n += 1
             if isinstance(rec, Quarantined):
@@ -63,10 +64,10 @@ class ReadFiles(beam.DoFn):
                 continue
             batch.append(rec)
             if len(batch) == self.batch_size:
-                yield batch
-                batch = []
+                yield path, numbered, batch
+                batch, numbered = [], numbered + 1
         if batch:
-            yield batch
+            yield path, numbered, batch
         Metrics.counter(NS, "in").inc(n)
         yield TaggedOutput("tally", ("in", n))
         for rtype, c in skipped.items():
@@ -74,23 +75,24 @@ class ReadFiles(beam.DoFn):
 
 
 class CleanAndSign(beam.DoFn):
-    """A batch of RawDocuments -> kept documents split into what the later steps need:
+    """(source, batch number, RawDocuments) -> the batch's kept documents staged to one file
+    (staging.py: text, metadata, exact shingle hashes), and what the later steps move:
 
-      main      slim record: id, source, offset, exact_key, rank, quality, language, band keys
-                (~0.5 KB; the only thing the id, exact and near dedup steps move)
-      "docs"    (id, full record with text): joined back once, at the end
-      "info"    (id, (rank, shingle hashes, None, (source, offset))): for near-dup confirmation
+      main      slim record: id, source, offset, exact_key, rank, language, band keys, staged
+                (the staged file's name); the only thing the id, exact and near dedup steps and
+                the final routing to shards move
       "lines"   (id, ((source, offset), line keys)): for C4 line dedup
       "dropped", "quarantine": as process_document decides
 
-    Text stays out of the dedup shuffles: on the DirectRunner every shuffle is held in memory,
-    and at scale each one is bytes over the network.
+    Text and hashes stay out of every shuffle: on the DirectRunner each shuffle is held in
+    memory until the pipeline ends, and at scale each one is bytes over the network.
     """
 
     def __init__(self, cfg: CorpusConfig, bands: int, rows: int):
         self.cfg, self.bands, self.rows = cfg, bands, rows
 
-    def process(self, batch: list[Any]) -> Iterable[Any]:
+    def process(self, item: tuple[str, int, list[Any]]) -> Iterable[Any]:
+        source, batch_no, batch = item
         kept = []
         for doc in batch:
             status, value = process_document(doc, self.cfg)
@@ -104,37 +106,18 @@ class CleanAndSign(beam.DoFn):
                 assert status == QUARANTINED
                 Metrics.counter(NS, f"quarantined_{value.reason}").inc()
                 yield TaggedOutput("quarantine", _quarantine_row(value))
-        signed = sign_records(kept, self.cfg, self.bands, self.rows) if self.cfg.near_dedup and kept else [(None, None)] * len(kept)
-        for r, (h, keys) in zip(kept, signed):
-            q = quality(r)
-            rank = rank_key(r["id"], q, indexed=False)
-            where = (r["source"], r["offset"])
+        if not kept:
+            return
+        signed = sign_records(kept, self.cfg, self.bands, self.rows) if self.cfg.near_dedup else [(None, None)] * len(kept)
+        name = staged_name(source, batch_no)
+        n = self.cfg.num_shards
+        write_staged(self.cfg.output, name, [{**r, "shard": shard_of(r["id"], n), "hashes": h} for r, (h, _) in zip(kept, signed)])
+        for r, (_, keys) in zip(kept, signed):
             yield {"id": r["id"], "source": r["source"], "offset": r["offset"], "exact_key": exact_key(r["text"]),
-                   "rank": rank, "band_keys": b"".join(keys) if keys is not None else None}
-            yield TaggedOutput("docs", (r["id"], pack_text(r)))
-            if h is not None:
-                yield TaggedOutput("info", (r["id"], (rank, h, None, where)))
+                   "rank": rank_key(r["id"], quality(r), indexed=False), "language": r["language"],
+                   "band_keys": b"".join(keys) if keys is not None else None, "staged": name}
             if self.cfg.line_dedup:
-                yield TaggedOutput("lines", (r["id"], (where, sorted(line_keys(r["text"])))))
-
-
-def pack_text(rec: dict) -> dict:
-    """The text zstd-compressed while it waits for the final join (~2.5x smaller: the
-    DirectRunner holds every waiting PCollection in memory, a distributed runner sends it over
-    the network)."""
-    import zstandard
-
-    out = {k: v for k, v in rec.items() if k != "text"}
-    out["ztext"] = zstandard.ZstdCompressor(level=1).compress(rec["text"].encode())
-    return out
-
-
-def unpack_text(rec: dict) -> dict:
-    import zstandard
-
-    out = {k: v for k, v in rec.items() if k != "ztext"}
-    out["text"] = zstandard.ZstdDecompressor().decompress(rec["ztext"]).decode()
-    return out
+                yield TaggedOutput("lines", (r["id"], (where(r), sorted(line_keys(r["text"])))))
 
 
 def first_of_id(item: tuple[str, Iterable[dict]]) -> Iterable[Any]:
@@ -185,27 +168,30 @@ def line_losers(item: tuple[str, dict[str, list]]) -> Iterable[tuple[bytes, str]
     doc_id, grouped = item
     if not grouped["keep"]:
         return
-    where = grouped["keep"][0]
+    at = grouped["keep"][0]
     for w, keys in grouped["lines"]:
-        if w == where:
+        if w == at:
             for k in keys:
                 yield k, doc_id
 
 
-def assemble(item: tuple[str, dict[str, list]], c4: Any) -> Iterable[Any]:
-    """The one join that brings text back: a kept record's document, minus the lines another
-    page owns (C4 line dedup), or a drop if too little is left."""
-    _, grouped = item
+def route_kept(item: tuple[str, dict[str, list]], num_shards: int) -> Iterable[tuple[tuple[str, int], dict]]:
+    """A kept slim record (and the lines another page owns, with C4 line dedup) -> its output
+    shard (language, shard_of(id)) and what the writer needs to find it in its staged file."""
+    doc_id, grouped = item
     if not grouped["keep"]:
-        return  # removed as a duplicate, or a repeated id: already accounted for
-    where = grouped["keep"][0]
-    doc = next(d for d in grouped["doc"] if (d["source"], d["offset"]) == where)
-    doc = {k: v for k, v in doc.items() if k != "offset"}
-    lose = set(grouped.get("lose", ()))
-    if not lose:
-        yield doc
         return
-    doc = unpack_text(doc)
+    r = grouped["keep"][0]
+    yield (r["language"], shard_of(doc_id, num_shards)), {"id": doc_id, "source": r["source"], "offset": r["offset"],
+                                                          "staged": r["staged"], "lose": sorted(grouped.get("lose", ()))}
+
+
+def finish_doc(doc: dict[str, Any], lose: Iterable[bytes], c4: Any) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """A kept document minus the lines another page owns (C4 line dedup) -> (document, None), or
+    (None, dropped row) if too little is left."""
+    lose = set(lose)
+    if not lose:
+        return doc, None
     text = remove_lines(doc["text"], lose)
     Metrics.counter(NS, "line_dedup_lines_removed").inc(len(lose))
     reason = None
@@ -215,30 +201,52 @@ def assemble(item: tuple[str, dict[str, list]], c4: Any) -> Iterable[Any]:
         text, reason = clean_page(text, c4)
     if reason:
         Metrics.counter(NS, f"dropped_line_dedup_{reason}").inc()
-        yield TaggedOutput("dropped", {"id": doc["id"], "url": doc["url"], "source": doc["source"],
-                                       "reason": f"line_dedup_{reason}"})
-    else:
-        yield pack_text({**doc, "text": text})
+        return None, {"id": doc["id"], "url": doc["url"], "source": doc["source"], "reason": f"line_dedup_{reason}"}
+    return {**doc, "text": text}, None
+
+
+DOC_FIELDS = tuple(CLEAN_DOC_SCHEMA.names)
+
+
+def write_data(item: tuple[tuple[str, int], Iterable[dict]], out: str, num_shards: int, c4: Any) -> Iterable[Any]:
+    """One output shard's kept records -> its Parquet file (main: the path), its documents read from
+    the shard's row group of each staged file they came from; "dropped": pages C4 line dedup left
+    too short; "final": the id of every document written (the index takes only those)."""
+    (lang, shard), refs = item
+    by_file: dict[str, dict[tuple[str, int], dict]] = {}
+    for ref in refs:
+        by_file.setdefault(ref["staged"], {})[where(ref)] = ref
+    rows = []
+    for name in sorted(by_file):
+        wanted = by_file[name]
+        for doc in read_staged(out, name, [shard], columns=[*DOC_FIELDS, "offset"]):
+            ref = wanted.get(where(doc))
+            if ref is None or ref["id"] != doc["id"]:
+                continue  # a duplicate removed, or a record of another language or id
+            doc, dropped = finish_doc({k: doc[k] for k in DOC_FIELDS}, ref["lose"], c4)
+            if dropped is not None:
+                yield TaggedOutput("dropped", dropped)
+            else:
+                rows.append(doc)
+                yield TaggedOutput("final", doc["id"])
+    if rows:  # a shard whose every page line dedup dropped has no file, as before staging
+        yield write_parquet_rows(storage.join(out, "data", lang, f"part-{shard:05d}-of-{num_shards:05d}.parquet"), rows, CLEAN_DOC_SCHEMA)
 
 
 def index_row(item: tuple[str, dict[str, list]]) -> Iterable[dict]:
-    """A finally kept record and its shingle hashes -> its row in the band index."""
+    """A finally kept record -> its row in the band index, less its shingle hashes (the index
+    writer reads those from the staged file)."""
     _, grouped = item
-    if not grouped["keep"]:
+    if not grouped["keep"] or not grouped["final"]:
         return
     r = grouped["keep"][0]
-    h = next(h for _, h, _, w in grouped["info"] if w == (r["source"], r["offset"]))
-    yield {"id": r["id"], "exact_key": r["exact_key"], "quality": quality_of_rank(r["rank"]), "hashes": h,
-           "band_keys": split_band_keys(r["band_keys"])}
+    yield {"id": r["id"], "exact_key": r["exact_key"], "quality": quality_of_rank(r["rank"]),
+           "band_keys": split_band_keys(r["band_keys"]), "source": r["source"], "offset": r["offset"], "staged": r["staged"]}
 
 
 def _write_group(item: tuple[Any, Iterable[dict]], out: str, kind: str, num_shards: int = 1) -> str:
     key, rows = item
     rows = list(rows)
-    if kind == "data":
-        lang, shard = key
-        rows = [unpack_text(r) for r in rows]
-        return write_parquet_rows(storage.join(out, "data", lang, f"part-{shard:05d}-of-{num_shards:05d}.parquet"), rows, CLEAN_DOC_SCHEMA)
     part = f"part-{key:05d}-of-{num_shards:05d}"
     if kind == "duplicates":
         return write_parquet_rows(storage.join(out, "duplicates", part + ".parquet"), rows, DUPLICATE_SCHEMA)
@@ -273,7 +281,7 @@ class CorpusPipeline(beam.PTransform):
         # MultiOutput, not ParDo(...).with_outputs(...): Beam's DaskRunner mixes the tags (beam_tags.py).
         read = files | "Spread" >> beam.Reshuffle() | "ReadFiles" >> MultiOutput(ReadFiles(), main="docs", tags=("quarantine", "tally"))
         cleaned = (read.docs | "CleanAndSign" >> MultiOutput(CleanAndSign(cfg, bands, rows), main="slim",
-                                                             tags=("dropped", "quarantine", "docs", "info", "lines")))
+                                                             tags=("dropped", "quarantine", "lines")))
         # Ids must be unique for the joins below; a repeated id keeps its first occurrence (by
         # source file, then offset) and quarantines the others.
         unique = (cleaned.slim | "KeyId" >> beam.Map(lambda r: (r["id"], r)) | "GroupIds" >> beam.GroupByKey()
@@ -292,7 +300,7 @@ class CorpusPipeline(beam.PTransform):
             kept = exact.kept
             dup_lists.append(exact.dups)
         if cfg.near_dedup:
-            near = kept | "NearDedup" >> NearDedup(cfg, cleaned.info, index)
+            near = kept | "NearDedup" >> NearDedup(cfg, index)
             kept = near["kept"]
             tallies.extend(near["tallies"])
             if cfg.exact_dedup:
@@ -305,29 +313,27 @@ class CorpusPipeline(beam.PTransform):
                               | "Repoint" >> beam.FlatMap(repoint_exact))
                 dup_lists.append(exact_dups)
             dup_lists.append(near["dups"])
-        keep = kept | "KeepById" >> beam.Map(lambda r: (r["id"], (r["source"], r["offset"])))
-        parts = {"doc": cleaned.docs, "keep": keep}
+        n = cfg.num_shards
+        kept_by_id = kept | "KeptById" >> beam.Map(lambda r: (r["id"], r))
         if cfg.line_dedup:
             # C4 line dedup: each line repeated across the kept pages stays on one of them.
-            parts["lose"] = ({"keep": keep, "lines": cleaned.lines} | "JoinLines" >> beam.CoGroupByKey()
-                             | "EmitLines" >> beam.FlatMap(line_losers) | "GroupLines" >> beam.GroupByKey()
-                             | "Losers" >> beam.FlatMapTuple(losers))
-        final = (parts | "JoinText" >> beam.CoGroupByKey()
-                 | "Assemble" >> MultiOutput(assemble, cfg.c4, main="kept", tags=("dropped",)))
-        dropped.append(final.dropped)
-        written = []  # every write step's paths, flattened into the one output below
+            keep_at = kept | "KeepAtById" >> beam.Map(lambda r: (r["id"], (r["source"], r["offset"])))
+            lose = ({"keep": keep_at, "lines": cleaned.lines} | "JoinLines" >> beam.CoGroupByKey()
+                    | "EmitLines" >> beam.FlatMap(line_losers) | "GroupLines" >> beam.GroupByKey()
+                    | "Losers" >> beam.FlatMapTuple(losers))
+            routed = {"keep": kept_by_id, "lose": lose} | "JoinLosers" >> beam.CoGroupByKey()
+        else:
+            routed = kept_by_id | "AsGroups" >> beam.Map(lambda kv: (kv[0], {"keep": [kv[1]]}))
+        # Text comes back only here: each shard's writer reads its documents from the staged files.
+        data = (routed | "KeyByShard" >> beam.FlatMap(route_kept, n) | "GroupShards" >> beam.GroupByKey()
+                | "WriteData" >> MultiOutput(write_data, out, n, cfg.c4, main="written", tags=("dropped", "final")))
+        dropped.append(data.dropped)
+        written = [data.written]  # every write step's paths, flattened into the one output below
         if plan is not None and plan.write is not None and cfg.near_dedup:
-            # Only documents that are finally kept enter the index.
-            final_ids = final.kept | "FinalIds" >> beam.Map(lambda d: (d["id"], 1))
-            rows_in = ({"keep": kept | "KeptSlimById" >> beam.Map(lambda r: (r["id"], r)), "info": cleaned.info,
-                        "final": final_ids}
-                       | "JoinIndexRows" >> beam.CoGroupByKey()
-                       | "KeptIndexRows" >> beam.FlatMap(lambda kv: index_row(kv) if kv[1]["final"] else []))
-            written.append(rows_in | "ExtendIndex" >> ExtendIndex(str(plan.generation_dir(plan.write)), cfg.num_shards))
-
-        n = cfg.num_shards
-        written.append(final.kept | "KeyByShard" >> beam.Map(lambda d: ((d["language"], shard_of(d["id"], n)), d))
-                       | "GroupShards" >> beam.GroupByKey() | "WriteData" >> beam.Map(_write_group, out, "data", n))
+            # Only documents that are finally kept (written) enter the index.
+            rows_in = ({"keep": kept_by_id, "final": data.final | "FinalIds" >> beam.Map(lambda i: (i, 1))}
+                       | "JoinIndexRows" >> beam.CoGroupByKey() | "KeptIndexRows" >> beam.FlatMap(index_row))
+            written.append(rows_in | "ExtendIndex" >> ExtendIndex(str(plan.generation_dir(plan.write)), n, out))
         outputs = {"dropped": tuple(dropped),
                    "quarantine": (read.quarantine, cleaned.quarantine, unique.quarantine),
                    "duplicates": tuple(dup_lists)}

@@ -5,7 +5,8 @@ Nodes are document ids; documents of the index (kept by earlier runs) are nodes 
 INDEXED + id, so an id reused by a new snapshot never merges with an old one by name.
 
     sign_records   (in the cleaning step) signatures (datasketch MinHash.bulk) -> band keys,
-                   and exact shingle hashes; text never enters the dedup steps
+                   and exact shingle hashes, staged to disk with the text (staging.py); text
+                   never enters the dedup steps, hashes only for candidate nodes
     Bands          (band key, member) for new docs; the index contributes the stored entries of
                    the buckets those keys fall in (looked up per band, never read whole)
     Screen         per bucket: each new member linked to one anchor (the smallest indexed
@@ -39,6 +40,7 @@ from pipelines.corpus.dedup import (
     split_band_keys,
 )
 from pipelines.corpus.graph import both_directions, large_star, small_star, toward_larger
+from pipelines.corpus.staging import read_staged, where
 from pipelines.io import shard_of, write_parquet_rows
 from schemas import storage
 from schemas.minhash_index import INDEX_BAND_SCHEMA, INDEX_DOC_SCHEMA
@@ -53,7 +55,7 @@ SHUFFLE_CHECKS = (("dedup_band_entries_out", "dedup_band_entries_in"),
                   ("dedup_candidates_out", "dedup_candidates_in"),
                   ("dedup_half_edges_out", "dedup_half_edges_in"),
                   ("dedup_rooted_out", "dedup_rooted_in"),
-                  ("dedup_info_out", "dedup_info_in"),
+                  ("dedup_info_requests_out", "dedup_info_requests_in"),
                   ("dedup_node_info_out", "dedup_node_info_in_first"),
                   ("dedup_node_info_out", "dedup_node_info_in_second"),
                   ("dedup_node_info_out", "dedup_node_info_in_rooted"))
@@ -102,11 +104,34 @@ def screen_bucket(item: tuple[bytes, Iterable[str]]) -> list[tuple[str, str]]:
     return bucket_candidates((n, n.startswith(INDEXED)) for n in nodes)
 
 
-def candidate_info(item: tuple[str, dict[str, list]]) -> list[tuple[str, tuple]]:
-    """The semi-join: a document's (rank, hashes, ...) only if it is a candidate node."""
+def staged_info_requests(item: tuple[str, dict[str, list]]) -> Iterable[Any]:
+    """A candidate node of this run joined with its slim record -> (staged file, (node, rank,
+    (source, offset))): the one place its shingle hashes can be read from."""
     node, grouped = item
-    _count("dedup_info_in", len(grouped["info"]))
-    return [(node, i) for i in grouped["info"]] if grouped["node"] else []
+    if not grouped["node"] or node.startswith(INDEXED):
+        return
+    if not grouped["doc"]:  # every new candidate node is a kept record: a miss means a shuffle lost records
+        yield TaggedOutput("missing", node)
+        return
+    r = grouped["doc"][0]
+    _count("dedup_info_requests_out")
+    yield r["staged"], (node, r["rank"], (r["source"], r["offset"]))
+
+
+def lookup_staged_info(item: tuple[str, Iterable[tuple]], out: str, num_shards: int) -> Iterable[Any]:
+    """A staged file and its candidate nodes -> (node, (rank, hashes, None, (source, offset))),
+    reading only the row groups of the shards those nodes fall in."""
+    name, requests = item
+    wanted = {at: (node, rank) for node, rank, at in requests}
+    _count("dedup_info_requests_in", len(wanted))
+    shards = {shard_of(node, num_shards) for node, _ in wanted.values()}
+    for row in read_staged(out, name, shards, columns=["id", "source", "offset", "hashes"]):
+        at = (row["source"], row["offset"])
+        if at in wanted and wanted[at][0] == row["id"]:
+            node, rank = wanted.pop(at)
+            yield node, (rank, np.asarray(row["hashes"], np.uint64), None, at)
+    for node, _ in wanted.values():  # requested but not staged: the file lost rows
+        yield TaggedOutput("missing", node)
 
 
 def attach_hashes(item: tuple[str, dict[str, list]]) -> Iterable[tuple[str, tuple[str, np.ndarray]]]:
@@ -335,14 +360,14 @@ class NearDedup(beam.PTransform):
     """Kept slim records (id, band_keys, ...) -> {"kept": slim records still kept, "dups":
     near-duplicate rows, "tallies": (name, n)}.
 
-    `info` is (id, (rank, hashes, generation, tiebreak)) for every new record; `index` is
-    ReadIndex's output or None. Only nodes that appear in a candidate edge (~10-20% of
-    documents) bring their hashes into the three joins, after one semi-join.
+    `index` is ReadIndex's output or None. Only nodes that appear in a candidate edge (~10-20%
+    of documents) bring their shingle hashes into the three joins, read from the batch files the
+    cleaning step staged them in (staging.py) or from the index's docs files.
     """
 
-    def __init__(self, cfg, info, index: dict | None = None):
+    def __init__(self, cfg, index: dict | None = None):
         super().__init__()
-        self.cfg, self.info, self.index = cfg, info, index
+        self.cfg, self.index = cfg, index
 
     def expand(self, kept):
         cfg = self.cfg
@@ -361,23 +386,25 @@ class NearDedup(beam.PTransform):
                       | "DistinctCandidates" >> beam.Distinct() | "CountCandidates" >> beam.Map(counted("dedup_candidates_out")))
         nodes = (candidates | "CandidateNodes" >> beam.FlatMap(lambda e: [(e[0], 1), (e[1], 1)])
                  | "DistinctNodes" >> beam.Distinct())
-        # A semi-join, not a side input: with an AsDict side input of the candidate ids, 255
-        # candidate nodes came through without their hashes in a 250k-document run here
-        # (DirectRunner, multi_processing), and check_dedup_tallies stopped the stage. The
-        # semi-join lost records too in multi_processing mode at 100k documents on 2026-11-23
-        # (8,641 of 17,929 candidate nodes kept their hashes), not reproduced since (stage.py,
-        # default_beam_args); the stage defaults to in_memory and its counters check every run.
-        info = self.info
+        # Shingle hashes of candidate nodes only, read where they were staged (staging.py): a new
+        # node's slim record names its staged file; an indexed node's id names the index's docs
+        # file per generation that can hold it. No shuffle carries every document's hashes.
+        # (An AsDict side input of the candidate ids, tried before, let 255 candidate nodes through
+        # without their hashes in a 250k-document multi_processing run here.)
+        by_id = kept | "SlimById" >> beam.Map(lambda r: (r["id"], r))
+        requests = ({"node": nodes, "doc": by_id} | "JoinCandidateDocs" >> beam.CoGroupByKey()
+                    | "StagedInfoRequests" >> MultiOutput(staged_info_requests, main="requests", tags=("missing",)))
+        infos = [requests.requests | "GroupInfoRequestsByFile" >> beam.GroupByKey()
+                 | "LookupStagedInfo" >> MultiOutput(lookup_staged_info, cfg.output, cfg.num_shards, main="info", tags=("missing",))]
+        looked_up = infos[0]
+        infos[0] = looked_up.info
         if self.index is not None and self.index["doc_files"]:
             doc_files = self.index["doc_files"]
-            old_info = (nodes | "IndexInfoRequests" >> beam.FlatMap(lambda kv, shards: index_info_requests(kv[0], shards),
-                                                                   index_doc_shards(doc_files))
-                        | "GroupInfoRequests" >> beam.GroupByKey()
-                        | "LookupIndexInfo" >> beam.FlatMap(lookup_index_info, {p: g for p, g in doc_files}))
-            info = (info, old_info) | "AllInfo" >> beam.Flatten()
-        info = ({"info": info | "CountInfo" >> beam.Map(counted("dedup_info_out")), "node": nodes}
-                | "JoinCandidateInfo" >> beam.CoGroupByKey()
-                | "CandidateInfo" >> beam.FlatMap(candidate_info)
+            infos.append(nodes | "IndexInfoRequests" >> beam.FlatMap(lambda kv, shards: index_info_requests(kv[0], shards),
+                                                                    index_doc_shards(doc_files))
+                         | "GroupInfoRequests" >> beam.GroupByKey()
+                         | "LookupIndexInfo" >> beam.FlatMap(lookup_index_info, {p: g for p, g in doc_files}))
+        info = ((tuple(infos) | "AllInfo" >> beam.Flatten() if len(infos) > 1 else infos[0])
                 | "CountNodeInfo" >> beam.Map(counted("dedup_node_info_out")))
         # Two joins bring both ends' exact shingle hashes to each candidate edge.
         first = ({"edge": candidates, "info": info} | "JoinFirstEnd" >> beam.CoGroupByKey()
@@ -391,7 +418,7 @@ class NearDedup(beam.PTransform):
         decided = (rooted.rooted | "CountRooted" >> beam.Map(counted("dedup_rooted_out")) | "GroupClusters" >> beam.GroupByKey()
                    | "Representatives" >> MultiOutput(choose_representative, cfg.jaccard_threshold, main="removed",
                                                       tags=("chain_kept",)))
-        split = ({"doc": kept | "SlimById" >> beam.Map(lambda r: (r["id"], r)), "removed": decided.removed}
+        split = ({"doc": by_id, "removed": decided.removed}
                  | "JoinRemoved" >> beam.CoGroupByKey() | "SplitRemoved" >> MultiOutput(split_removed, main="kept", tags=("dups",)))
         tallies = (
             cc.unconverged | "CountUnconverged" >> beam.combiners.Count.Globally()
@@ -402,7 +429,8 @@ class NearDedup(beam.PTransform):
             *(missing | f"CountMissing{name}" >> beam.combiners.Count.Globally()
               | f"TallyMissing{name}" >> beam.Map(lambda n, name=name: (f"dedup_nodes_missing_hashes:{name}", n))
               for name, missing in (("JoinFirstEnd", first.missing), ("JoinSecondEnd", second.missing),
-                                    ("JoinNodeInfo", rooted.missing))),
+                                    ("JoinNodeInfo", rooted.missing), ("JoinCandidateDocs", requests.missing),
+                                    ("LookupStagedInfo", looked_up.missing))),
         )
         return {"kept": split.kept, "dups": split.dups, "tallies": tallies}
 
@@ -414,22 +442,36 @@ def _write_bands(item: tuple[int, Iterable[tuple[bytes, str]]], gen_dir: str) ->
                               [{"key": k, "id": i} for k, i in rows], INDEX_BAND_SCHEMA, sort_key=None)
 
 
-def _write_docs(item: tuple[int, Iterable[dict]], gen_dir: str, num_shards: int) -> str:
+def _write_docs(item: tuple[int, Iterable[dict]], gen_dir: str, num_shards: int, out: str) -> str:
+    """One index shard's rows, their shingle hashes read from the shard's row group of each staged file."""
     shard, rows = item
-    return write_parquet_rows(storage.join(gen_dir, "docs", f"part-{shard:05d}-of-{num_shards:05d}.parquet"),
-                              [{k: r[k] for k in ("id", "exact_key", "quality", "hashes")} for r in rows], INDEX_DOC_SCHEMA)
+    by_file: dict[str, dict[tuple[str, int], dict]] = {}
+    for r in rows:
+        by_file.setdefault(r["staged"], {})[where(r)] = r
+    docs = []
+    for name in sorted(by_file):
+        wanted = by_file[name]
+        for row in read_staged(out, name, [shard], columns=["id", "source", "offset", "hashes"]):
+            r = wanted.pop(where(row), None)
+            if r is not None:
+                docs.append({"id": r["id"], "exact_key": r["exact_key"], "quality": r["quality"], "hashes": row["hashes"]})
+        if wanted:
+            raise RuntimeError(f"band index: {len(wanted)} kept documents not found in their staged file {name} "
+                               f"(first: {next(iter(wanted.values()))['id']}); the staging folder was changed during the run")
+    return write_parquet_rows(storage.join(gen_dir, "docs", f"part-{shard:05d}-of-{num_shards:05d}.parquet"), docs, INDEX_DOC_SCHEMA)
 
 
 class ExtendIndex(beam.PTransform):
-    """(id, index row) of every document kept by this run -> a new generation's Parquet files (their paths)."""
+    """Index rows of every document kept by this run (beam_corpus.index_row: no hashes; those are read
+    from the staged files under `out`) -> a new generation's Parquet files (their paths)."""
 
-    def __init__(self, gen_dir: str, num_shards: int):
+    def __init__(self, gen_dir: str, num_shards: int, out: str):
         super().__init__()
-        self.gen_dir, self.num_shards = gen_dir, num_shards
+        self.gen_dir, self.num_shards, self.out = gen_dir, num_shards, out
 
     def expand(self, rows):
         bands = (rows | "BandRows" >> beam.FlatMap(lambda r: [(int.from_bytes(k[:2], "big"), (k, r["id"])) for k in r["band_keys"]])
                  | "GroupByBand" >> beam.GroupByKey() | "WriteBands" >> beam.Map(_write_bands, self.gen_dir))
         docs = (rows | "DocShard" >> beam.Map(lambda r, n: (shard_of(r["id"], n), r), self.num_shards)
-                | "GroupDocShards" >> beam.GroupByKey() | "WriteIndexDocs" >> beam.Map(_write_docs, self.gen_dir, self.num_shards))
+                | "GroupDocShards" >> beam.GroupByKey() | "WriteIndexDocs" >> beam.Map(_write_docs, self.gen_dir, self.num_shards, self.out))
         return (bands, docs) | "IndexWritten" >> beam.Flatten()  # the caller's output waits on both writes

@@ -12,6 +12,7 @@ from pipelines.beam_options import check_worker_paths, expand_runner_alias
 from pipelines.corpus.config import CorpusConfig
 from pipelines.corpus.dedup import MINHASH_SCHEME, detection_probability, lsh_params
 from pipelines.corpus.index import commit, index_lock, open_index, snapshot_fingerprint
+from pipelines.corpus.staging import STAGING, staging_dir
 from pipelines.io import expand_inputs, parquet_rows
 from schemas import storage
 from schemas.manifest import MANIFEST_NAME, InputRef, Manifest, describe_outputs, stage_lock, write_manifest
@@ -52,7 +53,7 @@ def prepare_dir(out: str) -> None:
     """Remove the manifest first (the directory stops looking complete), then stale outputs."""
     storage.make_dirs(out)
     storage.remove(storage.join(out, MANIFEST_NAME))
-    for sub in (*SUBDIRS, "report"):
+    for sub in (*SUBDIRS, "report", STAGING):
         storage.remove_tree(storage.join(out, sub))
     for f in ("_tally.jsonl", "report.json", "report.html"):
         storage.remove(storage.join(out, f))
@@ -157,8 +158,11 @@ def _run(cfg: CorpusConfig, beam_args: list[str] | None) -> str | Path:
         action = f"writes {plan.write}" if plan.write else "snapshot already indexed: index left unchanged"
         print(f"corpus: band index {plan.root}: dedup against {len(plan.read)} generation(s); {action}", flush=True)
     print(f"corpus: {len(files)} input files -> {out} (beam args: {' '.join(args)})", flush=True)
-    with beam.Pipeline(options=PipelineOptions(args)) as p:
-        _ = p | "Files" >> beam.Create(files) | "Corpus" >> CorpusPipeline(cfg, plan)
+    try:
+        with beam.Pipeline(options=PipelineOptions(args)) as p:
+            _ = p | "Files" >> beam.Create(files) | "Corpus" >> CorpusPipeline(cfg, plan)
+    finally:  # the texts and hashes the pipeline staged (staging.py); a killed run's go with prepare_dir
+        storage.remove_tree(staging_dir(out))
     result_metrics = {}
     try:
         res = p.result  # type: ignore[attr-defined]

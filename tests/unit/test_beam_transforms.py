@@ -1,6 +1,8 @@
 """Beam transforms under TestPipeline (in-memory DirectRunner)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import apache_beam as beam
 import numpy as np
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
@@ -108,12 +110,20 @@ def test_read_and_clean_dofns_route_every_record(tmp_path):
         read = (p | beam.Create(sorted(str(f) for f in tmp_path.iterdir()))
                 | beam.ParDo(ReadFiles(batch_size=4)).with_outputs("quarantine", "tally", main="docs"))
         cleaned = (read.docs | beam.ParDo(CleanAndSign(cfg, 16, 8))
-                   .with_outputs("dropped", "quarantine", "docs", "info", "lines", main="slim"))
-        assert_that(cleaned.docs | "K" >> beam.Map(lambda kv: (kv[1]["url"], kv[1]["language"])), equal_to([("https://a.invalid/1", "en")]), label="kept")
-        assert_that(cleaned.slim | "S" >> beam.Map(lambda r: (len(r["band_keys"]), "text" in r)), equal_to([(16 * 14, False)]), label="slim")
+                   .with_outputs("dropped", "quarantine", "lines", main="slim"))
+        assert_that(cleaned.slim | "S" >> beam.Map(lambda r: (r["language"], len(r["band_keys"]), "text" in r, "hashes" in r)),
+                    equal_to([("en", 16 * 14, False, False)]), label="slim")
         assert_that(cleaned.dropped | "D" >> beam.Map(lambda d: (d["id"], d["reason"])), equal_to([("j1", "c4_no_lines_left")]), label="dropped")
         assert_that(read.quarantine | "Q" >> beam.Map(lambda q: q["reason"].split("_")[0]), equal_to(["truncated", "invalid"]), label="quarantine")
         assert_that(read.tally | "T" >> beam.CombinePerKey(sum), equal_to([("in", 4)]), label="tally")
+    # The kept page's text and shingle hashes went to its batch's staged file, not into the pipeline.
+    from pipelines.corpus.staging import read_staged, staging_dir
+
+    staged = sorted(Path(staging_dir(cfg.output)).iterdir())
+    assert len(staged) == 1
+    rows = list(read_staged(cfg.output, staged[0].name))
+    assert [(r["url"], r["language"]) for r in rows] == [("https://a.invalid/1", "en")]
+    assert rows[0]["text"].startswith(EN.split(".")[0]) and len(rows[0]["hashes"]) > 10
 
 
 def test_encode_pack_write_writes_a_readable_masked_shard(tmp_path):
