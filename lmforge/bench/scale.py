@@ -418,6 +418,82 @@ def run_incremental(inputs: Path, out: Path, beam_args: list[str], max_rss: int,
             "output_mb": round(sum(r["output_mb"] or 0 for r in runs), 1)}
 
 
+# ---------------------------------------------------------------- parallel DirectRunner modes
+
+MODE_ARGS = {"in_memory": [], "multi_processing": ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]}
+COMPARED_PARTS = ("data", "dropped", "duplicates", "quarantine")
+
+
+def output_digests(out: Path) -> dict[str, str]:
+    """sha256 of every record file a corpus run wrote (data, dropped, duplicates, quarantine, _tally.jsonl)."""
+    files = [f for part in COMPARED_PARTS for f in (out / part).rglob("*") if f.is_file()] + [out / "_tally.jsonl"]
+    return {str(f.relative_to(out)): hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(files) if f.exists()}
+
+
+def compare_digests(ref: dict[str, str], got: dict[str, str]) -> dict[str, Any]:
+    differing = sorted(f for f in set(ref) | set(got) if ref.get(f) != got.get(f))
+    return {"files": len(got), "identical": len(ref) - sum(1 for f in differing if f in ref), "differing": differing}
+
+
+def check_modes(inputs: Path, out: Path, runs: int, max_rss: int) -> list[dict[str, Any]]:
+    """The stage once in_memory (the reference) and `runs` times in multi_processing with 2 workers on
+    the same input: each run's counts reconcile (or the stage refuses, which is recorded) and its
+    record files are compared byte for byte with the reference's."""
+    rows: list[dict[str, Any]] = []
+    ref_dir = out / "in_memory"
+    ref = None
+    for k in range(runs + 1):
+        mode = "in_memory" if k == 0 else "multi_processing"
+        run_dir = ref_dir if k == 0 else out / f"multi_processing-{k}"
+        print(f"bench scale: modes check: {mode}{'' if k == 0 else f' run {k}/{runs}'} ...", flush=True)
+        try:
+            r = run_stage(inputs, run_dir, MODE_ARGS[mode], max_rss)
+        except RuntimeError as e:  # the stage refused to write a manifest: counts or dedup counters did not add up
+            rows.append({"mode": mode, "run": k, "failed": "stage refused: " + str(e).strip().splitlines()[-1][:300]})
+            continue
+        if "failed" in r:  # killed at --max-rss-gb
+            rows.append({"mode": mode, "run": k, "failed": r["failed"]})
+            continue
+        row = {"mode": mode, "run": k, **{key: r[key] for key in ("wall_s", "peak_rss_tree_mb", "processes_seen", "docs_in",
+                                                                 "kept", "dropped", "duplicates_by_kind", "quarantined")}}
+        digests = output_digests(run_dir)
+        if k == 0:
+            ref = digests
+            row.update(files=len(ref), identical=len(ref), differing=[])
+        else:
+            row.update(compare_digests(ref, digests) if ref is not None else {"files": len(digests), "identical": None, "differing": []})
+            shutil.rmtree(run_dir, ignore_errors=True)
+        rows.append(row)
+    shutil.rmtree(ref_dir, ignore_errors=True)
+    return rows
+
+
+def render_modes(rows: list[dict[str, Any]], size: int) -> str:
+    lines = [f"`lmforge corpus` on the {size:,}-document input of the scaling runs (no index), once with the stage's default "
+             "(DirectRunner in_memory, one process) and then in multi_processing with 2 workers "
+             "(`--direct_running_mode=multi_processing --direct_num_workers=2`). A run reconciles when its manifest is "
+             "written: the stage refuses otherwise (in = kept + dropped + duplicates + quarantined, and the paired "
+             "counters of every dedup shuffle). Compared: the sha256 of every file under data/, dropped/, duplicates/, "
+             "quarantine/ and _tally.jsonl, against the in_memory run.", "",
+             "| run | mode | wall s | peak RSS tree MB | processes | kept | duplicates exact / near | reconciled | files identical to in_memory |",
+             "|---:|---|---:|---:|---:|---:|---:|---|---|"]
+    for r in rows:
+        if "failed" in r:
+            lines.append(f"| {r['run']} | {r['mode']} | | | | | | **no**: {r['failed']} | |")
+            continue
+        d = r["duplicates_by_kind"]
+        same = "reference" if r["run"] == 0 else (f"{r['identical']} of {r['files']}" + (
+            f" (differ: {', '.join(r['differing'][:3])})" if r["differing"] else ""))
+        lines.append(f"| {r['run']} | {r['mode']} | {r['wall_s']:,.1f} | {r['peak_rss_tree_mb']:,} | {r['processes_seen']} | "
+                     f"{r['kept']:,} | {d.get('exact', 0):,} / {d.get('near', 0):,} | yes | {same} |")
+    mp = [r for r in rows if r["mode"] == "multi_processing"]
+    good = [r for r in mp if "failed" not in r and not r["differing"] and r["identical"] == r["files"]]
+    lines += ["", f"Goal (issue 15 item 4): the {size:,}-document stage reconciles in multi_processing with 2 workers in "
+              f"3 of 3 runs, its outputs byte-identical to in_memory: **{'MET' if len(mp) >= 3 and len(good) == len(mp) else 'NOT MET'}** "
+              f"({len(good)} of {len(mp)} runs)."]
+    return "\n".join(lines) + "\n"
+
+
 def load_rows(path: Path, sizes: list[int]) -> dict[int, dict[str, Any]]:
     """Rows of `sizes` from JSON lines (other lines are skipped, so a whole log will do); the last
     row of a size wins. Rows that failed are not reused."""
@@ -598,7 +674,14 @@ def main(argv: list[str] | None = None) -> int:
                          "to the band index and run only the rest (default: start from an empty index)")
     ap.add_argument("--reuse-rows", type=Path, help="JSON lines of rows measured by an earlier run of the same code (its "
                     "<cache>/rows.jsonl or the {\"size\": ...} lines of its log): those sizes are reported, not rerun")
+    ap.add_argument("--check-modes", type=int, default=0, metavar="RUNS",
+                    help="instead of the scaling runs: run the stage in_memory once and in multi_processing (2 workers) RUNS "
+                         "times on the --check-size input, and compare their record files byte for byte (issue 15 item 4; "
+                         "writes the section 'corpus: parallel DirectRunner modes')")
+    ap.add_argument("--check-size", type=int, default=100_000, help="documents for --check-modes (default: 100000)")
     a = ap.parse_args(argv)
+    if a.check_modes:
+        return main_modes(a)
     bases = None
     reused = load_rows(a.reuse_rows, a.sizes) if a.reuse_rows else {}
     rows = []
@@ -638,5 +721,27 @@ def main(argv: list[str] | None = None) -> int:
 
     write_section(Path(a.out), "corpus: scaling with input size", body,
                   {"runs": rows, "growth": grow, "beam_args": beam_args, "code": code_version(), "note": a.note})
+    print(body)
+    return 0
+
+
+def _inputs(a: argparse.Namespace, n: int) -> Path:
+    """The cached generated input of n documents, built first if missing or stale."""
+    cfg = GenConfig(n_docs=n, seed=a.seed)
+    inputs = (a.cache / f"n{n}-s{a.seed}").resolve()
+    if a.regenerate or cached_meta(inputs, cfg) is None:
+        print(f"bench scale: base documents from {a.from_corpus or ' '.join(a.crawl)} ...", flush=True)
+        bases = Bases.from_texts(corpus_documents(a.from_corpus) if a.from_corpus else real_documents(a.crawl))
+        write_inputs(bases, cfg, inputs)
+    return inputs
+
+
+def main_modes(a: argparse.Namespace) -> int:
+    inputs = _inputs(a, a.check_size)
+    rows = check_modes(inputs, (a.cache / "runs" / f"modes-n{a.check_size}").resolve(), a.check_modes, int(a.max_rss_gb * 2**30))
+    body = render_modes(rows, a.check_size) + f"\nCode (git describe): {code_version()}." + (f" {a.note}" if a.note else "") + "\n"
+    from lmforge.bench.report import write_section
+
+    write_section(Path(a.out), "corpus: parallel DirectRunner modes", body, {"runs": rows, "size": a.check_size, "code": code_version()})
     print(body)
     return 0

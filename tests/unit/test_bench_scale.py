@@ -169,3 +169,29 @@ def test_resume_reuses_committed_snapshots_and_runs_only_the_rest(tmp_path, monk
     ran.clear()
     scale.run_incremental(inputs, out, [], 0, 2)
     assert len(ran) == 2
+
+
+def test_modes_check_compares_record_files_and_judges_three_of_three(tmp_path):
+    """--check-modes: a run differs when any record file differs, is missing or is extra; the goal needs 3 clean runs."""
+    from lmforge.bench.scale import compare_digests, output_digests, render_modes
+
+    for run, extra in (("a", ""), ("b", ""), ("c", "x")):
+        (tmp_path / run / "data" / "en").mkdir(parents=True)
+        (tmp_path / run / "data" / "en" / "part-0.parquet").write_bytes(b"rows" + extra.encode())
+        (tmp_path / run / "_tally.jsonl").write_text('{"id": "in", "n": 3}\n')
+        (tmp_path / run / "manifest.json").write_text(run)  # not a record file: never compared
+    ref = output_digests(tmp_path / "a")
+    assert sorted(ref) == ["_tally.jsonl", "data/en/part-0.parquet"]
+    assert compare_digests(ref, output_digests(tmp_path / "b")) == {"files": 2, "identical": 2, "differing": []}
+    assert compare_digests(ref, output_digests(tmp_path / "c")) == {"files": 2, "identical": 1, "differing": ["data/en/part-0.parquet"]}
+    (tmp_path / "b" / "_tally.jsonl").unlink()
+    assert compare_digests(ref, output_digests(tmp_path / "b"))["differing"] == ["_tally.jsonl"]
+
+    base = {"wall_s": 1.0, "peak_rss_tree_mb": 10, "processes_seen": 3, "docs_in": 3, "kept": 2, "dropped": 0,
+            "duplicates_by_kind": {"exact": 1}, "quarantined": 0, "files": 2, "identical": 2, "differing": []}
+    rows = [{"mode": "in_memory", "run": 0, **base}, *({"mode": "multi_processing", "run": k, **base} for k in (1, 2, 3))]
+    assert "**MET** (3 of 3 runs)" in render_modes(rows, 100)
+    rows[2] = {"mode": "multi_processing", "run": 2, "failed": "stage refused: near-dedup: records were lost"}
+    text = render_modes(rows, 100)
+    assert "**NOT MET** (2 of 3 runs)" in text and "**no**: stage refused" in text
+    assert "**NOT MET** (2 of 2 runs)" in render_modes(rows[:2] + rows[3:], 100)  # fewer than 3 runs is not the goal
