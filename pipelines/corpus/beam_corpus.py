@@ -84,7 +84,8 @@ class CleanAndSign(beam.DoFn):
       "lines"   (id, ((source, offset), line keys)): for C4 line dedup
       "dropped", "quarantine": as process_document decides
 
-    Text and hashes stay out of every shuffle: on the DirectRunner each shuffle is held in
+    Text stays out of every shuffle, hashes out of all but the near-dedup joins of candidate
+    nodes: on the DirectRunner each shuffle is held in
     memory until the pipeline ends, and at scale each one is bytes over the network.
     """
 

@@ -9,9 +9,11 @@ The steps that need text or hashes read them back from there, a file at a time:
     data writer               shard s of each staged file its kept documents came from
     index writer              the hashes of the kept documents of index shard s, likewise
 
-So no shuffle carries text or hashes. On the DirectRunner, which holds every shuffle's bytes
-in memory until the pipeline ends, they were most of the stage's memory; on a distributed
-runner they were most of its shuffle bytes. The driver deletes the folder after the run, and
+So no shuffle carries text, and shingle hashes cross the near-dedup joins only for candidate
+nodes (the documents in a candidate pair). On the DirectRunner, which holds every shuffle's
+bytes in memory until the pipeline ends, text and every document's hashes were most of the
+stage's memory; on a distributed runner they were most of its shuffle bytes (docs/SCALE.md 1.3:
+9.5 KB per document before, 5.3 KB after, measured). The driver deletes the folder after the run, and
 before a run (a killed run's leftovers). A file's name and bytes depend only on its input
 batch, so a retried bundle rewrites the same file.
 """
