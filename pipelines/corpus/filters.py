@@ -1,16 +1,21 @@
 """C4 cleaning rules as pure functions, in the TFDS variant and the C4 paper's variant.
 
 `clean_page(text, cfg)` returns (cleaned text, None) to keep or (None, reason) to drop. Line
-rules remove lines; page rules drop the page. Both variants share every rule but two numbers:
+rules remove lines; page rules drop the page. Both variants share every rule but three numbers:
 
-    variant  min words per kept line  min sentences per kept page  source
-    tfds     5                        3                            TFDS `c4_utils.py` (the C4 dataset as built)
-    paper    3                        5                            Raffel et al. 2020, section 2.2 (the T5 paper)
+    variant  min words per kept line  min sentences per kept page  end marks     source
+    tfds     5                        3                            . ? ! "       TFDS `c4_utils.py` (the C4 dataset as built)
+    paper    3                        5                            . ? ! " '     Raffel et al. 2020, section 2.2 (the T5
+                                                                                 paper), as datatrove's C4QualityFilter reads it
 
-Shared rules: a kept line ends in terminal punctuation and not in "...", has no word over 1,000
-characters (TFDS), no "javascript", no policy boilerplate, and loses citation markers ([1],
-[edit], [citation needed]); a kept page has no "lorem ipsum" and no "{". Blank lines mark
-paragraphs: clean_page keeps one between paragraphs that still have kept lines.
+Shared rules, in TFDS's order per line: a line with a word over 1,000 characters goes; citation
+markers ([1], [edit], [citation needed]) are removed; a kept line ends in an end mark and not in an
+ellipsis, has enough words, no "javascript" and no policy boilerplate. A line that passes the rules
+before them and contains "lorem ipsum" or "{" drops the whole page (TFDS and datatrove check these
+on surviving lines only, so a page whose "{" sits in a dropped line is kept). A page needs enough
+sentences in its kept lines (each kept line counts at least one). Blank lines mark paragraphs:
+clean_page keeps one between paragraphs that still have kept lines.
+`bench corpus` measures keep/drop agreement with datatrove's filters (docs/BENCHMARKS.md).
 The bad-words page rule (both variants: TFDS and the paper's section 2.2) needs the page's
 language, so `has_bad_words` is a separate step that clean.process_document runs after language
 id. The lists are LDNOOBW per language, shipped in data/badwords/ (see SOURCE.md there).
@@ -27,15 +32,20 @@ from importlib import resources
 from lmforge.config import opt, require
 
 _CITATION = re.compile(r"\[\d*\]|\[edit\]|\[citation needed\]", re.I)
-_TERMINAL = ('.', '!', '?', '"', '»', '…', '。')
+# A kept line's last character (TFDS c4_utils `_END_MARKS`: . ? ! and the double quote). The paper
+# variant adds the single quote, as datatrove's C4QualityFilter reads the paper's "end quotation
+# mark". lmforge adds » and 。, which end sentences in Russian and CJK pages (a deliberate choice:
+# the references are English-only). A line ending in an ellipsis ("..." or "…") is never kept:
+# "…" is not an end mark in TFDS or datatrove either.
+_END_MARKS = {"tfds": (".", "?", "!", '"', "»", "。"), "paper": (".", "?", "!", '"', "'", "»", "。")}
 _POLICY = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies")
-# Sentence ends: terminal punctuation followed by whitespace or the end of the text.
-_SENTENCE_END = re.compile(r"[.!?…。](?=\s|$)")
+# Sentence ends inside a kept line: terminal punctuation (and any closing quotes or brackets) followed
+# by whitespace or the end of the line. A kept line counts as at least one sentence, as TFDS and
+# datatrove count it (their sentence splitters return the whole line when they find no end).
+_SENTENCE_END = re.compile(r"[.!?…。]+[\"'”’»)\]]*(?=\s|$)")
 
 # variant -> (min words per line, min sentences per page); see the module docstring for sources.
 C4_VARIANTS = {"tfds": (5, 3), "paper": (3, 5)}
-
-
 @dataclass
 class C4Config:
     enabled: bool = opt(True, "apply the C4 line cleaning and page rules (off: text passes unchanged)")
@@ -62,47 +72,76 @@ class C4Config:
         require(self.max_word_length > 0, "max_word_length must be positive")
 
 
-def clean_line(line: str, cfg: C4Config) -> str | None:
-    line = _CITATION.sub("", line).strip()
-    if not line.endswith(_TERMINAL) or line.endswith("..."):
-        return None
+def _c4_line(line: str, cfg: C4Config) -> tuple[str | None, str | None]:
+    """One line through TFDS c4_utils' rules, in its order -> (the line if kept, a reason that drops the
+    whole page). Only a line that passes the line rules before them can drop the page: lorem ipsum
+    and "{" are page rules checked on surviving lines, as in TFDS and datatrove."""
+    line = line.strip()
     words = line.split()
-    if len(words) < cfg.min_words_per_line or max(map(len, words)) > cfg.max_word_length:
-        return None
+    if words and max(map(len, words)) > cfg.max_word_length:
+        return None, None
+    line = _CITATION.sub("", line)
+    if not line.endswith(_END_MARKS[cfg.variant]) or line.endswith("..."):
+        return None, None
+    if len(line.split()) < cfg.min_words_per_line:
+        return None, None
     low = line.lower()
-    if "javascript" in low or any(p in low for p in _POLICY):
-        return None
-    return line
+    if "lorem ipsum" in low:
+        return None, "c4_lorem_ipsum"
+    if "javascript" in low:
+        return None, None
+    if cfg.curly_bracket and "{" in line:
+        return None, "c4_curly_bracket"
+    if any(p in low for p in _POLICY):
+        return None, None
+    return line, None
 
 
-def clean_lines(text: str, cfg: C4Config) -> list[str]:
-    """The kept lines, with "" between paragraphs: a blank line in `text` becomes one "" if
-    lines were kept both before and after it (never at the ends, never two in a row)."""
+def clean_line(line: str, cfg: C4Config) -> str | None:
+    """The line as C4 keeps it, or None. A kept line containing "lorem ipsum" or "{" drops its whole
+    page instead (clean_page)."""
+    return _c4_line(line, cfg)[0]
+
+
+def _clean(text: str, cfg: C4Config) -> tuple[list[str], str | None]:
     out: list[str] = []
     gap = False
     for ln in text.split("\n"):
         if not ln.strip():
             gap = bool(out)
-        elif (c := clean_line(ln, cfg)) is not None:
+            continue
+        kept, page_reason = _c4_line(ln, cfg)
+        if page_reason is not None:
+            return [], page_reason
+        if kept is not None:
             if gap:
                 out.append("")
-            out.append(c)
+            out.append(kept)
             gap = False
-    return out
+    return out, None
+
+
+def clean_lines(text: str, cfg: C4Config) -> list[str]:
+    """The kept lines, with "" between paragraphs: a blank line in `text` becomes one "" if
+    lines were kept both before and after it (never at the ends, never two in a row).
+    Empty if a page rule drops the page."""
+    return _clean(text, cfg)[0]
+
+
+def sentences(lines: list[str]) -> int:
+    """Sentences in kept lines: each line at least one (see _SENTENCE_END)."""
+    return sum(max(1, len(_SENTENCE_END.findall(ln))) for ln in lines if ln)
 
 
 def clean_page(text: str, cfg: C4Config) -> tuple[str | None, str | None]:
-    low = text.lower()
-    if "lorem ipsum" in low:
-        return None, "c4_lorem_ipsum"
-    if cfg.curly_bracket and "{" in text:
-        return None, "c4_curly_bracket"
-    lines = clean_lines(text, cfg)
+    lines, reason = _clean(text, cfg)
+    if reason is not None:
+        return None, reason
     if not lines:
         return None, "c4_no_lines_left"
-    page = "\n".join(lines)
-    if len(_SENTENCE_END.findall(page)) < cfg.min_sentences:
+    if sentences(lines) < cfg.min_sentences:
         return None, "c4_too_few_sentences"
+    page = "\n".join(lines)
     if len(page) < cfg.min_chars:
         return None, "too_short"
     return page, None

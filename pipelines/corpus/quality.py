@@ -158,7 +158,7 @@ class GopherQualityConfig:
     max_bullet_lines_frac: float = opt(0.9, "Gopher A.1.1: max fraction of non-blank lines starting with a bullet ('•' or '-', as datatrove)")
     max_ellipsis_lines_frac: float = opt(0.3, "Gopher A.1.1: max fraction of non-blank lines ending with an ellipsis")
     min_alpha_words_frac: float = opt(0.8, "Gopher A.1.1: min fraction of words containing a letter")
-    min_stop_words: int = opt(2, "Gopher A.1.1: min occurrences of stop_words (0 turns the rule off)")
+    min_stop_words: int = opt(2, "Gopher A.1.1: min number of distinct stop_words present (0 turns the rule off)")
     stop_words: list[str] = opt(GOPHER_STOP_WORDS, "Gopher A.1.1: the English stop words (case-sensitive, as datatrove)")
     stop_words_languages: list[str] = opt(["en"], "apply the stop-word rule only to documents identified as these languages "
                                                   "(the list is English; for other languages the rule is skipped)")
@@ -195,8 +195,9 @@ def gopher_quality(text: str, cfg: GopherQualityConfig, language: str) -> str | 
     if sum(1 for w in words if _ALPHA.search(w)) / n < cfg.min_alpha_words_frac:
         return "gopher_alpha_words"
     if language in cfg.stop_words_languages:
-        stop = set(cfg.stop_words)
-        if sum(w in stop for w in words) < cfg.min_stop_words:
+        # "At least two of the following English words" (Gopher A.1.1): distinct words, as datatrove
+        # counts them (a page saying "the" twice has one of them).
+        if len(set(cfg.stop_words).intersection(words)) < cfg.min_stop_words:
             return "gopher_stop_words"
     return None
 

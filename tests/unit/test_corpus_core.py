@@ -139,7 +139,7 @@ def test_c4_page_rules():
     cfg = C4Config(min_chars=50)
     assert clean_page(EN, cfg)[0] is not None
     assert clean_page("Lorem ipsum dolor sit amet, consectetur adipiscing elit. " + EN, cfg) == (None, "c4_lorem_ipsum")
-    assert clean_page(EN + " int main() { return 0; }", cfg) == (None, "c4_curly_bracket")
+    assert clean_page(EN + "\nThe call int main() { return 0; } is valid C.", cfg) == (None, "c4_curly_bracket")
     # off: the page stays, the code line (no terminal punctuation) goes
     code_page = EN + "\nint main() { return 0; }"
     kept = clean_page(code_page, C4Config(min_chars=50, curly_bracket=False))[0]

@@ -1,0 +1,41 @@
+"""bench corpus's keep/drop comparison with datatrove (lmforge/bench/agreement.py), without datatrove:
+the confusion counts, the chain and lmforge's side of it."""
+from __future__ import annotations
+
+from lmforge.bench.agreement import CHAIN, FAMILIES, Confusion, chain, lmforge_config, lmforge_family, render
+
+
+def test_confusion_counts_and_classes():
+    c = Confusion()
+    for page_id, ours, theirs in [("a", None, None), ("b", "c4:x", "c4:y"), ("c", None, "gq:alpha"), ("d", None, "gq:alpha"),
+                                  ("e", "c4:curly", None)]:
+        c.add(page_id, ours, theirs)
+    assert (c.n, c.both_keep, c.both_drop, c.only_lmforge_keeps, c.only_datatrove_keeps) == (5, 1, 1, 2, 1)
+    assert c.agreement == 2 / 5
+    d = c.as_dict()
+    assert d["classes"][0] == {"lmforge": "keep", "datatrove": "gq:alpha", "pages": 2, "example": "c"}
+    text = render("pages", {**{f: Confusion() for f in FAMILIES}, CHAIN: c})
+    assert "| chain | 5 | 40.0% | 1 | 1 | 2 | 1 |" in text and "| keep | gq:alpha | 2 | `c` |" in text
+
+
+def test_chain_stops_at_the_first_family_that_drops_and_passes_the_cleaned_text_on():
+    seen = []
+
+    def decide(family, text):
+        seen.append((family, text))
+        if family == "c4":
+            return None, text.upper()
+        return ("too_loud" if family == "gopher_quality" else None), text
+
+    assert chain(decide, "page") == "gopher_quality:too_loud"
+    assert seen == [("c4", "page"), ("gopher_repetition", "PAGE"), ("gopher_quality", "PAGE")]
+
+
+def test_lmforge_side_runs_the_paper_variant():
+    cfg = lmforge_config()
+    assert cfg.c4.variant == "paper" and cfg.c4.min_sentences == 5
+    line = "Debian is a free operating system for your computer and many other devices."
+    assert lmforge_family("c4", "\n".join([line] * 4), cfg)[0] == "c4_too_few_sentences"
+    reason, text = lmforge_family("c4", "\n".join([line] * 5) + "\nmenu", cfg)
+    assert reason is None and text == "\n".join([line] * 5)
+    assert chain(lambda f, t: lmforge_family(f, t, cfg), "\n".join([line] * 5)).startswith("gopher_repetition:")
