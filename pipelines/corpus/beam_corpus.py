@@ -29,7 +29,7 @@ from pipelines.corpus.dedup import exact_key, quality, quality_of_rank, rank_key
 from pipelines.corpus.filters import clean_page
 from pipelines.corpus.linededup import line_keys, losers, remove_lines
 from pipelines.corpus.readers import read_file
-from pipelines.corpus.staging import read_staged, staged_name, where, write_staged
+from pipelines.corpus.staging import staged_name, staged_rows, where, write_staged
 from pipelines.io import shard_of, write_jsonl_rows, write_parquet_rows
 from schemas import storage
 from schemas.records import CLEAN_DOC_SCHEMA, DROPPED_SCHEMA, DUPLICATE_SCHEMA, Quarantined
@@ -214,22 +214,14 @@ def write_data(item: tuple[tuple[str, int], Iterable[dict]], out: str, num_shard
     the shard's row group of each staged file they came from; "dropped": pages C4 line dedup left
     too short; "final": the id of every document written (the index takes only those)."""
     (lang, shard), refs = item
-    by_file: dict[str, dict[tuple[str, int], dict]] = {}
-    for ref in refs:
-        by_file.setdefault(ref["staged"], {})[where(ref)] = ref
     rows = []
-    for name in sorted(by_file):
-        wanted = by_file[name]
-        for doc in read_staged(out, name, [shard], columns=[*DOC_FIELDS, "offset"]):
-            ref = wanted.get(where(doc))
-            if ref is None or ref["id"] != doc["id"]:
-                continue  # a duplicate removed, or a record of another language or id
-            doc, dropped = finish_doc({k: doc[k] for k in DOC_FIELDS}, ref["lose"], c4)
-            if dropped is not None:
-                yield TaggedOutput("dropped", dropped)
-            else:
-                rows.append(doc)
-                yield TaggedOutput("final", doc["id"])
+    for ref, doc in staged_rows(out, refs, shard, list(DOC_FIELDS)):
+        doc, dropped = finish_doc({k: doc[k] for k in DOC_FIELDS}, ref["lose"], c4)
+        if dropped is not None:
+            yield TaggedOutput("dropped", dropped)
+        else:
+            rows.append(doc)
+            yield TaggedOutput("final", doc["id"])
     if rows:  # a shard whose every page line dedup dropped has no file, as before staging
         yield write_parquet_rows(storage.join(out, "data", lang, f"part-{shard:05d}-of-{num_shards:05d}.parquet"), rows, CLEAN_DOC_SCHEMA)
 

@@ -40,7 +40,7 @@ from pipelines.corpus.dedup import (
     split_band_keys,
 )
 from pipelines.corpus.graph import both_directions, large_star, small_star, toward_larger
-from pipelines.corpus.staging import read_staged, where
+from pipelines.corpus.staging import read_staged, staged_rows
 from pipelines.io import shard_of, write_parquet_rows
 from schemas import storage
 from schemas.minhash_index import INDEX_BAND_SCHEMA, INDEX_DOC_SCHEMA
@@ -445,19 +445,8 @@ def _write_bands(item: tuple[int, Iterable[tuple[bytes, str]]], gen_dir: str) ->
 def _write_docs(item: tuple[int, Iterable[dict]], gen_dir: str, num_shards: int, out: str) -> str:
     """One index shard's rows, their shingle hashes read from the shard's row group of each staged file."""
     shard, rows = item
-    by_file: dict[str, dict[tuple[str, int], dict]] = {}
-    for r in rows:
-        by_file.setdefault(r["staged"], {})[where(r)] = r
-    docs = []
-    for name in sorted(by_file):
-        wanted = by_file[name]
-        for row in read_staged(out, name, [shard], columns=["id", "source", "offset", "hashes"]):
-            r = wanted.pop(where(row), None)
-            if r is not None:
-                docs.append({"id": r["id"], "exact_key": r["exact_key"], "quality": r["quality"], "hashes": row["hashes"]})
-        if wanted:
-            raise RuntimeError(f"band index: {len(wanted)} kept documents not found in their staged file {name} "
-                               f"(first: {next(iter(wanted.values()))['id']}); the staging folder was changed during the run")
+    docs = [{"id": r["id"], "exact_key": r["exact_key"], "quality": r["quality"], "hashes": row["hashes"]}
+            for r, row in staged_rows(out, rows, shard, ["hashes"])]
     return write_parquet_rows(storage.join(gen_dir, "docs", f"part-{shard:05d}-of-{num_shards:05d}.parquet"), docs, INDEX_DOC_SCHEMA)
 
 

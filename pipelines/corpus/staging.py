@@ -28,18 +28,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from schemas import storage
+from schemas.records import CLEAN_DOC_SCHEMA
 
 STAGING = "_staging"
 
 STAGED_SCHEMA = pa.schema(
     [
         pa.field("shard", pa.int32(), nullable=False),  # pipelines.io.shard_of(id, num_shards)
-        pa.field("id", pa.string(), nullable=False),
-        pa.field("url", pa.string()),
-        pa.field("text", pa.string(), nullable=False),
-        pa.field("language", pa.string()),
-        pa.field("language_score", pa.float32()),
-        pa.field("source", pa.string()),
+        *CLEAN_DOC_SCHEMA,  # the document as data/ stores it
         pa.field("offset", pa.int64()),
         pa.field("hashes", pa.list_(pa.uint64())),  # dedup.shingle_hashes; null without near dedup
     ]
@@ -75,6 +71,28 @@ def read_staged(out: str, name: str, shards: Iterable[int] | None = None, column
     groups = range(len(order)) if shards is None else [order.index(s) for s in sorted(set(shards)) if s in order]
     for g in groups:
         yield from pf.read_row_group(g, columns=columns).to_pylist()
+
+
+def staged_rows(out: str, refs: Iterable[dict[str, Any]], shard: int, columns: list[str]) -> Iterator[tuple[dict, dict]]:
+    """(ref, staged row) for every ref (a record naming "staged", "source", "offset", "id"), reading the
+    row group of `shard` of each staged file once. A ref whose row is not there is an error: the
+    records were staged by this run, so the folder was changed under it."""
+    by_file: dict[str, dict[tuple[str, int], dict]] = {}
+    for ref in refs:
+        by_file.setdefault(ref["staged"], {})[where(ref)] = ref
+    cols = list(dict.fromkeys(["id", "source", "offset", *columns]))
+    for name in sorted(by_file):
+        wanted = by_file[name]
+        for row in read_staged(out, name, [shard], columns=cols):
+            ref = wanted.get(where(row))
+            if ref is not None and ref["id"] == row["id"]:
+                del wanted[where(row)]
+                yield ref, row
+        if wanted:
+            first = next(iter(wanted.values()))
+            raise RuntimeError(f"{len(wanted)} kept record(s) not found in their staged file {name} under "
+                               f"{staging_dir(out)} (first: {first['id']} at {where(first)}); the staging folder was "
+                               "changed during the run")
 
 
 def where(row: dict[str, Any]) -> tuple[str, int]:

@@ -36,3 +36,20 @@ def test_same_batch_same_bytes(tmp_path):
     write_staged(a, "x.parquet", _rows())
     write_staged(b, "x.parquet", list(reversed(_rows())))
     assert (tmp_path / "a/_staging/x.parquet").read_bytes() == (tmp_path / "b/_staging/x.parquet").read_bytes()
+
+
+def test_staged_rows_finds_each_ref_once_and_refuses_a_missing_one(tmp_path):
+    import pytest
+
+    from pipelines.corpus.staging import staged_rows
+
+    out, rows = str(tmp_path), _rows()
+    write_staged(out, "b.parquet", rows)
+    shard = rows[0]["shard"]
+    mine = [r for r in rows if r["shard"] == shard]
+    refs = [{"id": r["id"], "source": r["source"], "offset": r["offset"], "staged": "b.parquet", "tag": i} for i, r in enumerate(mine)]
+    got = list(staged_rows(out, refs, shard, ["text"]))
+    assert [(ref["tag"], row["text"]) for ref, row in sorted(got, key=lambda p: p[0]["tag"])] == [(i, r["text"]) for i, r in enumerate(mine)]
+    wrong_id = [{**refs[0], "id": "someone-else"}]
+    with pytest.raises(RuntimeError, match="not found in their staged file b.parquet"):
+        list(staged_rows(out, wrong_id, shard, ["text"]))
