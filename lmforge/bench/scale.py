@@ -691,14 +691,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"from {a.reuse_rows}", flush=True)
             rows.append(reused[n])
             continue
-        cfg = GenConfig(n_docs=n, seed=a.seed)
-        inputs = (a.cache / f"n{n}-s{a.seed}").resolve()
-        meta = None if a.regenerate else cached_meta(inputs, cfg)
-        if meta is None:
-            if bases is None:
-                print(f"bench scale: base documents from {a.from_corpus or ' '.join(a.crawl)} ...", flush=True)
-                bases = Bases.from_texts(corpus_documents(a.from_corpus) if a.from_corpus else real_documents(a.crawl))
-            meta = write_inputs(bases, cfg, inputs)
+        inputs, meta, bases = _inputs(a, n, bases)
         print(f"bench scale: {n:,} documents ({meta['kinds']}) from {inputs}; running the stage ...", flush=True)
         out = (a.cache / "runs" / f"n{n}").resolve()
         limit = int(a.max_rss_gb * 2**30)
@@ -725,19 +718,22 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _inputs(a: argparse.Namespace, n: int) -> Path:
-    """The cached generated input of n documents, built first if missing or stale."""
+def _inputs(a: argparse.Namespace, n: int, bases: Bases | None = None) -> tuple[Path, dict[str, Any], Bases | None]:
+    """The cached generated input of n documents (its folder and description), built first if missing or
+    stale; the base documents are read once and passed back for the next size."""
     cfg = GenConfig(n_docs=n, seed=a.seed)
     inputs = (a.cache / f"n{n}-s{a.seed}").resolve()
-    if a.regenerate or cached_meta(inputs, cfg) is None:
-        print(f"bench scale: base documents from {a.from_corpus or ' '.join(a.crawl)} ...", flush=True)
-        bases = Bases.from_texts(corpus_documents(a.from_corpus) if a.from_corpus else real_documents(a.crawl))
-        write_inputs(bases, cfg, inputs)
-    return inputs
+    meta = None if a.regenerate else cached_meta(inputs, cfg)
+    if meta is None:
+        if bases is None:
+            print(f"bench scale: base documents from {a.from_corpus or ' '.join(a.crawl)} ...", flush=True)
+            bases = Bases.from_texts(corpus_documents(a.from_corpus) if a.from_corpus else real_documents(a.crawl))
+        meta = write_inputs(bases, cfg, inputs)
+    return inputs, meta, bases
 
 
 def main_modes(a: argparse.Namespace) -> int:
-    inputs = _inputs(a, a.check_size)
+    inputs = _inputs(a, a.check_size)[0]
     rows = check_modes(inputs, (a.cache / "runs" / f"modes-n{a.check_size}").resolve(), a.check_modes, int(a.max_rss_gb * 2**30))
     body = render_modes(rows, a.check_size) + f"\nCode (git describe): {code_version()}." + (f" {a.note}" if a.note else "") + "\n"
     from lmforge.bench.report import write_section
