@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import random
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -299,9 +300,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--docs", type=int, default=2000, help="documents for the speed benchmark (default: 2000)")
     ap.add_argument("--bases", type=int, default=300, help="base documents for the quality benchmark (default: 300)")
     ap.add_argument("--out", default="docs/BENCHMARKS.md", help="report to update (default: docs/BENCHMARKS.md)")
+    ap.add_argument("--cache", type=Path, default=Path("samples/.cache/bench-encyclopedic"),
+                    help="where the FOLDOC package for the encyclopedic agreement set is downloaded (default: samples/.cache/bench-encyclopedic)")
     a = ap.parse_args(argv)
     pages = english_pages(a.crawl)
-    agreement = None
+    agreement = encyclopedic = None
     try:
         from lmforge.bench.agreement import CHAIN, compare
         from lmforge.bench.agreement import render as render_agreement
@@ -309,6 +312,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench corpus: keep/drop agreement with datatrove on {len(pages)} pages ...", flush=True)
         agreement = compare(pages)
         agreement_text = render_agreement(f"{len(pages):,} English pages of {' '.join(a.crawl)} (extracted, normalised)", agreement)
+        from lmforge.bench.encyclopedic import texts as encyclopedic_texts
+
+        try:
+            enc = encyclopedic_texts(a.cache)
+        except (OSError, subprocess.CalledProcessError) as e:
+            agreement_text += f"\nShort encyclopedic texts (FOLDOC, Debian dict-foldoc) not available here: {e}\n"
+        else:
+            print(f"bench corpus: keep/drop agreement on {len(enc)} FOLDOC entries ...", flush=True)
+            encyclopedic = compare(enc)
+            agreement_text += "\n" + render_agreement(
+                f"{len(enc):,} short encyclopedic texts (FOLDOC entries of >= 200 characters, Debian dict-foldoc, GFDL; "
+                "lmforge/bench/encyclopedic.py)", encyclopedic)
     except ImportError:
         agreement_text = "datatrove is not installed (`pip install -e '.[bench]'`): keep/drop agreement not measured.\n"
     raw = extracted_english(a.crawl, a.docs)
@@ -323,6 +338,7 @@ def main(argv: list[str] | None = None) -> int:
             + render(mh, dq, len(texts)))
     write_section(Path(a.out), "corpus: cleaning, MinHash and near-duplicate quality", body,
                   {"cleaning_docs_per_s": cl, "minhash_docs_per_s": mh, "dedup_quality": dq,
-                   "agreement": {k: c.as_dict() for k, c in agreement.items()} if agreement else None})
+                   "agreement": {k: c.as_dict() for k, c in agreement.items()} if agreement else None,
+                   "agreement_encyclopedic": {k: c.as_dict() for k, c in encyclopedic.items()} if encyclopedic else None})
     print(body)
     return 0
