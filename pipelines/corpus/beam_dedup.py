@@ -40,7 +40,7 @@ from pipelines.corpus.dedup import (
     split_band_keys,
 )
 from pipelines.corpus.graph import both_directions, large_star, small_star, toward_larger
-from pipelines.corpus.staging import read_staged, staged_rows
+from pipelines.corpus.staging import read_staged, staged_rows, where
 from pipelines.io import shard_of, write_parquet_rows
 from schemas import storage
 from schemas.minhash_index import INDEX_BAND_SCHEMA, INDEX_DOC_SCHEMA
@@ -115,7 +115,7 @@ def staged_info_requests(item: tuple[str, dict[str, list]]) -> Iterable[Any]:
         return
     r = grouped["doc"][0]
     _count("dedup_info_requests_out")
-    yield r["staged"], (node, r["rank"], (r["source"], r["offset"]))
+    yield r["staged"], (node, r["rank"], where(r))
 
 
 def lookup_staged_info(item: tuple[str, Iterable[tuple]], out: str, num_shards: int) -> Iterable[Any]:
@@ -126,7 +126,7 @@ def lookup_staged_info(item: tuple[str, Iterable[tuple]], out: str, num_shards: 
     _count("dedup_info_requests_in", len(wanted))
     shards = {shard_of(node, num_shards) for node, _ in wanted.values()}
     for row in read_staged(out, name, shards, columns=["id", "source", "offset", "hashes"]):
-        at = (row["source"], row["offset"])
+        at = where(row)
         if at in wanted and wanted[at][0] == row["id"]:
             node, rank = wanted.pop(at)
             yield node, (rank, np.asarray(row["hashes"], np.uint64), None, at)
@@ -394,10 +394,10 @@ class NearDedup(beam.PTransform):
         by_id = kept | "SlimById" >> beam.Map(lambda r: (r["id"], r))
         requests = ({"node": nodes, "doc": by_id} | "JoinCandidateDocs" >> beam.CoGroupByKey()
                     | "StagedInfoRequests" >> MultiOutput(staged_info_requests, main="requests", tags=("missing",)))
-        infos = [requests.requests | "GroupInfoRequestsByFile" >> beam.GroupByKey()
-                 | "LookupStagedInfo" >> MultiOutput(lookup_staged_info, cfg.output, cfg.num_shards, main="info", tags=("missing",))]
-        looked_up = infos[0]
-        infos[0] = looked_up.info
+        looked_up = (requests.requests | "GroupInfoRequestsByFile" >> beam.GroupByKey()
+                     | "LookupStagedInfo" >> MultiOutput(lookup_staged_info, cfg.output, cfg.num_shards, main="info",
+                                                         tags=("missing",)))
+        infos = [looked_up.info]
         if self.index is not None and self.index["doc_files"]:
             doc_files = self.index["doc_files"]
             infos.append(nodes | "IndexInfoRequests" >> beam.FlatMap(lambda kv, shards: index_info_requests(kv[0], shards),
