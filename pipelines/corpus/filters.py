@@ -13,7 +13,7 @@ markers ([1], [edit], [citation needed]) are removed; a kept line ends in an end
 ellipsis, has enough words, no "javascript" and no policy boilerplate. A line that passes the rules
 before them and contains "lorem ipsum" or "{" drops the whole page (TFDS and datatrove check these
 on surviving lines only, so a page whose "{" sits in a dropped line is kept). A page needs enough
-sentences in its kept lines (each kept line counts at least one). Blank lines mark paragraphs:
+sentences in its kept lines, counted per line as spaCy's sentencizer counts them (`sentences`). Blank lines mark paragraphs:
 clean_page keeps one between paragraphs that still have kept lines.
 `bench corpus` measures keep/drop agreement with datatrove's filters (docs/BENCHMARKS.md).
 The bad-words page rule (both variants: TFDS and the paper's section 2.2) needs the page's
@@ -30,6 +30,7 @@ from functools import cache
 from importlib import resources
 
 from lmforge.config import opt, require
+from pipelines.corpus.words import sentence_count
 
 _CITATION = re.compile(r"\[\d*\]|\[edit\]|\[citation needed\]", re.I)
 # A kept line's last character (TFDS c4_utils `_END_MARKS`: . ? ! and the double quote). The paper
@@ -39,10 +40,6 @@ _CITATION = re.compile(r"\[\d*\]|\[edit\]|\[citation needed\]", re.I)
 # "…" is not an end mark in TFDS or datatrove either.
 _END_MARKS = {"tfds": (".", "?", "!", '"', "»", "。"), "paper": (".", "?", "!", '"', "'", "»", "。")}
 _POLICY = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies")
-# Sentence ends inside a kept line: terminal punctuation (and any closing quotes or brackets) followed
-# by whitespace or the end of the line. A kept line counts as at least one sentence, as TFDS and
-# datatrove count it (their sentence splitters return the whole line when they find no end).
-_SENTENCE_END = re.compile(r"[.!?…。]+[\"'”’»)\]]*(?=\s|$)")
 
 # variant -> (min words per line, min sentences per page); see the module docstring for sources.
 C4_VARIANTS = {"tfds": (5, 3), "paper": (3, 5)}
@@ -129,8 +126,12 @@ def clean_lines(text: str, cfg: C4Config) -> list[str]:
 
 
 def sentences(lines: list[str]) -> int:
-    """Sentences in kept lines: each line at least one (see _SENTENCE_END)."""
-    return sum(max(1, len(_SENTENCE_END.findall(ln))) for ln in lines if ln)
+    """Sentences in the kept lines, counted line by line as spaCy's Sentencizer counts them (words.py),
+    which is how datatrove's C4QualityFilter counts (`split_into_sentences` per kept line). A kept
+    line is at least one sentence; "e.g.", "U.S." or "Mr." end none, being one token each. TFDS
+    c4_utils counts sentences of the whole page with NLTK's punkt model instead, which lmforge does
+    not ship (a pickled model); both variants count as datatrove does."""
+    return sum(sentence_count(ln) for ln in lines if ln)
 
 
 def clean_page(text: str, cfg: C4Config) -> tuple[str | None, str | None]:

@@ -10,24 +10,32 @@ published thresholds:
              FineWebQualityFilter defaults, which FineWeb's own pipeline script uses (for the
              duplicated-line characters the write-up states 0.1; the datatrove default is 0.01).
 
-Words are `\\w+` runs (Unicode letters, digits, underscore), one regex for every language.
-datatrove tokenises with spaCy/NLTK per language, which is ~90% of its filter time, and counts
-punctuation tokens as words in some ratios; with `\\w+` those ratios see only real words (closer
-to the paper's "words"), so ratios with words in the denominator come out a little higher here.
-datatrove itself was considered as a dependency: it pulls in NLTK/spaCy and its filters are
-pipeline steps over its own Document type, not functions we could call on a string.
+Words are spaCy's English tokens, punctuation included, as datatrove counts them (words.py: spaCy's
+tokenizer re-implemented over its exported rules; identical tokens on all 8,619 pages of `bench
+corpus`). Where a rule is about words proper, tokens made only of punctuation are left out, as
+datatrove's "non-symbol words" (word count and mean word length); the ratios with words in the
+denominator (hashes, ellipses, alphabetic words) count every token, as datatrove does. Earlier
+lmforge counted `\\w+` runs, which left punctuation out of every ratio and changed 5% of the crawl
+pages' Gopher decisions against datatrove's. datatrove itself was considered as a dependency: it
+pulls in NLTK/spaCy (~90% of its filter time is spaCy's tokenizer) and its filters are pipeline
+steps over its own Document type, not functions we could call on a string.
+
+Two differences from datatrove remain, both deliberate and measured by `bench corpus`:
+  - line fractions (bullets, ellipses) leave blank lines out: they separate paragraphs in lmforge's
+    text; datatrove's text (trafilatura's, or its C4 filter's output) has none;
+  - FineWeb's line-break ratio counts line breaks between non-blank lines, for the same reason.
 """
 from __future__ import annotations
 
 import re
 from collections import Counter
 from dataclasses import dataclass
-from itertools import accumulate
+from itertools import accumulate, compress, count
+from operator import ne
 
 from lmforge.config import opt, require
+from pipelines.corpus.words import english
 
-_WORD = re.compile(r"\w+")
-_ALPHA = re.compile(r"[^\W\d_]")  # a letter: a word character that is not a digit or "_"
 _PARAGRAPH = re.compile(r"\n{2,}")
 _LINES = re.compile(r"\n+")
 _BULLETS = ("•", "-")  # datatrove's bullet marks
@@ -79,40 +87,73 @@ def duplicates(items: list[str]) -> tuple[int, int]:
     return n, chars
 
 
-def _ngram_keys(words: list[str], n: int) -> list[int]:
-    """One int per n-gram: the hash of its word tuple. Ints rather than tuples because tuples are
-    tracked by the cyclic garbage collector, and lists of them made GC passes the main cost of
-    this filter (measured: 2x slower). Two different n-grams share a 64-bit hash with
+class NGramKeys:
+    """One int per n-gram of `words`, for n = 1, 2, ... in turn: keys(n)[i] stands for
+    words[i:i + n]. Built incrementally, the n-gram's key hashing the (n-1)-gram's key with its
+    last word, so each n costs one pass over pairs whatever n is. Ints rather than tuples because
+    tuples are tracked by the cyclic garbage collector, and lists of them made GC passes the main
+    cost of this filter (measured: 2x slower). Two different n-grams share a 64-bit key with
     probability ~2^-64 per pair, far below anything a ratio threshold can notice."""
-    return list(map(hash, zip(*(words[i:] for i in range(n)))))
+
+    def __init__(self, words: list[str]) -> None:
+        self.words = words
+        self._n, self._keys = 1, list(words)
+
+    def __call__(self, n: int) -> list:
+        if n < self._n:
+            self._n, self._keys = 1, list(self.words)
+        while self._n < n:
+            self._keys = list(map(hash, zip(self._keys, self.words[self._n:])))
+            self._n += 1
+        return self._keys
 
 
-def top_ngram_chars(words: list[str], n: int) -> int:
+def top_ngram_chars(words: list[str], n: int, keys: NGramKeys | None = None) -> int:
     """Characters covered by the most frequent n-gram: len(" ".join(gram)) * count, as datatrove
     (ties go to the n-gram seen first, as Counter.most_common)."""
-    keys = _ngram_keys(words, n)
-    if not keys:
+    grams = (keys or NGramKeys(words))(n)
+    if not grams or len(words) < n:
         return 0
-    key, count = Counter(keys).most_common(1)[0]
-    i = keys.index(key)
+    key, count = Counter(grams).most_common(1)[0]
+    i = grams.index(key)
     return (sum(map(len, words[i:i + n])) + n - 1) * count
 
 
-def dup_ngram_chars(words: list[str], n: int) -> int:
+def dup_ngram_chars(words: list[str], n: int, keys: NGramKeys | None = None) -> int:
     """Characters (spaces excluded) in n-grams that repeat an earlier n-gram, as datatrove's
     find_all_duplicate: scan left to right; on a repeat count its characters and jump n words,
-    so overlapping repeats are not counted twice. O(words) per n."""
-    keys = _ngram_keys(words, n)
+    so overlapping repeats are not counted twice. O(words) per n.
+
+    datatrove keys an n-gram by its words joined without spaces ("".join), lmforge by the words
+    themselves: two different n-grams that concatenate to the same characters (["a", "bc"] and
+    ["ab", "c"]) repeat there and not here. No page of `bench corpus` has one."""
+    return _dup_ngram_chars(words, n, keys or NGramKeys(words)) or 0
+
+
+def _dup_ngram_chars(words: list[str], n: int, keys: NGramKeys) -> int | None:
+    """dup_ngram_chars, or None if no n-gram occurs twice (then no longer one does either)."""
+    grams = keys(n) if len(words) >= n else []
+    if len(set(grams)) == len(grams):
+        return None
+    # The scan only decides something at an n-gram that occurred before (a "repeat" position):
+    # every other n-gram is new and just joins `seen`. So walk the repeat positions, adding the
+    # stretches between them in one step (`first`: each key's first index; later duplicates are
+    # inserted first, so the earliest index wins).
+    first = dict(zip(reversed(grams), range(len(grams) - 1, -1, -1)))
+    repeats = compress(count(), map(ne, map(first.__getitem__, grams), count()))
     cum = [0, *accumulate(map(len, words))]  # cum[j] - cum[i] = characters in words[i:j]
-    seen: set[int] = set()
-    chars, i = 0, 0
-    while i < len(keys):
-        if keys[i] in seen:
-            chars += cum[i + n] - cum[i]
-            i += n
-        else:
-            seen.add(keys[i])
-            i += 1
+    seen: set = set()
+    chars = i = 0
+    for j in repeats:
+        if j < i:  # inside a counted repeat: skipped, as datatrove's jump skips it
+            continue
+        seen.update(grams[i:j])
+        if grams[j] in seen:
+            chars += cum[j + n] - cum[j]
+            i = j + n
+        else:  # its earlier occurrence was skipped: it is new to the scan
+            seen.add(grams[j])
+            i = j + 1
     return chars
 
 
@@ -133,12 +174,19 @@ def gopher_repetition(text: str, cfg: GopherRepetitionConfig) -> str | None:
         return "gopher_rep_dup_line_frac"
     if chars / total > cfg.max_dup_line_char_frac:
         return "gopher_rep_dup_line_char_frac"
-    words = _WORD.findall(text)
+    words = english().tokens(text)
+    keys = NGramKeys(words)
     for n, frac in zip(cfg.top_ngram_sizes, cfg.top_ngram_max_frac):
-        if top_ngram_chars(words, n) / total > frac:
+        if top_ngram_chars(words, n, keys) / total > frac:
             return f"gopher_rep_top_{n}gram"
+    unrepeated = None  # the smallest n with no repeated n-gram: no longer n-gram repeats either
     for n, frac in zip(cfg.dup_ngram_sizes, cfg.dup_ngram_max_frac):
-        if dup_ngram_chars(words, n) / total > frac:
+        if unrepeated is not None and n >= unrepeated:
+            continue
+        chars = _dup_ngram_chars(words, n, keys)
+        if chars is None:
+            unrepeated = n
+        elif chars / total > frac:
             return f"gopher_rep_dup_{n}gram"
     return None
 
@@ -175,11 +223,14 @@ class GopherQualityConfig:
 
 def gopher_quality(text: str, cfg: GopherQualityConfig, language: str) -> str | None:
     """None to keep, else gopher_<rule>. `language` (ISO 639-1) gates the English stop-word rule."""
-    words = _WORD.findall(text)
+    words = english().tokens(text)
     n = len(words)
-    if not cfg.min_words <= n <= cfg.max_words or n == 0:
+    # Word count and mean length over tokens that are not all punctuation; the ratios below over
+    # every token (datatrove's GopherQualityFilter: non_symbol_words and words).
+    n_words, n_chars, n_alpha = english().word_stats(words)
+    if not cfg.min_words <= n_words <= cfg.max_words or n_words == 0:
         return "gopher_word_count"
-    if not cfg.min_mean_word_length <= sum(map(len, words)) / n <= cfg.max_mean_word_length:
+    if not cfg.min_mean_word_length <= n_chars / n_words <= cfg.max_mean_word_length:
         return "gopher_mean_word_length"
     if text.count("#") / n > cfg.max_symbol_word_ratio:
         return "gopher_hash_ratio"
@@ -192,7 +243,7 @@ def gopher_quality(text: str, cfg: GopherQualityConfig, language: str) -> str | 
         return "gopher_bullet_lines"
     if sum(ln.rstrip().endswith(_ELLIPSES) for ln in lines) / len(lines) > cfg.max_ellipsis_lines_frac:
         return "gopher_ellipsis_lines"
-    if sum(1 for w in words if _ALPHA.search(w)) / n < cfg.min_alpha_words_frac:
+    if n_alpha / n < cfg.min_alpha_words_frac:
         return "gopher_alpha_words"
     if language in cfg.stop_words_languages:
         # "At least two of the following English words" (Gopher A.1.1): distinct words, as datatrove
@@ -239,7 +290,7 @@ def fineweb_quality(text: str, cfg: FineWebConfig) -> str | None:
         return "fineweb_short_line_ratio"
     if duplicates(lines)[1] / len(text.replace("\n", "")) > cfg.max_char_dup_frac:
         return "fineweb_char_dup_ratio"
-    words = _WORD.findall(text)
+    words = english().tokens(text)
     # Line breaks, not "\n" characters: FineWeb measured this on trafilatura's text, which
     # separates paragraphs with one newline; ours keeps a blank line between them.
     if not words or (len(lines) - 1) / len(words) > cfg.max_newline_word_ratio:

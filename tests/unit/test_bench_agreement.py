@@ -2,7 +2,18 @@
 the confusion counts, the chain and lmforge's side of it."""
 from __future__ import annotations
 
-from lmforge.bench.agreement import CHAIN, FAMILIES, Confusion, chain, lmforge_config, lmforge_family, render
+from lmforge.bench.agreement import (
+    CHAIN,
+    FAMILIES,
+    MATCHING,
+    SHIPPED,
+    Confusion,
+    chain,
+    explain,
+    lmforge_config,
+    lmforge_family,
+    render,
+)
 
 
 def test_confusion_counts_and_classes():
@@ -14,8 +25,20 @@ def test_confusion_counts_and_classes():
     assert c.agreement == 2 / 5
     d = c.as_dict()
     assert d["classes"][0] == {"lmforge": "keep", "datatrove": "gq:alpha", "pages": 2, "example": "c"}
-    text = render("pages", {**{f: Confusion() for f in FAMILIES}, CHAIN: c})
-    assert "| chain | 5 | 40.0% | 1 | 1 | 2 | 1 |" in text and "| keep | gq:alpha | 2 | `c` |" in text
+    shipped = Confusion()
+    shipped.add("f", None, "fineweb:line_punct_ratio")
+    text = render("pages", {MATCHING: {**{f: Confusion() for f in FAMILIES}, CHAIN: c},
+                            SHIPPED: {**{f: Confusion() for f in FAMILIES}, CHAIN: shipped}})
+    assert "| chain | 5 | 40.0% | 1 | 1 | 2 | 1 | 0.0% |" in text
+    # Every class is listed with its example and cause; an unknown class says it is not explained.
+    assert "| matching | chain | keep | gq:alpha | 2 | `c` | **not explained** |" in text
+    assert "| shipped | chain | keep | fineweb:line_punct_ratio | 1 | `f` | as fineweb's" in text
+
+
+def test_explained_classes():
+    assert "min_chars" in explain("c4", "too_short", "keep")
+    assert "blank line" in explain("chain", "keep", "gopher_repetition:top_2_gram")
+    assert explain("chain", "keep", "gopher_quality:gopher_below_alpha_threshold") == "**not explained**"
 
 
 def test_chain_stops_at_the_first_family_that_drops_and_passes_the_cleaned_text_on():
