@@ -125,13 +125,20 @@ def clean_lines(text: str, cfg: C4Config) -> list[str]:
     return _clean(text, cfg)[0]
 
 
-def sentences(lines: list[str]) -> int:
+def sentences(lines: list[str], enough: int | None = None) -> int:
     """Sentences in the kept lines, counted line by line as spaCy's Sentencizer counts them (words.py),
     which is how datatrove's C4QualityFilter counts (`split_into_sentences` per kept line). A kept
     line is at least one sentence; "e.g.", "U.S." or "Mr." end none, being one token each. TFDS
     c4_utils counts sentences of the whole page with NLTK's punkt model instead, which lmforge does
-    not ship (a pickled model); both variants count as datatrove does."""
-    return sum(sentence_count(ln) for ln in lines if ln)
+    not ship (a pickled model); both variants count as datatrove does. With `enough`, counting
+    stops once that many are found (the page rule only asks whether there are enough)."""
+    n = 0
+    for ln in lines:
+        if ln:
+            n += sentence_count(ln)
+            if enough is not None and n >= enough:
+                break
+    return n
 
 
 def clean_page(text: str, cfg: C4Config) -> tuple[str | None, str | None]:
@@ -140,7 +147,7 @@ def clean_page(text: str, cfg: C4Config) -> tuple[str | None, str | None]:
         return None, reason
     if not lines:
         return None, "c4_no_lines_left"
-    if sentences(lines) < cfg.min_sentences:
+    if sentences(lines, enough=cfg.min_sentences) < cfg.min_sentences:
         return None, "c4_too_few_sentences"
     page = "\n".join(lines)
     if len(page) < cfg.min_chars:

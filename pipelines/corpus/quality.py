@@ -28,10 +28,11 @@ Two differences from datatrove remain, both deliberate and measured by `bench co
 from __future__ import annotations
 
 import re
-from collections import Counter
+from bisect import bisect_left
 from dataclasses import dataclass
-from itertools import accumulate, compress, count
-from operator import ne
+from itertools import accumulate
+
+import numpy as np
 
 from lmforge.config import opt, require
 from pipelines.corpus.words import english
@@ -87,42 +88,57 @@ def duplicates(items: list[str]) -> tuple[int, int]:
     return n, chars
 
 
+_P = np.uint64(0x9E3779B97F4A7C15)  # odd 64-bit multiplier of the rolling n-gram key
+
+
 class NGramKeys:
-    """One int per n-gram of `words`, for n = 1, 2, ... in turn: keys(n)[i] stands for
-    words[i:i + n]. Built incrementally, the n-gram's key hashing the (n-1)-gram's key with its
-    last word, so each n costs one pass over pairs whatever n is. Ints rather than tuples because
-    tuples are tracked by the cyclic garbage collector, and lists of them made GC passes the main
-    cost of this filter (measured: 2x slower). Two different n-grams share a 64-bit key with
-    probability ~2^-64 per pair, far below anything a ratio threshold can notice."""
+    """One 64-bit key per n-gram of `words`, for n = 1, 2, ... in turn: keys(n)[i] stands for
+    words[i:i + n]. Built incrementally in numpy, key_n[i] = key_{n-1}[i] * P + hash(words[i+n-1])
+    (mod 2^64), so each n costs one vector operation whatever n is; counting and finding repeats
+    are numpy's too (np.unique). Two different n-grams share a key with probability ~2^-64 per
+    pair for ordinary text, far below anything a ratio threshold can notice (a polynomial key
+    modulo 2^64 can be made to collide by a page built for it; a rule over repetition is no
+    security boundary)."""
 
     def __init__(self, words: list[str]) -> None:
         self.words = words
-        self._n, self._keys = 1, list(words)
+        self._ids = np.fromiter(map(hash, words), dtype=np.int64, count=len(words)).view(np.uint64)
+        self._n, self._keys = 1, self._ids
+        self._cum: list[int] | None = None
 
-    def __call__(self, n: int) -> list:
+    def __call__(self, n: int) -> np.ndarray:
         if n < self._n:
-            self._n, self._keys = 1, list(self.words)
-        while self._n < n:
-            self._keys = list(map(hash, zip(self._keys, self.words[self._n:])))
+            self._n, self._keys = 1, self._ids
+        while self._n < n and len(self._keys):
+            self._keys = self._keys[:-1] * _P + self._ids[self._n:]
             self._n += 1
-        return self._keys
+        return self._keys if self._n == n else self._keys[:0]
+
+    @property
+    def cum(self) -> list[int]:
+        """cum[j] - cum[i] = characters in words[i:j]."""
+        if self._cum is None:
+            self._cum = [0, *accumulate(map(len, self.words))]
+        return self._cum
 
 
 def top_ngram_chars(words: list[str], n: int, keys: NGramKeys | None = None) -> int:
     """Characters covered by the most frequent n-gram: len(" ".join(gram)) * count, as datatrove
     (ties go to the n-gram seen first, as Counter.most_common)."""
-    grams = (keys or NGramKeys(words))(n)
-    if not grams or len(words) < n:
+    keys = keys or NGramKeys(words)
+    grams = keys(n)
+    if not len(grams):
         return 0
-    key, count = Counter(grams).most_common(1)[0]
-    i = grams.index(key)
-    return (sum(map(len, words[i:i + n])) + n - 1) * count
+    _, first, counts = np.unique(grams, return_index=True, return_counts=True)
+    top = int(counts.max())
+    i = int(first[counts == top].min())
+    return (keys.cum[i + n] - keys.cum[i] + n - 1) * top
 
 
 def dup_ngram_chars(words: list[str], n: int, keys: NGramKeys | None = None) -> int:
     """Characters (spaces excluded) in n-grams that repeat an earlier n-gram, as datatrove's
     find_all_duplicate: scan left to right; on a repeat count its characters and jump n words,
-    so overlapping repeats are not counted twice. O(words) per n.
+    so overlapping repeats are not counted twice.
 
     datatrove keys an n-gram by its words joined without spaces ("".join), lmforge by the words
     themselves: two different n-grams that concatenate to the same characters (["a", "bc"] and
@@ -132,28 +148,29 @@ def dup_ngram_chars(words: list[str], n: int, keys: NGramKeys | None = None) -> 
 
 def _dup_ngram_chars(words: list[str], n: int, keys: NGramKeys) -> int | None:
     """dup_ngram_chars, or None if no n-gram occurs twice (then no longer one does either)."""
-    grams = keys(n) if len(words) >= n else []
-    if len(set(grams)) == len(grams):
+    grams = keys(n)
+    _, first, inverse = np.unique(grams, return_index=True, return_inverse=True)
+    if len(first) == len(grams):
         return None
-    # The scan only decides something at an n-gram that occurred before (a "repeat" position):
-    # every other n-gram is new and just joins `seen`. So walk the repeat positions, adding the
-    # stretches between them in one step (`first`: each key's first index; later duplicates are
-    # inserted first, so the earliest index wins).
-    first = dict(zip(reversed(grams), range(len(grams) - 1, -1, -1)))
-    repeats = compress(count(), map(ne, map(first.__getitem__, grams), count()))
-    cum = [0, *accumulate(map(len, words))]  # cum[j] - cum[i] = characters in words[i:j]
-    seen: set = set()
-    chars = i = 0
-    for j in repeats:
-        if j < i:  # inside a counted repeat: skipped, as datatrove's jump skips it
-            continue
-        seen.update(grams[i:j])
-        if grams[j] in seen:
+    # The scan only decides something at an n-gram that occurred before (a "repeat" position, one
+    # whose key's first index is earlier): every other n-gram is new and just joins `seen`. So walk
+    # the repeat positions, adding the stretches between them in one step.
+    repeats = np.flatnonzero(first[inverse] != np.arange(len(grams))).tolist()
+    g = grams.tolist()
+    cum = keys.cum
+    seen: set[int] = set()
+    chars = i = k = 0
+    while k < len(repeats):
+        j = repeats[k]
+        seen.update(g[i:j])
+        if g[j] in seen:
             chars += cum[j + n] - cum[j]
             i = j + n
+            k = bisect_left(repeats, i, k + 1)  # repeats inside this one are skipped, as datatrove's jump skips them
         else:  # its earlier occurrence was skipped: it is new to the scan
-            seen.add(grams[j])
+            seen.add(g[j])
             i = j + 1
+            k += 1
     return chars
 
 
