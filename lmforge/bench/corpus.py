@@ -316,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     pages = english_pages(a.crawl)
     agreement = encyclopedic = None
     try:
-        from lmforge.bench.agreement import CHAIN, MATCHING, compare
+        from lmforge.bench.agreement import CHAIN, MATCHING, compare, judge
         from lmforge.bench.agreement import render as render_agreement
 
         print(f"bench corpus: keep/drop agreement with datatrove on {len(pages)} pages ...", flush=True)
@@ -334,6 +334,7 @@ def main(argv: list[str] | None = None) -> int:
             agreement_text += "\n" + render_agreement(
                 f"{len(enc):,} short encyclopedic texts (FOLDOC entries of >= 200 characters, Debian dict-foldoc, GFDL; "
                 "lmforge/bench/encyclopedic.py)", encyclopedic)
+        agreement_text += "\n" + judge({"samples/crawl": agreement, **({"FOLDOC": encyclopedic} if encyclopedic else {})})
     except ImportError:
         agreement_text = "datatrove is not installed (`pip install -e '.[bench]'`): keep/drop agreement not measured.\n"
     raw = extracted_english(a.crawl, a.docs)

@@ -62,3 +62,22 @@ def test_lmforge_side_runs_the_paper_variant():
     reason, text = lmforge_family("c4", "\n".join([line] * 5) + "\nmenu", cfg)
     assert reason is None and text == "\n".join([line] * 5)
     assert chain(lambda f, t: lmforge_family(f, t, cfg), "\n".join([line] * 5)).startswith("gopher_repetition:")
+
+
+def test_goal_is_judged_per_page_set():
+    from lmforge.bench.agreement import judge
+
+    def results(pairs):
+        out = {MATCHING: {f: Confusion() for f in (*FAMILIES, CHAIN)}, SHIPPED: {f: Confusion() for f in (*FAMILIES, CHAIN)}}
+        for i, (ours, theirs) in enumerate(pairs):
+            out[MATCHING][CHAIN].add(str(i), ours, theirs)
+            out[SHIPPED][CHAIN].add(str(i), ours, theirs)
+        return out
+
+    agree = results([(None, None)] * 99 + [(None, "gopher_repetition:top_2_gram")])  # 99%, explained
+    bad = results([(None, None)] * 97 + [(None, "gopher_quality:gopher_short_doc")] * 3)  # 97%, unexplained
+    text = judge({"a": agree, "b": bad})
+    assert "- a: matching: chain 99.0%, disagreements in unexplained classes 0; shipped: chain 99.0%, unexplained 0 -> met" in text
+    assert "- b: matching: chain 97.0%, disagreements in unexplained classes 3;" in text and "unexplained 3 -> NOT MET" in text
+    assert "**NOT MET** on 2 page set(s)." in text
+    assert "**MET**" in judge({"a": agree})
