@@ -32,7 +32,7 @@ FAMILIES = ("c4", "gopher_repetition", "gopher_quality", "fineweb")
 CHAIN = "chain"
 
 
-MATCHING, SHIPPED = "matching", "shipped"
+MATCHING, SHIPPED, TOKENS = "matching", "shipped", "tokens"
 
 
 def lmforge_config(datatrove_line_ends: bool = False):
@@ -148,7 +148,14 @@ def compare(pages: Iterable[tuple[str, str]], cfgs: dict[str, Any] | None = None
     filters = datatrove_filters()
     theirs = lambda fam, t: datatrove_family(filters[fam], t)  # noqa: E731
     out = {name: {fam: Confusion() for fam in (*FAMILIES, CHAIN)} for name in cfgs}
+    out[TOKENS] = {TOKENS: Confusion()}  # lmforge's tokens of the page equal to datatrove's (spaCy's): "both keep"
+    from datatrove.utils.text import split_into_words
+
+    from pipelines.corpus.words import tokens
+
     for page_id, text in pages:
+        same = tokens(text) == split_into_words(text, "en")
+        out[TOKENS][TOKENS].add(page_id, None if same else "differ", None)
         dt = {fam: theirs(fam, text)[0] for fam in FAMILIES}
         dt_chain = chain(theirs, text)
         for name, cfg in cfgs.items():
@@ -191,7 +198,7 @@ def render(name: str, results: dict[str, dict[str, Confusion]], top: int = 8) ->
     """The matching configuration's table with the shipped one's agreement beside it, then every
     disagreement class (per family and of the chain) with an example page and its cause."""
     main = results[MATCHING]
-    other = {k: v for k, v in results.items() if k != MATCHING}
+    other = {k: v for k, v in results.items() if k not in (MATCHING, TOKENS)}
     lines = [f"Keep/drop agreement with datatrove 0.10.1 on {name} (lmforge's C4 variant: paper; "
              "`matching` also sets FineWeb's line-end marks to datatrove's, `shipped` keeps lmforge's default):", "",
              "| family | pages | agreement (matching) | both keep | both drop | only lmforge keeps | only datatrove keeps |"
@@ -201,8 +208,11 @@ def render(name: str, results: dict[str, dict[str, Confusion]], top: int = 8) ->
         lines.append(f"| {fam} | {c.n:,} | {100 * c.agreement:.1f}% | {c.both_keep:,} | {c.both_drop:,} | "
                      f"{c.only_lmforge_keeps:,} | {c.only_datatrove_keeps:,} |"
                      + "".join(f" {100 * r[fam].agreement:.1f}% |" for r in other.values()))
+    if TOKENS in results:
+        t = results[TOKENS][TOKENS]
+        lines += ["", f"Words: lmforge's tokens equal spaCy's (datatrove's `split_into_words`) on {t.both_keep:,} of {t.n:,} pages."]
     rows = []
-    for cfg_name, res in results.items():
+    for cfg_name, res in ((k, v) for k, v in results.items() if k != TOKENS):
         for fam, c in res.items():
             for (a, b), n in c.classes.most_common(top):
                 if cfg_name != MATCHING and (a, b) in main[fam].classes:
