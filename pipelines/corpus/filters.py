@@ -13,8 +13,14 @@ markers ([1], [edit], [citation needed]) are removed; a kept line ends in an end
 ellipsis, has enough words, no "javascript" and no policy boilerplate. A line that passes the rules
 before them and contains "lorem ipsum" or "{" drops the whole page (TFDS and datatrove check these
 on surviving lines only, so a page whose "{" sits in a dropped line is kept). A page needs enough
-sentences in its kept lines, counted per line as spaCy's sentencizer counts them (`sentences`). Blank lines mark paragraphs:
-clean_page keeps one between paragraphs that still have kept lines.
+sentences in its kept lines, counted per line as spaCy's sentencizer counts them (`sentences`).
+
+Blank lines mark paragraphs: clean_page keeps one between paragraphs that still have kept lines, so
+Gopher's paragraph rules see the page's paragraphs. This is a deliberate difference from TFDS and
+datatrove, which join kept lines with one newline: Gopher's character fractions then divide by a
+text longer by its blank lines, which changed 3 of 2,006 crawl pages' repetition decisions (pages
+within that margin of a threshold; `bench corpus` lists them). The 200-character minimum
+(`min_chars`, too_short) is lmforge's own, not C4's.
 `bench corpus` measures keep/drop agreement with datatrove's filters (docs/BENCHMARKS.md).
 The bad-words page rule (both variants: TFDS and the paper's section 2.2) needs the page's
 language, so `has_bad_words` is a separate step that clean.process_document runs after language
