@@ -157,8 +157,9 @@ class EnglishWords:
         """spaCy's tokens of `text` without whitespace tokens: datatrove's `split_into_words(text, "en")`.
         The last text's tokens are kept, as the rule families of one page ask for the same text in
         turn; the list is shared, so callers must not change it."""
-        if text == self._last[0]:
-            return self._last[1]
+        last = self._last  # one read: another thread may replace it
+        if text == last[0]:
+            return last[1]
         chunks = text.split()
         per_chunk = list(map(self._cache.get, chunks))
         if None in per_chunk:
@@ -167,32 +168,35 @@ class EnglishWords:
         self._last = (text, out)
         return out
 
-    def _chunk_sentences(self, chunk: str) -> tuple[int, bool, int, bool]:
-        """The Sentencizer over one chunk's tokens, for both states it can start in: (sentence starts
-        added, a sentence end pending) after it, starting without and with an end pending."""
-        out: list = []
-        for seen_end in (False, True):
-            n = 0
-            for t in self.chunk_tokens(chunk):
-                if t in self.sentence_ends:
-                    seen_end = True
-                elif seen_end and not is_punct(t):
-                    n += 1
-                    seen_end = False
-            out += [n, seen_end]
-        return tuple(out)  # type: ignore[return-value]
+    def _sentencize(self, toks, seen_end: bool) -> tuple[int, bool]:
+        """spaCy's Sentencizer over `toks`: (sentence starts found, a sentence end still pending)."""
+        n = 0
+        for t in toks:
+            if t in self.sentence_ends:
+                seen_end = True
+            elif seen_end and not is_punct(t):
+                n += 1
+                seen_end = False
+        return n, seen_end
 
     def sentence_count(self, line: str) -> int:
         """Sentences spaCy's Sentencizer finds in `line` (0 for a blank line): a sentence starts at
         the first token that is neither punctuation nor a sentence end after a sentence end.
-        Whitespace other than one space between chunks makes a token of its own, as in spaCy."""
-        if _ODD_SPACE.search(line.strip()):
-            return self._sentence_count_tokens(line)
+        Whitespace other than one space between chunks makes a token of its own, as in spaCy; lines
+        without such whitespace (nearly all) go chunk by chunk, each chunk's effect cached for both
+        states it can start in."""
+        if not line.strip():
+            return 0
+        if _ODD_SPACE.search(line):
+            toks = chain.from_iterable((run,) if run[0].isspace() else self.chunk_tokens(run)
+                                       for run in _RUNS.findall(line) if run != " ")
+            return self._sentencize(toks, False)[0] + 1
         n, seen_end, summary = 0, False, self._sent
         for chunk in line.split():
             s = summary.get(chunk)
             if s is None:
-                s = summary[chunk] = self._chunk_sentences(chunk)
+                toks = self.chunk_tokens(chunk)
+                s = summary[chunk] = (*self._sentencize(toks, False), *self._sentencize(toks, True))
                 if len(summary) >= CACHE_CHUNKS:
                     summary.clear()
             if seen_end:
@@ -201,22 +205,7 @@ class EnglishWords:
             else:
                 n += s[0]
                 seen_end = s[1]
-        return n + 1 if line.strip() else 0
-
-    def _sentence_count_tokens(self, line: str) -> int:
-        ends, n, seen_end = self.sentence_ends, 0, False
-        any_token = False
-        for m in _RUNS.finditer(line):
-            run = m.group()
-            toks = (() if run == " " else (run,)) if run[0].isspace() else self.chunk_tokens(run)
-            for t in toks:
-                any_token = True
-                if t in ends:
-                    seen_end = True
-                elif seen_end and not is_punct(t):
-                    n += 1
-                    seen_end = False
-        return n + 1 if any_token else 0
+        return n + 1
 
     def is_symbol(self, token: str) -> bool:
         """True if every character is in datatrove's PUNCTUATION_SET: Gopher's quality rules do not

@@ -165,6 +165,45 @@ def test_ngram_counts_follow_datatrove():
     assert dup_ngram_chars(words, 4) == 0 and top_ngram_chars(words, 7) == 0
 
 
+def test_ngram_counts_equal_datatrove_loops_on_shuffled_real_words(pages):
+    """The numpy n-gram keys and the repeat-position scan against a transcription of datatrove's
+    find_top_duplicate / find_all_duplicate loops, on token lists drawn from a real page's words
+    (few distinct words, so n-grams repeat and overlap in every way)."""
+    import random
+    from collections import Counter
+
+    from pipelines.corpus.quality import NGramKeys
+
+    def dt_top(words, n):
+        grams = [" ".join(words[i:i + n]) for i in range(len(words) - n + 1)]
+        if not grams:
+            return 0
+        gram, count = Counter(grams).most_common(1)[0]
+        return len(gram) * count
+
+    def dt_dup(words, n):
+        unique, chars, i = set(), 0, 0
+        while i < len(words) - n + 1:
+            gram = tuple(words[i:i + n])  # datatrove joins with ""; tokens here cannot collide that way
+            if gram in unique:
+                chars += sum(map(len, gram))
+                i += n
+            else:
+                unique.add(gram)
+                i += 1
+        return chars
+
+    vocab = words_of(page(pages, KERNEL))
+    rng = random.Random(16)
+    for _ in range(600):
+        pool = rng.sample(vocab, rng.choice([1, 2, 3, 5, 12]))
+        words = [rng.choice(pool) for _ in range(rng.randint(0, 70))]
+        keys = NGramKeys(words)
+        for n in rng.sample(range(1, 12), 11):  # any order: the keys restart when n goes down
+            assert top_ngram_chars(words, n, keys) == dt_top(words, n), (words, n)
+            assert dup_ngram_chars(words, n, keys) == dt_dup(words, n), (words, n)
+
+
 def test_gopher_repetition_keeps_real_prose(pages):
     for suffix in (KERNEL, CONTRIB, RU_GUIDE, CRYPT):
         assert gopher_repetition(page(pages, suffix), GopherRepetitionConfig()) is None, suffix
