@@ -215,14 +215,17 @@ def gopher_repetition(text: str, cfg: GopherRepetitionConfig) -> str | None:
 @dataclass
 class GopherQualityConfig:
     enabled: bool = opt(True, "apply the Gopher quality rules")
-    min_words: int = opt(50, "Gopher A.1.1: drop documents with fewer words")
+    min_words: int = opt(50, "Gopher A.1.1: drop documents with fewer words (spaCy tokens not made only of punctuation, as datatrove)")
     max_words: int = opt(100_000, "Gopher A.1.1: drop documents with more words")
     min_mean_word_length: float = opt(3.0, "Gopher A.1.1: drop documents whose mean word length (characters) is lower")
     max_mean_word_length: float = opt(10.0, "Gopher A.1.1: drop documents whose mean word length (characters) is higher")
-    max_symbol_word_ratio: float = opt(0.1, "Gopher A.1.1: max ratio of '#' to words, and of ellipses ('...' or '…') to words")
+    max_symbol_word_ratio: float = opt(0.1, "Gopher A.1.1: max ratio of '#' to tokens, and of ellipses ('...' or '…') to tokens "
+                                                 "(spaCy tokens, punctuation included, as datatrove)")
     max_bullet_lines_frac: float = opt(0.9, "Gopher A.1.1: max fraction of non-blank lines starting with a bullet ('•' or '-', as datatrove)")
     max_ellipsis_lines_frac: float = opt(0.3, "Gopher A.1.1: max fraction of non-blank lines ending with an ellipsis")
-    min_alpha_words_frac: float = opt(0.8, "Gopher A.1.1: min fraction of words containing a letter")
+    min_alpha_words_frac: float = opt(0.8, "Gopher A.1.1: min fraction of tokens containing a letter (spaCy tokens, "
+                                                "punctuation and numbers included, as datatrove; lower it for "
+                                                "punctuation-rich languages)")
     min_stop_words: int = opt(2, "Gopher A.1.1: min number of distinct stop_words present (0 turns the rule off)")
     stop_words: list[str] = opt(GOPHER_STOP_WORDS, "Gopher A.1.1: the English stop words (case-sensitive, as datatrove)")
     stop_words_languages: list[str] = opt(["en"], "apply the stop-word rule only to documents identified as these languages "
