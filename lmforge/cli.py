@@ -173,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
                         "backend, torchrun command, DeepSpeed config) as JSON and exit")
         sp.add_argument("--gpus-per-node", type=int, default=None, help="with --dry-run: plan for a node with this many "
                         "GPUs (compute capability 8.0) instead of this machine; with --emit/--submit: the GPUs each "
-                        "node's job asks for")
+                        "node's job asks for, trained on with --accelerator cuda, one process per GPU unless --nproc "
+                        "(needed for cuda there: without it the job gets no GPU and trains on CPU)")
         sp.add_argument("--nnodes", type=int, default=1, help="nodes: run this same command on each of them; they meet "
                         "through a c10d rendezvous at --rdzv-endpoint and must share the file system holding --shards, "
                         "--tokenizer and --output (default: 1)")
@@ -200,6 +201,12 @@ def main(argv: list[str] | None = None) -> int:
         sp.add_argument("--pod-cpu", default="", help="k8s/pytorchjob: CPU requested per pod, e.g. 8 or 7500m")
         sp.add_argument("--pod-memory", default="", help="k8s/pytorchjob: memory requested and limited per pod, e.g. 32Gi")
         sp.add_argument("--job-name", default="lmforge-pretrain", help="with --emit/--submit: the job's name")
+        sp.add_argument("--nccl-env", action="append", default=[], metavar="KEY=VALUE", help="with --emit/--submit: "
+                        "set in each node's environment, repeatable: NCCL_* (NCCL_SOCKET_IFNAME=eth0, NCCL_IB_HCA=mlx5, "
+                        "NCCL_DEBUG=WARN), GLOO_SOCKET_IFNAME, TORCH_NCCL_ASYNC_ERROR_HANDLING, TORCH_NCCL_BLOCKING_WAIT "
+                        "or TORCH_DISTRIBUTED_DEBUG")
+        sp.add_argument("--rdma-resource", default="", metavar="NAME", help="k8s/pytorchjob: an RDMA device resource "
+                        "each pod asks one of (e.g. rdma/hca, nvidia.com/hostdev), with the IPC_LOCK capability")
         sp.add_argument("--namespace", default="", help="with --submit k8s/pytorchjob: the namespace (default: "
                         "kubectl's current)")
         sp.add_argument("--cluster-timeout", type=float, default=0, help="with --submit: cancel the job and fail after "
@@ -240,11 +247,12 @@ def main(argv: list[str] | None = None) -> int:
 
             if ns.emit or ns.submit:
                 from lmforge.config import config_to_dict
-                from training.cluster import ClusterSpec, render
+                from training.cluster import ClusterSpec, env_pairs, render
 
                 spec = ClusterSpec(nnodes=ns.nnodes, nproc=ns.nproc, job=ns.job_name, image=ns.image,
                                    shared_pvc=ns.shared_pvc, mount=ns.mount, gpus_per_node=ns.gpus_per_node or 0,
-                                   cpu=ns.pod_cpu, memory=ns.pod_memory, port=ns.master_port)
+                                   cpu=ns.pod_cpu, memory=ns.pod_memory, port=ns.master_port,
+                                   accelerator=ns.accelerator, rdma=ns.rdma_resource, nccl_env=env_pairs(ns.nccl_env))
                 given = config_to_dict(cfg)  # the options that differ from the defaults, so the file reads well
                 base = config_to_dict(cls(shards=cfg.shards, tokenizer=cfg.tokenizer, output=cfg.output))
                 opts = {k: v for k, v in given.items() if k in ("shards", "tokenizer", "output") or base[k] != v}

@@ -12,7 +12,9 @@ PyTorchJob, and a Slurm batch script, rendered from the same options `lmforge pr
 Each starts one `lmforge pretrain` per node with a static rank (`--node-rank`, `--master-addr` node 0):
 - k8s: an indexed Job (`completionMode: Indexed`, one pod per node, the pod's JOB_COMPLETION_INDEX is its node
   rank), and a headless Service so that pod 0 is reachable as `<job>-0.<job>` (the Job's pods get that hostname
-  through `subdomain`); needs nothing but Kubernetes >= 1.24;
+  through `subdomain`; `publishNotReadyAddresses` publishes it before pod 0 is ready); needs nothing but
+  Kubernetes >= 1.24. The other pods wait for pod 0 in torchrun's static rendezvous, a TCPStore whose timeout is
+  torchrun's `--rdzv-conf timeout=SECONDS` (900 by default; `join_timeout` is read by the c10d backend only);
 - pytorchjob: Kubeflow Training Operator's PyTorchJob (kubeflow.org/v1), one Master and nnodes-1 Workers. The
   operator sets MASTER_ADDR (the Master's Service), MASTER_PORT (the container port named `pytorchjob-port`) and
   RANK (the pod's rank: Master 0, Worker i is i+1) in every pod, and the command reads them. It does not read
@@ -23,8 +25,10 @@ Each starts one `lmforge pretrain` per node with a static rank (`--node-rank`, `
 In both Kubernetes kinds the runs folder is a ReadWriteMany claim mounted at `mount` (the shared file system
 pretraining checks for), /dev/shm is a memory volume (a container's default 64 MB is too small for NCCL and
 DataLoader workers), and pods are not restarted (a failed node fails the job; rerunning resumes from the last
-checkpoint). Processes per node: `--nproc` (0: one per GPU where the node has them, else 2). Rendering is a pure
-function (`render`), so tests check the kinds and fields without a cluster.
+checkpoint). Each node's command forces its accelerator: cuda with the GPUs `--gpus-per-node` asks the scheduler
+for (one process per GPU unless `--nproc`), else cpu: a GPU job cannot fall back to CPU unnoticed.
+`--nccl-env` variables go into each node's environment and `--rdma-resource` asks for an RDMA device. Rendering is a
+pure function (`render`), so tests check the kinds and fields, and the Kubernetes schemas, without a cluster.
 """
 from __future__ import annotations
 
@@ -35,10 +39,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from lmforge.config import options_to_argv
+from training.accelerator import ACCELERATORS
 
 KINDS = ("k8s", "pytorchjob", "slurm")
 DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,50}[a-z0-9])?"  # 52 at most: pod names add "-worker-NNN" within 63
 QUANTITY = r"\d+(\.\d+)?([EPTGMk]i?|m|Ki)?"  # Kubernetes resource quantities: 4, 500m, 16Gi, 64G
+RESOURCE = r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"  # domain/name: rdma/hca
+# variables besides NCCL_* that tune the collectives: gloo's interface, PyTorch's NCCL watchdog and debug output
+ENV_ALLOWED = ("GLOO_SOCKET_IFNAME", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_BLOCKING_WAIT",
+               "TORCH_DISTRIBUTED_DEBUG")
 
 
 @dataclass(frozen=True)
@@ -55,6 +64,15 @@ class ClusterSpec:
     mount: str = "/shared"
     """Kubernetes: where the claim is mounted in each pod; the run's paths must be under it."""
     gpus_per_node: int = 0
+    """GPUs each node asks the scheduler for (nvidia.com/gpu, --gres=gpu:N); >0 means cuda."""
+    accelerator: str = "auto"
+    """auto, cpu or cuda; each node's command forces the resolved one (`device`): cuda needs gpus_per_node."""
+    rdma: str = ""
+    """Kubernetes: an RDMA device resource (e.g. rdma/hca, nvidia.com/hostdev) each pod asks one of, with IPC_LOCK
+    so NCCL can pin memory for it; empty: none (NCCL falls back to TCP sockets)."""
+    nccl_env: tuple[tuple[str, str], ...] = ()
+    """(NAME, value) set in each node's environment: NCCL_* (e.g. NCCL_SOCKET_IFNAME, NCCL_IB_HCA) or one of
+    ENV_ALLOWED; the Kubernetes kinds write them into the container's env, the Slurm script exports them."""
     cpu: str = ""
     """Kubernetes: CPU requested per pod (e.g. "8", "7500m"); empty: none requested."""
     memory: str = ""
@@ -72,6 +90,46 @@ class ClusterSpec:
             value = getattr(self, name)
             if value and not re.fullmatch(QUANTITY, value):
                 raise ValueError(f"{name} {value!r}: a Kubernetes quantity such as 8, 7500m, 32Gi")
+        if self.accelerator not in ACCELERATORS:
+            raise ValueError(f"accelerator must be one of {', '.join(ACCELERATORS)}, got {self.accelerator!r}")
+        if self.gpus_per_node < 0 or self.nproc < 0:
+            raise ValueError(f"--gpus-per-node and --nproc must be >= 0, got {self.gpus_per_node}, {self.nproc}")
+        # without GPUs in the request the scheduler gives the pod or task none, and `auto` would quietly train on CPU
+        if self.accelerator == "cuda" and not self.gpus_per_node:
+            raise ValueError("--accelerator cuda on a cluster needs --gpus-per-node N (the GPUs each node asks for)")
+        if self.accelerator == "cpu" and self.gpus_per_node:
+            raise ValueError(f"--gpus-per-node {self.gpus_per_node} with --accelerator cpu: the GPUs would sit idle")
+        if self.gpus_per_node and self.nproc > self.gpus_per_node:
+            raise ValueError(f"--nproc {self.nproc} on nodes with {self.gpus_per_node} GPU(s): one process per GPU")
+        if self.rdma and not re.fullmatch(RESOURCE, self.rdma):
+            raise ValueError(f"RDMA resource {self.rdma!r}: an extended resource name such as rdma/hca")
+        names = [k for k, _ in self.nccl_env]
+        for name in names:
+            if not (re.fullmatch(r"NCCL_[A-Z0-9_]+", name) or name in ENV_ALLOWED):
+                raise ValueError(f"--nccl-env {name}: NCCL_* or one of {', '.join(ENV_ALLOWED)}")
+        if len(set(names)) < len(names):
+            raise ValueError(f"--nccl-env names a variable twice: {', '.join(names)}")
+        if any(c in v for _, v in self.nccl_env for c in "\n\r\0"):
+            raise ValueError("--nccl-env values are one line")
+
+    @property
+    def device(self) -> str:
+        """The accelerator each node runs on: cuda when GPUs are asked for, else cpu. Never auto: a pod that asked
+        for no GPU may still see the node's (CUDA images set NVIDIA_VISIBLE_DEVICES=all) and must not take them."""
+        return "cuda" if self.gpus_per_node else "cpu"
+
+    @property
+    def procs(self) -> int:
+        """Processes per node: nproc, else one per GPU (0 on CPU: the node's default, 2)."""
+        return self.nproc or self.gpus_per_node
+
+
+def env_pairs(items: list[str]) -> tuple[tuple[str, str], ...]:
+    """`--nccl-env KEY=VALUE` options as ClusterSpec.nccl_env."""
+    bad = [item for item in items if "=" not in item or item.startswith("=")]
+    if bad:
+        raise ValueError(f"--nccl-env {bad[0]!r}: KEY=VALUE, e.g. NCCL_SOCKET_IFNAME=eth0")
+    return tuple(tuple(item.split("=", 1)) for item in items)  # type: ignore[misc]
 
 
 def job_name(text: str) -> str:
@@ -84,9 +142,9 @@ def pretrain_argv(cfg_opts: dict[str, Any], spec: ClusterSpec, node_rank: str, m
                   master_port: str = "") -> list[str]:
     """`lmforge pretrain` with the run's options and this node's place; `node_rank`, `master_addr` and `master_port`
     may be shell expressions the node expands (e.g. $JOB_COMPLETION_INDEX)."""
-    return ["lmforge", "pretrain", *options_to_argv(cfg_opts), "--nproc", str(spec.nproc), "--nnodes",
-            str(spec.nnodes), "--node-rank", node_rank, "--master-addr", master_addr, "--master-port",
-            master_port or str(spec.port)]
+    return ["lmforge", "pretrain", *options_to_argv(cfg_opts), "--accelerator", spec.device, "--nproc",
+            str(spec.procs), "--nnodes", str(spec.nnodes), "--node-rank", node_rank, "--master-addr", master_addr,
+            "--master-port", master_port or str(spec.port)]
 
 
 def _shell(argv: list[str]) -> str:
@@ -109,11 +167,15 @@ def _pod(spec: ClusterSpec, container: str, cmd: str, port_name: str, indent: in
     """A pod spec's containers and volumes (one container running `cmd`), indented to sit under `spec:`."""
     requests = {k: v for k, v in (("cpu", spec.cpu), ("memory", spec.memory)) if v}
     limits = {**({"memory": spec.memory} if spec.memory else {}),
-              **({"nvidia.com/gpu": str(spec.gpus_per_node)} if spec.gpus_per_node else {})}
+              **({"nvidia.com/gpu": str(spec.gpus_per_node)} if spec.gpus_per_node else {}),
+              **({spec.rdma: "1"} if spec.rdma else {})}  # extended resources: the request follows the limit
     # quantities are checked in ClusterSpec, so they go unquoted (8 stays a number, 32Gi a string)
     parts = [f"    {part}:\n" + "".join(f"      {k}: {v}\n" for k, v in d.items())
              for part, d in (("requests", requests), ("limits", limits)) if d]
     resources = ("\n  resources:\n" + "".join(parts)).rstrip("\n") if parts else ""
+    # NCCL registers (pins) its buffers with the RDMA device, beyond the default locked-memory limit
+    security = "\n  securityContext: {capabilities: {add: [IPC_LOCK]}}" if spec.rdma else ""
+    env = "".join(f"\n  - {{name: {k}, value: {_q(v)}}}" for k, v in spec.nccl_env)
     text = f"""containers:
 - name: {container}
   image: {_q(spec.image)}
@@ -122,10 +184,10 @@ def _pod(spec: ClusterSpec, container: str, cmd: str, port_name: str, indent: in
   ports:
   - {{name: {port_name}, containerPort: {spec.port}}}
   env:
-  - {{name: TORCH_EXTENSIONS_DIR, value: {_q(spec.mount.rstrip("/") + "/.torch_extensions")}}}
+  - {{name: TORCH_EXTENSIONS_DIR, value: {_q(spec.mount.rstrip("/") + "/.torch_extensions")}}}{env}
   volumeMounts:
   - {{name: runs, mountPath: {_q(spec.mount)}}}
-  - {{name: shm, mountPath: /dev/shm}}{resources}
+  - {{name: shm, mountPath: /dev/shm}}{resources}{security}
 volumes:
 - name: runs
   persistentVolumeClaim: {{claimName: {_q(spec.shared_pvc)}}}
@@ -147,6 +209,9 @@ metadata:
   labels: {{app: {_q(spec.job)}}}
 spec:
   clusterIP: None
+  # pod 0's name resolves as soon as it has an address: while its image is still pulling, the other pods would
+  # otherwise find no DNS record for <job>-0.<job> and their static rendezvous could run out of time
+  publishNotReadyAddresses: true
   selector: {{job-name: {_q(spec.job)}}}
   ports:
   - name: rendezvous

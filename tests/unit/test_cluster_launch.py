@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -24,18 +25,19 @@ OPTS = {"shards": "/shared/x/shards", "tokenizer": "/shared/x/tokenizer", "outpu
 def _parse_node_command(cmd: str, node_rank: str, master: str) -> tuple[PretrainConfig, argparse.Namespace]:
     """The node's command with its shell variables as the node would expand them, through pretrain's parser."""
     argv = shlex.split(cmd)
-    assert argv[:2] == ["lmforge", "pretrain"], argv
+    start = argv.index("pretrain")  # after `lmforge`, an installation's by absolute path, or `PYTHON -m lmforge.cli`
+    assert os.path.basename(argv[0]) == "lmforge" and start == 1 or argv[1:start] == ["-m", "lmforge.cli"], argv
     env = {"$JOB_COMPLETION_INDEX": node_rank, "$SLURM_NODEID": node_rank, "$RANK": node_rank, "$MASTER_ADDR": master,
            "$MASTER_PORT": "23456"}  # the PyTorchJob operator's values
-    argv = [env.get(a, a) for a in argv[2:]]
+    argv = [env.get(a, a) for a in argv[start + 1:]]
     p = argparse.ArgumentParser()
     add_config_args(p, PretrainConfig)
     for flag, kind in (("--nproc", int), ("--nnodes", int), ("--node-rank", int), ("--master-addr", str),
-                       ("--master-port", int)):
+                       ("--master-port", int), ("--accelerator", str)):
         p.add_argument(flag, type=kind)
     ns = p.parse_args(argv)
     extra = argparse.Namespace(**{k: getattr(ns, k) for k in ("nproc", "nnodes", "node_rank", "master_addr",
-                                                               "master_port")})
+                                                               "master_port", "accelerator")})
     for k in vars(extra):
         delattr(ns, k)
     return config_from_args(PretrainConfig, ns), extra
@@ -60,6 +62,7 @@ def test_kubernetes_indexed_job_with_a_headless_service():
     cfg, node = _parse_node_command(c["args"][0], node_rank="2", master="unused")
     assert cfg == PretrainConfig(**OPTS)
     assert (node.nnodes, node.node_rank, node.nproc, node.master_addr) == (4, 2, 8, "mini-run-0.mini-run")
+    assert node.accelerator == "cuda"  # forced: `auto` would train on CPU wherever torch sees no GPU
 
 
 def test_slurm_batch_script_runs_one_task_per_node():
