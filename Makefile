@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.lmforge-installed
 RUN    ?= demo
 
-.PHONY: setup demo test test-fast lint ui ui-check bench clean
+.PHONY: setup demo test test-fast lint ui ui-check bench gpu-check clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -43,6 +43,12 @@ bench: setup
 	$(BIN)/lmforge bench data
 	$(BIN)/lmforge bench train --resume
 	$(BIN)/lmforge bench transfer --resume
+
+# On a GPU node, before a long run: torch/CUDA/NCCL facts, the optimizers on the GPU, NCCL all-reduce bandwidth, a
+# 20-step pretraining on every GPU resumed on the same and on another GPU count -> runs/doctor/doctor.{json,md}.
+# Fails (exit 1) where no CUDA device answers; `lmforge doctor` alone checks what a CPU machine can.
+gpu-check: setup
+	$(BIN)/lmforge doctor --gpu-run
 
 # The Prefect UI on http://127.0.0.1:4200, loopback only, telemetry off (infra/README.md says how
 # to expose it safely; then run flows with PREFECT_API_URL set, see README).

@@ -64,6 +64,8 @@ SUMMARIES = {
     "labeled": "real labelled datasets (VADER, Reuters-21578, ...) as files finetune reads: labeled list | prepare NAME",
     "run": "a Prefect flow (no server needed): the whole DAG, training from shards (--flow train), or a refresh (--flow refresh)",
     "alerts": "a Prefect automation that POSTs to a webhook when a refresh fails (needs a Prefect server)",
+    "doctor": "can this node train? torch/CUDA/NCCL facts, optimizers, NCCL all-reduce, a short GPU pretraining "
+              "with resume -> runs/doctor/doctor.{json,md}",
     "bench": "benchmarks against named peers -> docs/BENCHMARKS.md (bench corpus | data | extraction | langid | scale | tokenizer | train | transfer)",
 }
 
@@ -134,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="lmforge", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in (*STAGES, "labeled", "run", "alerts", "bench"):
+    for name in (*STAGES, "labeled", "run", "alerts", "bench", "doctor"):
         sub.add_parser(name, help=SUMMARIES[name], add_help=False)
     if not argv or argv[0] in ("-h", "--help"):
         parser.print_help()
@@ -155,6 +157,10 @@ def main(argv: list[str] | None = None) -> int:
         return alerts(rest)
     if command == "labeled":
         return _labeled(rest)
+    if command == "doctor":
+        from training.doctor import main as doctor
+
+        return doctor(rest)
     if command in ("pretrain", "finetune", "distill", "evaluate", "compress"):
         # DeepSpeed (imported by transformers) warns when it has to guess the accelerator; tell it
         import torch

@@ -1,4 +1,4 @@
-"""infra/docker: the one image for Beam workers and training. No Docker engine runs here, so the image is not
+"""infra/docker: the image for Beam workers and training, and its CUDA variant for GPU nodes (Dockerfile.cuda). No Docker engine runs here, so the image is not
 built: these tests read the Dockerfile (every COPY source exists and is not excluded from the build context, the
 torch and Beam pins match constraints.txt, the demo's sample is inside the image) and run the entrypoint script
 itself with stub programs in place of Beam's boot and `lmforge`."""
@@ -17,10 +17,10 @@ DOCKER = ROOT / "infra" / "docker"
 ENTRYPOINT = DOCKER / "entrypoint.sh"
 
 
-def instructions() -> list[tuple[str, str]]:
+def instructions(name: str = "Dockerfile") -> list[tuple[str, str]]:
     """(INSTRUCTION, arguments) with continuation lines joined and comments dropped."""
     out: list[tuple[str, str]] = []
-    text = re.sub(r"\\\n", " ", (DOCKER / "Dockerfile").read_text())
+    text = re.sub(r"\\\n", " ", (DOCKER / name).read_text())
     for line in text.splitlines():
         line = line.strip()
         if line and not line.startswith("#"):
@@ -29,10 +29,10 @@ def instructions() -> list[tuple[str, str]]:
     return out
 
 
-def copies() -> list[tuple[list[str], list[str], str]]:
+def copies(name: str = "Dockerfile") -> list[tuple[list[str], list[str], str]]:
     """(flags, sources, destination) of each COPY."""
     rows = []
-    for word, rest in instructions():
+    for word, rest in instructions(name):
         if word == "COPY":
             parts = rest.split()
             flags = [p for p in parts if p.startswith("--")]
@@ -45,12 +45,13 @@ def pins() -> dict[str, str]:
     return dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)", (ROOT / "constraints.txt").read_text(), re.M))
 
 
-def test_every_copy_source_is_in_the_repository_and_the_build_context():
-    ignored = [p.strip() for p in (DOCKER / "Dockerfile.dockerignore").read_text().splitlines()
+@pytest.mark.parametrize("name", ["Dockerfile", "Dockerfile.cuda"])
+def test_every_copy_source_is_in_the_repository_and_the_build_context(name):
+    ignored = [p.strip() for p in (DOCKER / f"{name}.dockerignore").read_text().splitlines()
                if p.strip() and not p.startswith("#")]
-    stages = {rest.split()[-1] for word, rest in instructions() if word == "FROM" and " AS " in f" {rest.upper()} "}
+    stages = {rest.split()[-1] for word, rest in instructions(name) if word == "FROM" and " AS " in f" {rest.upper()} "}
     checked = 0
-    for flags, sources, _ in copies():
+    for flags, sources, _ in copies(name):
         stage = next((f.split("=", 1)[1] for f in flags if f.startswith("--from=")), None)
         if stage:
             assert stage in stages, f"COPY --from={stage}: no build stage of that name ({stages})"
@@ -121,3 +122,38 @@ def test_entrypoint_picks_the_role(run_entrypoint):
     assert said("sometool", LMFORGE_ROLE="lmforge") == (0, "lmforge sometool", "")
     code, _, err = said("x", LMFORGE_ROLE="spark")
     assert code == 2 and "LMFORGE_ROLE must be beam, lmforge or auto, got 'spark'" in err
+
+
+def test_cuda_image_installs_the_cuda_wheel_without_a_compiler_and_runs_the_doctor():
+    """Dockerfile.cuda: an official nvidia/cuda base with Python 3.11 from the distribution, torch at the pin from
+    a CUDA wheel index (and asserted to be a CUDA build), DeepSpeed at its pin with no op prebuilt, nothing that
+    compiles (no build-essential, no nvcc from a devel image), and `lmforge doctor` as the build's check and the
+    image's default command."""
+    name = "Dockerfile.cuda"
+    text = (DOCKER / name).read_text()
+    steps = instructions(name)
+    args = dict(rest.split("=", 1) for word, rest in steps if word == "ARG" and "=" in rest)
+    assert re.fullmatch(r"nvidia/cuda:12\.\d+\.\d+-(base|runtime)-ubuntu22\.04", args["CUDA_IMAGE"]), args
+    assert [rest for word, rest in steps if word == "FROM"] == ["${CUDA_IMAGE}"]
+    assert re.fullmatch(r"https://download\.pytorch\.org/whl/cu12[68]", args["TORCH_INDEX"])
+    run = " && ".join(rest for word, rest in steps if word == "RUN")
+    c = pins()
+    assert f"pip install --no-cache-dir torch=={c['torch']} --index-url ${{TORCH_INDEX}}" in run
+    assert f"startswith('{c['torch']}')" in run and "assert torch.version.cuda" in run
+    assert "DS_BUILD_OPS=0 DS_ACCELERATOR=cpu pip install --no-cache-dir -c constraints.txt deepspeed" in run
+    assert "deepspeed" in c  # the pin the constraint applies
+    assert "python3.11 python3.11-venv" in run and "python3.11 -m venv /opt/venv" in run
+    for compiler in ("build-essential", "gcc", "g++", "nvcc", "cuda-toolkit", "-devel"):
+        assert compiler not in run and compiler not in args["CUDA_IMAGE"], compiler
+    assert "lmforge doctor --no-gpu-run" in run
+    assert next(rest for word, rest in steps if word == "CMD") == '["doctor"]'
+    (_, _, dest), = [(f, s, d) for f, s, d in copies(name) if s == ["infra/docker/entrypoint.sh"]]
+    assert next(rest for word, rest in steps if word == "ENTRYPOINT") == f'["{dest}"]'
+    env = " ".join(rest for word, rest in steps if word == "ENV")
+    workdir = next(rest for word, rest in steps if word == "WORKDIR")
+    assert f"LMFORGE_HOME={workdir}" in env and "LMFORGE_ROLE=lmforge" in env and "PATH=/opt/venv/bin:$PATH" in env
+    assert "DS_ACCELERATOR" not in env  # picked per node at run time
+    # the doctor's pretraining check reads the bundled vaderSentiment sample from the working directory
+    copied = {src for _, sources, _ in copies(name) for src in sources}
+    assert "samples/labeled" in copied and "samples/licenses" in copied
+    assert "docker build` fails" in text and "NOT BUILT" in text
