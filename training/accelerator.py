@@ -5,7 +5,9 @@
 
 - `cuda`: one process per GPU (`nproc` 0 means every visible GPU; more processes than GPUs is an
   error), NCCL between them, bf16 where the GPU supports it (compute capability 8.0+) and fp16
-  otherwise, DeepSpeed's fused Adam available; a few CPU threads per process for the data loader.
+  otherwise, torch's fused AdamW (DeepSpeed's FusedLamb for LAMB where its op loads); a few CPU threads per
+  process for the data loader. Workers bind their GPU and join the process group through
+  training.distributed (NCCL beside gloo).
 - `cpu`: gloo between processes, and the cores shared out: each process gets cores // nproc torch
   threads (one process uses every core; two on two cores get one each, since more would contend).
 - `auto`: `cuda` when torch sees a CUDA device, else `cpu`.
@@ -58,7 +60,8 @@ class LaunchPlan:
     precisions: tuple[str, ...]
     """Mixed precisions the devices support, best first (fp32 always)."""
     fused_adam: bool
-    """DeepSpeed's FusedAdam (CUDA) can replace torch AdamW."""
+    """DeepSpeed's fused ops may be used (CUDA: FusedLamb for --optimizer lamb, where its op loads; AdamW is
+    torch's fused one everywhere, training.recipe.optimizer_choice)."""
     notes: list[str] = field(default_factory=list)
 
     def env(self) -> dict[str, str]:

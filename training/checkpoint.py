@@ -130,7 +130,7 @@ def save(engine, ckpt_dir: Path, step: int, state: dict[str, Any], rank: int) ->
         tag_dir.mkdir(parents=True, exist_ok=True)
         (tag_dir / DIGESTS).unlink(missing_ok=True)  # a tag being rewritten is not good until its digests are
     dist.barrier()
-    torch.save({"torch": torch.get_rng_state()}, tag_dir / f"rng_rank{rank}.pt")
+    torch.save(rng_state(), tag_dir / f"rng_rank{rank}.pt")
     # The universal-checkpoint marker lets ds_to_universal convert this tag for another world size.
     client = {"lmforge": state, UNIVERSAL_CHECKPOINT_INFO: {UNIVERSAL_CHECKPOINT_VERSION_KEY:
                                                             UNIVERSAL_CHECKPOINT_VERSION_VALUE}}
@@ -147,8 +147,18 @@ def save(engine, ckpt_dir: Path, step: int, state: dict[str, Any], rank: int) ->
     return tag
 
 
-def to_universal(ckpt_dir: Path, tag: str) -> str:
-    """Convert `tag` with DeepSpeed's ds_to_universal (once; the result is digested and reused)."""
+def conversion_workers() -> int:
+    """Processes for ds_to_universal's extract and merge steps: the cores this process may use, at most 8
+    (each worker holds a slice of the optimizer state in memory)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(8, cores))
+
+
+def to_universal(ckpt_dir: Path, tag: str, workers: int = 0) -> str:
+    """Convert `tag` with DeepSpeed's ds_to_universal (once; the result is digested and reused), with `workers`
+    extract and merge processes (0: `conversion_workers()`). Rank 0 does this while the others wait inside a
+    collective, so it must finish within the run's --dist-timeout-minutes."""
+    workers = workers or conversion_workers()
     out = ckpt_dir / f"{tag}{UNIVERSAL_SUFFIX}"
     if verify_tag(out) is None:
         return out.name
@@ -157,7 +167,7 @@ def to_universal(ckpt_dir: Path, tag: str) -> str:
 
         shutil.rmtree(out)
     cmd = [sys.executable, "-m", "deepspeed.checkpoint.ds_to_universal", "--input_folder", str(ckpt_dir / tag),
-           "--output_folder", str(out), "--num_extract_workers", "1", "--num_merge_workers", "1"]
+           "--output_folder", str(out), "--num_extract_workers", str(workers), "--num_merge_workers", str(workers)]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"ds_to_universal failed on {ckpt_dir / tag} (exit {done.returncode}):\n"
@@ -169,11 +179,27 @@ def to_universal(ckpt_dir: Path, tag: str) -> str:
     return out.name
 
 
+def rng_state() -> dict[str, torch.Tensor]:
+    """This process's RNG: torch's CPU generator and, on a GPU, the CUDA generator of its device (dropout draws
+    from that one there)."""
+    state = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state(torch.cuda.current_device())
+    return state
+
+
 def restore_rng(tag_dir: Path, rank: int, fallback_seed: int) -> bool:
-    """This rank's torch RNG as saved; False (and a fresh seed) when the tag has none for this rank."""
+    """This rank's RNG as saved (CPU, and the CUDA generator of its device where both sides have one); False
+    (and a fresh seed) when the tag has none for this rank."""
     rng = tag_dir / f"rng_rank{rank}.pt"
     if not rng.exists():
         torch.manual_seed(fallback_seed)
         return False
-    torch.set_rng_state(torch.load(rng, weights_only=True)["torch"])
+    state = torch.load(rng, weights_only=True)
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"], torch.cuda.current_device())
+    elif torch.cuda.is_available() and torch.cuda.is_initialized():
+        # saved on the CPU (or by an older lmforge): the GPU's dropout stream restarts from a seed of the step
+        torch.cuda.manual_seed(fallback_seed)
     return True

@@ -125,6 +125,23 @@ class ShardSet:
             tables.append(open_shard(path, self.seq_len, self.num_variants, sha256=expected, objective=self.objective))
         return pa.concat_tables(tables)
 
+    def verify_share(self, rank: int, world: int, splits: tuple[str, ...] = ("train", "valid")) -> list[str]:
+        """Hash this rank's share of the splits' files (every world-th, from `rank`) against the manifest; returns
+        the problems, one line each. Every rank hashing every file would cost world x the read at the start of a
+        run (25 min per rank for 1 TB); shared out, the ranks gather the problems and then read with verify=False."""
+        problems = []
+        files = [(rel, self.root / rel) for split in splits for rel in self.splits.get(split, [])]
+        for rel, path in files[rank::world]:
+            expected = self.digests.get(rel)
+            actual = sha256_file(path) if path.exists() else "(missing file)"
+            if expected is None:
+                problems.append(f"{path}: not among the outputs of {self.root / MANIFEST_NAME}, so its sha256 "
+                                "cannot be checked")
+            elif actual != expected:
+                problems.append(f"{path}: checksum mismatch, expected sha256 {expected} (manifest), got {actual}; "
+                                "the file changed or is damaged since the shards stage wrote it")
+        return problems
+
     def require_objective(self, allowed: tuple[str, ...], who: str) -> None:
         """A clear error when a trainer cannot use these shards' objective."""
         if self.objective not in allowed:
@@ -410,15 +427,22 @@ class RankLoader:
 
     def epoch(self, epoch: int, start: int = 0) -> Iterator[dict[str, torch.Tensor]]:
         """This epoch's micro-batches from sample `start` on; `position` moves past each batch as it is yielded."""
+        for position, batch in self.batches(epoch, start):
+            # Set before yielding: a state saved after this batch is consumed resumes at the next one.
+            self.position = position
+            yield batch
+
+    def batches(self, epoch: int, start: int = 0) -> Iterator[tuple[tuple[int, int], dict[str, torch.Tensor]]]:
+        """(position after the batch, batch), leaving `position` alone: for a consumer that builds batches ahead
+        of use (training.feed), which sets `position` when it takes each batch."""
         if not 0 <= start <= self.table.num_rows:
             raise ValueError(f"start {start} is outside [0, {self.table.num_rows}] samples of epoch {epoch}")
         batches = rank_batches(epoch_order(self.table.num_rows, self.seed, epoch), start, self.batch_size,
                                self.rank, self.world)
         v = self.variant(epoch)
         for i, rows in enumerate(batches):
-            # Set before yielding: a state saved after this batch is consumed resumes at the next one.
-            self.position = (epoch, start + (i + 1) * self.global_batch) if i + 1 < len(batches) else (epoch + 1, 0)
-            yield self.view.batch(rows, v) if self.view is not None else build_batch(self.table, rows, v)
+            position = (epoch, start + (i + 1) * self.global_batch) if i + 1 < len(batches) else (epoch + 1, 0)
+            yield position, self.view.batch(rows, v) if self.view is not None else build_batch(self.table, rows, v)
 
     def state_dict(self) -> dict[str, Any]:
         epoch, sample = self.position

@@ -172,6 +172,7 @@ def plan_text(module: str, cfg: Any, nproc: int, nodes: Nodes = Nodes(), acceler
     import json
 
     plan = launch_plan(accelerator, nodes.slots() or nproc, machine)
+    cfg = gpu_precision(cfg, plan)
     out: dict[str, Any] = {"plan": plan.as_dict(), "worker_env": plan.env(), "nnodes": nodes.nnodes,
                            "torchrun": torchrun_command(module, cfg_to_argv(cfg), plan.nproc_per_node, 29500, nodes)}
     if module == "training.pretrain":
@@ -179,7 +180,7 @@ def plan_text(module: str, cfg: Any, nproc: int, nodes: Nodes = Nodes(), acceler
         from training.recipe import optimizer_choice
 
         out["deepspeed_config"] = deepspeed_config(cfg)
-        out["optimizer"] = optimizer_choice(cfg.optimizer, plan.accelerator)  # fused on CUDA
+        out["optimizer"] = optimizer_choice(cfg.optimizer, plan.accelerator, fused_lamb=plan.fused_adam)
     return json.dumps(out, indent=1, default=str)
 
 
@@ -192,11 +193,22 @@ def check_precision(cfg: Any, plan) -> None:
                              + (" (fp16 is for CUDA GPUs without bf16)" if name == "fp16" else " (use --fp16)"))
 
 
+def gpu_precision(cfg: Any, plan) -> Any:
+    """On CUDA a config that names no precision trains in the plan's best: bf16 (compute capability 8.0+) or
+    fp16 with loss scaling; fp32 only when asked (--fp32). CPU plans and configs without the fields: unchanged."""
+    names = ("bf16", "fp16", "fp32")
+    if plan.accelerator != "cuda" or not all(hasattr(cfg, n) for n in names) or any(getattr(cfg, n) for n in names):
+        return cfg
+    best = plan.precisions[0]
+    return dataclasses.replace(cfg, **{best: True}) if best in ("bf16", "fp16") else cfg
+
+
 def launch(module: str, cfg: Any, output: str | os.PathLike, nproc: int = 2, tail_lines: int = 60,
            nodes: Nodes = Nodes(), accelerator: str = "auto") -> Path:
     """Run `module` under torchrun with `cfg` as flags; returns `output` once every rank of this node exited 0.
     `nproc` 0: one process per GPU, or training.accelerator's default on CPU."""
     plan = launch_plan(accelerator, nodes.slots() or nproc)
+    cfg = gpu_precision(cfg, plan)
     check_precision(cfg, plan)
     nproc = plan.nproc_per_node
     output = Path(output)

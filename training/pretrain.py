@@ -26,7 +26,6 @@ import argparse
 import contextlib
 import logging
 import os
-import sys
 import time
 import warnings
 from dataclasses import dataclass
@@ -39,11 +38,22 @@ from lmforge.config import add_config_args, config_from_args, config_to_dict, op
 from lmforge.logs import setup as setup_logs
 from schemas.manifest import MANIFEST_NAME, Manifest, atomic_write_json, describe_outputs, input_ref, write_manifest
 from schemas.shards import MLM_OBJECTIVES
-from training.accelerator import dist_backend
 from training.data import RankLoader, ShardSet
+from training.distributed import init_worker
 from training.export import HF_DIR, METRICS_NAME, check_tokenizer, load_tokenizer, loss_summary, save_hf
-from training.model import build_for_objective, load_for_objective, num_parameters, preset
-from training.recipe import OPTIMIZERS, SCHEDULES, build_optimizer, heldout_loss, lr_factor, param_groups, schedule_fn
+from training.feed import DeviceFeed
+from training.model import SparseMLM, build_for_objective, load_for_objective, num_parameters, preset, sparse_targets
+from training.recipe import (
+    OPTIMIZERS,
+    SCHEDULES,
+    build_optimizer,
+    check_optimizer,
+    heldout_loss,
+    lr_factor,
+    param_groups,
+    schedule_fn,
+)
+from training.step_stats import StepStats
 from training.telemetry import Telemetry, peak_rss_mb
 
 TRAINABLE = (*MLM_OBJECTIVES, "causal", "t5_span")
@@ -93,10 +103,16 @@ class PretrainConfig:
     deepspeed_config: str = opt("", help="A DeepSpeed JSON config merged over lmforge's defaults (infra/deepspeed/*.json); "
                                          "its micro batch, accumulation, ZeRO stage and bf16 replace the options'. "
                                          "The optimizer and scheduler stay lmforge's (--optimizer, --schedule).")
-    bf16: bool = opt(False, help="Train in bfloat16 (fp32 is the safe default on CPU).")
+    bf16: bool = opt(False, help="Train in bfloat16 (fp32 weights kept by the optimizer and exported). On CUDA the "
+                                 "launcher turns it on unless --fp16 or --fp32 is given; on CPU fp32 is the default.")
+    fp32: bool = opt(False, help="Train in fp32 even on a GPU that has bf16 (TF32 matmuls stay on).")
     fp16: bool = opt(False, help="Train in float16 with DeepSpeed's dynamic loss scaling: for CUDA GPUs before compute "
                                  "capability 8.0, which have no bf16; refused on CPU.")
-    log_every: int = opt(10, help="Optimizer steps between progress lines and metrics.jsonl records.")
+    dist_timeout_minutes: float = opt(30.0, help="How long a collective waits for the slowest process before the "
+                                                 "run fails (DeepSpeed's default is 10): rank 0's checkpoint "
+                                                 "conversion on --resume and the HF export happen inside it.")
+    log_every: int = opt(10, help="Optimizer steps between progress lines and metrics.jsonl records; the step "
+                                  "counters are summed over processes and read only then.")
     eval_every: int = opt(0, help="Also validate every N optimizer steps (0: only after training).")
     eval_batches: int = opt(10, help="Validation batches per process at each validation; 0 skips validation.")
     tensorboard: bool = opt(True, help="Also write a TensorBoard event log to output/tensorboard (if installed).")
@@ -129,14 +145,17 @@ class PretrainConfig:
         require(self.zero_stage in (0, 1, 2, 3), f"zero_stage must be 0, 1, 2 or 3, got {self.zero_stage}")
         require(self.log_every >= 1, f"log_every must be >= 1, got {self.log_every}")
         require(self.eval_every >= 0, f"eval_every must be >= 0, got {self.eval_every}")
-        require(not (self.bf16 and self.fp16), "give --bf16 or --fp16, not both")
+        require(self.bf16 + self.fp16 + self.fp32 <= 1, "give one of --bf16, --fp16 and --fp32")
         require(self.eval_batches >= 0, f"eval_batches must be >= 0, got {self.eval_batches}")
         require(self.save_every >= 0, f"save_every must be >= 0, got {self.save_every}")
+        require(self.dist_timeout_minutes > 0, f"dist_timeout_minutes must be > 0, got {self.dist_timeout_minutes}")
+        check_optimizer(self.optimizer, self.zero_stage, self.bf16 or self.fp16)
 
 
 # Options that may change between a run and its --resume (a moved output directory included):
 # they do not touch the weights.
-RESUME_FREE = frozenset({"output", "resume", "save_every", "log_every", "eval_batches", "eval_every", "tensorboard"})
+RESUME_FREE = frozenset({"output", "resume", "save_every", "log_every", "eval_batches", "eval_every", "tensorboard",
+                         "dist_timeout_minutes"})
 # May change together with the world size, as long as micro_batch_size * grad_accum * world stays.
 BATCH_SHAPE = ("micro_batch_size", "grad_accum")
 
@@ -265,11 +284,12 @@ class BudgetClock:
     def factor(self, _step: int = 0) -> float:
         return lr_factor(self.schedule, self.progress, self.warmup, 1.0)
 
-    def tick(self) -> bool:
-        """Agree on the elapsed time (max over ranks); True once the budget is spent."""
+    def tick(self, device: torch.device | str = "cpu") -> bool:
+        """Agree on the elapsed time (max over ranks, a tensor on the step's device); True once the budget is
+        spent. The one collective and host read per step of a budgeted run: every rank must stop at the same step."""
         import torch.distributed as dist
 
-        t = torch.tensor([time.time() - self._t], dtype=torch.float64)
+        t = torch.tensor([time.time() - self._t], dtype=torch.float64, device=device)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         self.elapsed = t.item()
         return self.elapsed >= self.budget
@@ -355,19 +375,19 @@ def run(cfg: PretrainConfig) -> Path:
     hf_logging.disable_progress_bar()  # no tqdm bars in a multi-process log
     # DeepSpeed's ZeRO-2 calls the deprecated all_gather_into_tensor; the warning is not ours to fix.
     warnings.filterwarnings("ignore", message=".*all_gather_into_tensor.*", category=FutureWarning)
-    with contextlib.redirect_stdout(sys.stderr):  # DeepSpeed prints "... built successfully": chatter, not progress
-        deepspeed.init_distributed(dist_backend=dist_backend())  # gloo on CPU, nccl on CUDA (training/accelerator.py)
+    # the GPU bound first, then gloo on CPU or NCCL beside gloo on CUDA, with the run's timeout (training.distributed)
+    device = init_worker(cfg.dist_timeout_minutes, deepspeed=True)
     rank, world = dist.get_rank(), dist.get_world_size()
     out = Path(cfg.output)
     held = hold_output(out, rank)  # one run per output folder, or two runs would interleave checkpoints
     if rank == 0:
         (out / MANIFEST_NAME).unlink(missing_ok=True)
     ckpt_dir = out / "checkpoints"
-    check_shared_output(out, rank)
+    check_shared_output(out, rank, device)
     resumed = plan_resume(cfg, ckpt_dir, rank, world) if cfg.resume else None
 
     # --- setup: data, model, engine -----------------------------------------------------------
-    shards = ShardSet.open(cfg.shards)
+    shards = open_verified(cfg.shards, rank, world)
     shards.require_objective(TRAINABLE, "pretrain")
     tokenizer = load_tokenizer(cfg.tokenizer, max_length=shards.seq_len)
     check_tokenizer(tokenizer, shards.vocab_size, shards.pad_id, shards.mask_id, f"{cfg.shards}/manifest.json")
@@ -382,8 +402,7 @@ def run(cfg: PretrainConfig) -> Path:
         frozen = freeze_all_but_head(model)
         log.info("freeze_encoder: %s of %s parameters frozen", f"{frozen:,}", f"{num_parameters(model):,}")
     torch.manual_seed(cfg.seed + rank)  # different dropout masks per rank
-    accelerator = os.environ.get("DS_ACCELERATOR", "cpu")
-    optimizer = build_optimizer(cfg.optimizer, param_groups(model, cfg.weight_decay), cfg.lr, accelerator)
+    optimizer = build_optimizer(cfg.optimizer, param_groups(model, cfg.weight_decay), cfg.lr, device.type)
     warmup = int(cfg.warmup_ratio * total)
     clock = BudgetClock(cfg.time_budget_minutes * 60, cfg.warmup_ratio, cfg.schedule) if cfg.time_budget_minutes else None
     factor = clock.factor if clock else schedule_fn(cfg.schedule, warmup, total)
@@ -394,18 +413,14 @@ def run(cfg: PretrainConfig) -> Path:
     global_batch = cfg.micro_batch_size * cfg.grad_accum * world
     tokens_per_step = global_batch * shards.seq_len
     log.info("%s: %s parameters | %s x %d seq x %d tok = %s tokens/step (incl. padding) | "
-             "%d steps/epoch | ZeRO-%d on %d procs | %s, %s schedule", cfg.init_from or cfg.model,
+             "%d steps/epoch | ZeRO-%d on %d procs (%s) | %s, %s schedule | attention %s", cfg.init_from or cfg.model,
              f"{num_parameters(model):,}", f"{cfg.time_budget_minutes:g} min" if clock else f"{total} steps",
              global_batch, shards.seq_len, f"{tokens_per_step:,}", loader.batches_per_epoch // cfg.grad_accum,
-             cfg.zero_stage, world, type(optimizer).__name__, cfg.schedule)
+             cfg.zero_stage, world, device, type(optimizer).__name__, cfg.schedule,
+             getattr(model.config, "_attn_implementation", "?"))
 
     # --- fit ----------------------------------------------------------------------------------
-    curve: list[dict[str, Any]] = []
-    # this step, then the log window: loss sum, micro-batches, tokens, labelled, sequences, correct
-    acc = torch.zeros(6, dtype=torch.float64)
-    window = torch.zeros(6, dtype=torch.float64)
-    seen = torch.zeros(6, dtype=torch.float64)  # whole run, all ranks
-    norms: list[float] = []
+    stats = StepStats(engine.device)  # counters on the device, read at log steps (training.step_stats)
     step = 0
     if resumed:
         state = resumed["state"]
@@ -413,8 +428,8 @@ def run(cfg: PretrainConfig) -> Path:
         if path is None:
             raise SystemExit(f"pretrain --resume: DeepSpeed could not load {ckpt_dir / resumed['load_tag']}")
         loader.load_state_dict(state["loader"])
-        step, curve = int(state["step"]), state["curve"]
-        seen = torch.tensor(state["seen"], dtype=torch.float64)
+        step = int(state["step"])
+        stats.load(state["seen"], state["curve"])
         if not checkpoint.restore_rng(ckpt_dir / resumed["load_tag"], rank, cfg.seed + rank + 7919 * step):
             log.warning("rank %d: %s has no RNG state for this rank (saved on %d processes); dropout reseeded",
                         rank, resumed["tag"], state["world_size"])
@@ -428,48 +443,40 @@ def run(cfg: PretrainConfig) -> Path:
     resumed_at = step
     t_fit = t_log = time.time()
     last_valid: dict[str, float | None] = {}
+    # SparseMLM's masked positions are found on the CPU, before the batch moves (no boolean mask on the GPU)
+    prepare = sparse_targets if isinstance(module, SparseMLM) else None
     engine.train()
     while step < total:
-        for batch in loader.epoch(epoch, start=start):
-            batch = {k: v.to(engine.device) for k, v in batch.items()}
+        for position, batch in DeviceFeed(loader.batches(epoch, start), engine.device, prepare):
+            loader.position = position
             loss = engine(**batch)
             engine.backward(loss)
             lr = engine.get_lr()[0]  # the rate this step uses; the scheduler moves it in step()
             boundary = engine.is_gradient_accumulation_boundary()
             norm = grad_norm(engine) if boundary and cfg.zero_stage == 0 else None
             engine.step()
-            acc += torch.tensor([loss.item(), 1, batch["attention_mask"].sum().item(),
-                                 engine.module.last_counted.item(), len(batch["input_ids"]),
-                                 engine.module.last_correct.item()], dtype=torch.float64)
+            stats.add_micro(loss, batch, engine.module.last_counted, engine.module.last_correct)
             micro += 1
             if micro % cfg.grad_accum:
                 continue
             step += 1
-            norm = norm if norm is not None else engine.get_global_grad_norm()
-            if norm is not None:
-                norms.append(float(norm))
-            spent = clock.tick() if clock else False
-            dist.all_reduce(acc)  # sum over ranks: the curve is the mean loss of the global batch
-            seen += acc
-            window += acc
-            curve.append({"step": step, "loss": acc[0].item() / acc[1].item(), "lr": lr})
-            acc.zero_()
-            if spent:
+            stats.end_step(step, lr, norm if norm is not None else engine.get_global_grad_norm())
+            if clock and clock.tick(engine.device):  # a budgeted run agrees on the clock every step, by design
                 total = step
             if step % cfg.log_every == 0 or step == total:
                 steps = cfg.log_every if step % cfg.log_every == 0 else step % cfg.log_every
+                window, norms = stats.take_window()  # the one all-reduce and host read of the window
                 dt = time.time() - t_log
                 t_log = time.time()
-                rss = torch.tensor([peak_rss_mb()], dtype=torch.float64)
+                rss = torch.tensor([peak_rss_mb()], dtype=torch.float64, device=engine.device)
                 dist.all_reduce(rss, op=dist.ReduceOp.MAX)
-                record = {"epoch": epoch, "variant": loader.variant(epoch), "loss": window[0].item() / window[1].item(),
-                          "mlm_accuracy": window[5].item() / max(window[3].item(), 1), "lr": lr,
+                record = {"epoch": epoch, "variant": loader.variant(epoch),
+                          "loss": window["loss_sum"] / window["micro_batches"],
+                          "mlm_accuracy": window["correct"] / max(window["labelled"], 1), "lr": lr,
                           "grad_norm": sum(norms) / len(norms) if norms else None,
-                          "tokens_per_s": window[2].item() / dt, "samples_per_s": window[4].item() / dt,
+                          "tokens_per_s": window["tokens"] / dt, "samples_per_s": window["sequences"] / dt,
                           "seconds_per_step": dt / steps, "peak_rss_mb": rss.item(), "elapsed_s": time.time() - t0}
                 telemetry.write("train", step, **record)
-                window.zero_()
-                norms.clear()
                 log.info("step %d/%s | epoch %d (variant %d) | loss %.4f | acc %.3f | lr %.2e | %.2f s/step | "
                          "%s tok/s", step, f"{clock.progress:.0%} of {cfg.time_budget_minutes:g} min" if clock else total,
                          epoch, record["variant"], record["loss"], record["mlm_accuracy"], lr,
@@ -479,7 +486,7 @@ def run(cfg: PretrainConfig) -> Path:
             if step >= total:
                 break
             if cfg.save_every and step % cfg.save_every == 0:
-                save_state(engine, ckpt_dir, cfg, rank, world, step, loader, curve, seen, clock)
+                save_state(engine, ckpt_dir, cfg, rank, world, step, loader, stats, clock)
         else:
             epoch, start = epoch + 1, 0
     fit_seconds = time.time() - t_fit
@@ -490,23 +497,27 @@ def run(cfg: PretrainConfig) -> Path:
     valid_loss = last_valid.get("loss")
 
     # --- save ---------------------------------------------------------------------------------
-    save_state(engine, ckpt_dir, cfg, rank, world, step, loader, curve, seen, clock)
+    save_state(engine, ckpt_dir, cfg, rank, world, step, loader, stats, clock)
     telemetry.close()
+    seen = stats.seen
     counts = {
         "steps": step,
         "epochs_started": epoch + 1,  # the loop breaks inside the epoch that reaches `total`
         "micro_batches_per_rank": micro,
-        "sequences": int(seen[4].item()),
-        "tokens": int(seen[2].item()),
-        "masked_tokens": int(seen[3].item()),
+        "sequences": int(seen["sequences"]),
+        "tokens": int(seen["tokens"]),
+        "masked_tokens": int(seen["labelled"]),
         **loader.counts,
     }
+    curve = stats.curve
     metrics = {
         "loss_curve": curve, **loss_summary(curve), "valid_loss": valid_loss,
-        "valid_accuracy": last_valid.get("mlm_accuracy"), "train_accuracy": seen[5].item() / max(seen[3].item(), 1),
+        "valid_accuracy": last_valid.get("mlm_accuracy"), "train_accuracy": seen["correct"] / max(seen["labelled"], 1),
         "tokens_seen": counts["tokens"], "sequences_seen": counts["sequences"], "steps": step,
         "world_size": world, "global_batch": global_batch, "seq_len": shards.seq_len,
-        "torch_threads": torch.get_num_threads(),
+        "torch_threads": torch.get_num_threads(), "device": device.type,
+        "precision": "bf16" if cfg.bf16 else "fp16" if cfg.fp16 else "fp32",
+        "attention": getattr(model.config, "_attn_implementation", None),
         "model": cfg.init_from or cfg.model, "num_parameters": num_parameters(model),
         "time_budget_minutes": cfg.time_budget_minutes or None,
         "fit_seconds": fit_seconds, "seconds_per_step": fit_seconds / max(step - resumed_at, 1),
@@ -518,6 +529,21 @@ def run(cfg: PretrainConfig) -> Path:
     dist.barrier()
     held.close()
     return out
+
+
+def open_verified(shards_dir: str, rank: int, world: int) -> ShardSet:
+    """The shards, their sha256 digests checked once across the ranks (each hashes its share of the files,
+    training.data.ShardSet.verify_share) instead of by every rank; any problem stops every rank with it."""
+    import torch.distributed as dist
+
+    shards = ShardSet.open(shards_dir, verify=False)
+    problems: list[list[str]] = [[] for _ in range(world)]
+    dist.all_gather_object(problems, shards.verify_share(rank, world))
+    found = [p for share in problems for p in share]
+    if found:
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        raise ValueError(found[0] + more)
+    return shards
 
 
 def hold_output(out: Path, rank: int) -> contextlib.ExitStack:
@@ -541,7 +567,7 @@ def hold_output(out: Path, rank: int) -> contextlib.ExitStack:
     return held
 
 
-def check_shared_output(out: Path, rank: int) -> None:
+def check_shared_output(out: Path, rank: int, device: torch.device | str = "cpu") -> None:
     """Every process must see the same output directory (checkpoints are written by all ranks and read back
     by rank 0): on several nodes it has to be a shared file system. Rank 0 writes a token, the others read it."""
     import torch.distributed as dist
@@ -551,7 +577,7 @@ def check_shared_output(out: Path, rank: int) -> None:
         (out / ".lmforge-shared-check").write_text(token[0])
     dist.broadcast_object_list(token, src=0)
     mine = out / ".lmforge-shared-check"
-    ok = torch.tensor([1 if mine.exists() and mine.read_text() == token[0] else 0])
+    ok = torch.tensor([1 if mine.exists() and mine.read_text() == token[0] else 0], device=device)
     dist.all_reduce(ok, op=dist.ReduceOp.MIN)
     dist.barrier()
     if rank == 0:
@@ -583,22 +609,22 @@ def build_module(cfg: PretrainConfig, shards: ShardSet, tokenizer, ds_config: di
     return module
 
 
-def grad_norm(engine) -> float:
-    """The global gradient 2-norm before clipping, for ZeRO-0 (DeepSpeed reports it itself for stages 1-3)."""
+def grad_norm(engine) -> torch.Tensor | float:
+    """The global gradient 2-norm before clipping, for ZeRO-0 (DeepSpeed reports it itself for stages 1-3); a
+    tensor on the device, read at the next log step."""
     grads = [p.grad for p in engine.module.parameters() if p.grad is not None]
-    return torch.nn.utils.get_total_norm(grads).item() if grads else 0.0
+    return torch.nn.utils.get_total_norm(grads) if grads else 0.0
 
 
 def save_state(engine, ckpt_dir: Path, cfg: PretrainConfig, rank: int, world: int, step: int, loader: RankLoader,
-               curve: list[dict[str, Any]], seen: torch.Tensor, clock: BudgetClock | None) -> None:
+               stats: StepStats, clock: BudgetClock | None) -> None:
     """A checkpoint (training.checkpoint) that --resume continues from exactly: DeepSpeed's weights, ZeRO
     optimizer partitions and LR scheduler, each rank's RNG, and lmforge's JSON state (loader position in
     samples, loss curve and counts, options, world size)."""
     from training import checkpoint
 
     state = {"step": step, "epoch": loader.position[0], "world_size": world, "config": config_to_dict(cfg),
-             "loader": loader.state_dict(), "curve": curve, "seen": seen.tolist(),
-             "budget_elapsed": clock.elapsed if clock else 0.0}
+             "loader": loader.state_dict(), **stats.state(), "budget_elapsed": clock.elapsed if clock else 0.0}
     checkpoint.save(engine, ckpt_dir, step, state, rank)
 
 
@@ -625,12 +651,15 @@ def evaluate(engine, shards: ShardSet, rank: int, world: int, cfg: PretrainConfi
         return {"loss": None, "mlm_accuracy": None}
     loader = RankLoader(table, rank, world, batch_size, cfg.seed, shards.num_variants)
 
-    def step(batch):
-        loss = engine(**{k: v.to(engine.device) for k, v in batch.items()}).item()
-        return loss, engine.module.last_counted.item(), engine.module.last_correct.item()
+    prepare = sparse_targets if isinstance(engine.module, SparseMLM) else None
+
+    def step(feed):  # device tensors: the sums are read once, after the all-reduce
+        _, batch = feed
+        return engine(**batch), engine.module.last_counted, engine.module.last_correct
 
     engine.eval()
-    held = heldout_loss(step, loader.epoch(0), cfg.eval_batches)  # training.recipe: the stages' one held-out loss
+    feed = DeviceFeed(loader.batches(0), engine.device, prepare)
+    held = heldout_loss(step, feed, cfg.eval_batches, engine.device)  # training.recipe: the stages' one held-out loss
     engine.train()
     dist.all_reduce(held.sums)
     return {"loss": held.loss, "mlm_accuracy": held.accuracy}
@@ -641,6 +670,8 @@ def write_outputs(cfg: PretrainConfig, engine, tokenizer, metrics: dict, counts:
     """The HF export (under ZeRO-3 every rank joins the gather of the partitioned weights), then rank 0
     writes metrics.json and the manifest, last."""
     model = engine.module.hf
+    # bf16/fp16: the export is the optimizer's fp32 master weights, not the module's rounded copy upcast
+    masters = master_weights(model) if cfg.bf16 or cfg.fp16 else None
     gather = contextlib.nullcontext()
     if cfg.zero_stage == 3:
         import deepspeed
@@ -649,10 +680,14 @@ def write_outputs(cfg: PretrainConfig, engine, tokenizer, metrics: dict, counts:
     with gather:
         if rank == 0:
             export = model
-            if cfg.bf16 or cfg.fp16 or cfg.zero_stage == 3:  # fp32 weights whatever the precision, off the engine
+            if masters is not None or cfg.zero_stage == 3:  # fp32 weights whatever the precision, off the engine
                 import copy
 
-                export = copy.deepcopy(model).float() if cfg.zero_stage == 3 else model.float()
+                export = copy.deepcopy(model).float()
+                if masters is not None:
+                    with torch.no_grad():
+                        for name, p in export.named_parameters():
+                            p.copy_(masters[name])
             hf_files = save_hf(export, tokenizer, Path(cfg.output) / HF_DIR)
     if rank != 0:
         return
@@ -671,6 +706,19 @@ def write_outputs(cfg: PretrainConfig, engine, tokenizer, metrics: dict, counts:
         wall_seconds=time.time() - t0,
     ))
     log.info("wrote %s: first loss %.4f -> last loss %.4f", out / MANIFEST_NAME, metrics["first_loss"], metrics["last_loss"])
+
+
+def master_weights(model) -> dict[str, torch.Tensor]:
+    """Every parameter's full fp32 master copy from DeepSpeed's optimizer (ZeRO 1-3 and its bf16 optimizer keep
+    one per parameter, partitioned over the ranks), on the CPU, by name. Collective: every rank calls it, in the
+    same parameter order; a parameter DeepSpeed keeps no master for (fp32 training) is its own value."""
+    from deepspeed.utils import safe_get_full_fp32_param
+
+    out = {}
+    for name, p in model.named_parameters():
+        full = safe_get_full_fp32_param(p)
+        out[name] = (full if full is not None else p.detach()).float().cpu()
+    return out
 
 
 def _versions() -> dict[str, str]:

@@ -12,20 +12,28 @@ Schedules (each starts with a linear warm-up from 0 over `warmup` steps):
 The factor is a pure function of progress, so a time-budgeted run (progress = elapsed / budget) and a
 step-counted run (progress = step / total) share it.
 
-Optimizers: `adamw` (torch's AdamW, bit-identical on resume; DeepSpeed's FusedAdam on CUDA) and `lamb`
-(You et al. 2019, large-batch BERT; pytorch-optimizer's maintained `Lamb` on CPU, DeepSpeed's FusedLamb on
-CUDA). DeepSpeed's CPU Adam is not used: it compiles C++ on first use and is not faster at these sizes.
+Optimizers: `adamw` (torch's AdamW, fused: one kernel per step over all parameters, on CPU and CUDA alike,
+bit-identical on resume, nothing to compile) and `lamb` (You et al. 2019, large-batch BERT; DeepSpeed's
+FusedLamb on CUDA when its op loads, else pytorch-optimizer's maintained `Lamb`). DeepSpeed's own Adam ops are
+not used: the pinned deepspeed ships no prebuilt ops, so they JIT-compile C++/CUDA (nvcc) on first use.
+LAMB's trust ratio is per tensor; ZeRO and DeepSpeed's mixed-precision optimizers hand it flat partitions
+instead, so it is refused there (`check_optimizer`).
 """
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from training.distributed import init_worker
+
 SCHEDULES = ("linear", "cosine", "inverse_sqrt")
 OPTIMIZERS = ("adamw", "lamb")
+
+log = logging.getLogger("lmforge.recipe")
 
 
 def lr_factor(schedule: str, step: float, warmup: float, total: float) -> float:
@@ -59,29 +67,60 @@ def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, 
     ]
 
 
-def optimizer_choice(name: str, accelerator: str) -> str:
-    """Which implementation `build_optimizer` uses: a pure function, tested without a GPU."""
+def check_optimizer(name: str, zero_stage: int, mixed_precision: bool) -> None:
+    """LAMB scales each tensor's update by ||w|| / ||update|| of that tensor. ZeRO 1-3 and DeepSpeed's bf16/fp16
+    optimizers give the client optimizer flat partitions of many tensors, so the ratio would be per partition,
+    and the result would change with the world size: refused, with the way out."""
+    if name == "lamb" and (zero_stage > 0 or mixed_precision):
+        raise ValueError(f"--optimizer lamb needs per-tensor norms, but ZeRO-{zero_stage}"
+                         f"{' and bf16/fp16' if mixed_precision else ''} hand the optimizer flat partitions, so its "
+                         "trust ratio would be per partition and change with the number of processes; use "
+                         "--optimizer adamw, or --zero-stage 0 in fp32 for LAMB")
+
+
+def fused_op_loads(op: str) -> bool:
+    """Whether DeepSpeed's fused `op` (FusedLambBuilder, FusedAdamBuilder) can be used here: prebuilt, or
+    compatible and buildable now (its JIT needs nvcc). Never raises."""
+    try:
+        from deepspeed.ops import op_builder
+
+        builder = getattr(op_builder, op)()
+        if not builder.is_compatible(verbose=False):
+            return False
+        builder.load(verbose=False)
+        return True
+    except Exception:  # a missing nvcc, a CPU-only torch, an op DeepSpeed lacks  # noqa: BLE001
+        return False
+
+
+def optimizer_choice(name: str, accelerator: str, fused_lamb: bool | None = None) -> str:
+    """Which implementation `build_optimizer` uses (pure given `fused_lamb`, tested without a GPU): torch's
+    fused AdamW everywhere; for LAMB on CUDA, DeepSpeed's FusedLamb if its op loads (None: try it)."""
     if name not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {name!r}")
+    if name == "adamw":
+        return "torch.optim.AdamW(fused)"
     if accelerator == "cuda":
-        return {"adamw": "deepspeed.ops.adam.FusedAdam", "lamb": "deepspeed.ops.lamb.FusedLamb"}[name]
-    return {"adamw": "torch.optim.AdamW", "lamb": "pytorch_optimizer.Lamb"}[name]
+        if fused_lamb is None:
+            fused_lamb = fused_op_loads("FusedLambBuilder")
+        if fused_lamb:
+            return "deepspeed.ops.lamb.FusedLamb"
+    return "pytorch_optimizer.Lamb"
 
 
 def build_optimizer(name: str, groups: list[dict[str, Any]], lr: float, accelerator: str = "cpu",
                     betas: tuple[float, float] = (0.9, 0.98), eps: float = 1e-6) -> torch.optim.Optimizer:
     """The optimizer (RoBERTa's betas and eps by default); gradient clipping is DeepSpeed's, not LAMB's own."""
     choice = optimizer_choice(name, accelerator)
-    if choice == "torch.optim.AdamW":
-        return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps)
+    if choice == "torch.optim.AdamW(fused)":
+        return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, fused=True)
     if choice == "pytorch_optimizer.Lamb":
+        if accelerator == "cuda":
+            log.warning("DeepSpeed's FusedLamb does not load here (no prebuilt op, and its JIT build needs nvcc): "
+                        "using pytorch-optimizer's Lamb, which is correct and slower")
         from pytorch_optimizer import Lamb
 
         return Lamb(groups, lr=lr, betas=betas, eps=eps, max_grad_norm=0.0)
-    if choice == "deepspeed.ops.adam.FusedAdam":
-        from deepspeed.ops.adam import FusedAdam
-
-        return FusedAdam(groups, lr=lr, betas=betas, eps=eps, adam_w_mode=True)
     from deepspeed.ops.lamb import FusedLamb
 
     return FusedLamb(groups, lr=lr, betas=betas, eps=eps)
@@ -90,18 +129,22 @@ def build_optimizer(name: str, groups: list[dict[str, Any]], lr: float, accelera
 def masked_accuracy(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(correct, counted) over positions whose label is not -100; logits (..., vocab), labels (...)."""
     keep = labels != -100
-    correct = (logits.detach().argmax(-1)[keep] == labels[keep]).sum()
+    # no boolean-mask indexing: on a GPU it waits for the mask's count (a host sync) and gives dynamic shapes
+    correct = ((logits.detach().argmax(-1) == labels) & keep).sum()
     return correct, keep.sum()
 
 
 class HeldOut:
     """Held-out loss and top-1 accuracy per labelled token, summed over batches (and over ranks with `sums`)."""
 
-    def __init__(self) -> None:
-        self.sums = torch.zeros(3, dtype=torch.float64)  # loss x labelled, labelled, correct
+    def __init__(self, device: torch.device | str = "cpu") -> None:
+        # loss x labelled, labelled, correct; on the device the sums are all-reduced from (training.distributed)
+        self.sums = torch.zeros(3, dtype=torch.float64, device=device)
 
-    def add(self, mean_loss: float, labelled: int, correct: int = 0) -> None:
-        self.sums += torch.tensor([mean_loss * labelled, labelled, correct], dtype=torch.float64)
+    def add(self, mean_loss, labelled, correct=0) -> None:
+        """Python numbers or 0-d tensors of the step's device (no host sync for those)."""
+        parts = [torch.as_tensor(x, dtype=torch.float64, device=self.sums.device) for x in (mean_loss, labelled, correct)]
+        self.sums += torch.stack([parts[0] * parts[1], parts[1], parts[2]])
 
     @property
     def tokens(self) -> int:
@@ -116,12 +159,13 @@ class HeldOut:
         return (self.sums[2] / self.sums[1]).item() if self.sums[1] > 0 else None
 
 
-def heldout_loss(step: Callable[[dict[str, torch.Tensor]], tuple[float, int, int]], batches, limit: int = 0) -> HeldOut:
+def heldout_loss(step: Callable[[dict[str, torch.Tensor]], tuple[Any, Any, Any]], batches, limit: int = 0,
+                 device: torch.device | str = "cpu") -> HeldOut:
     """The one held-out loss of every stage (pretrain's validation, distill's student and teacher, evaluate's
     card): `step(batch)` returns (mean loss over the batch's labelled tokens, their count, top-1 hits), and the
     result weights each batch by its labelled tokens, so it is the mean per token over the first `limit`
     batches (0: all), not a mean of batch means."""
-    out = HeldOut()
+    out = HeldOut(device)
     with torch.no_grad():
         for i, batch in enumerate(batches):
             if limit and i == limit:
@@ -141,35 +185,36 @@ def data_parallel() -> tuple[int, int]:
 
 def init_data_parallel() -> tuple[int, int]:
     """(rank, world) for a stage's worker: one process unless started by torchrun (training.launch, `--nproc N`),
-    then a process group over the planned backend (gloo on CPU, NCCL on CUDA), and this worker dies with its agent."""
+    then the device policy's process group (training.distributed: gloo on CPU, NCCL beside gloo on CUDA, the
+    GPU bound first), and this worker dies with its agent."""
     import os
 
     if int(os.environ.get("WORLD_SIZE", "1")) == 1:
         return 0, 1
     import torch.distributed as dist
 
-    from training.accelerator import dist_backend
     from training.launch import die_with_parent
 
     die_with_parent()
-    if not dist.is_initialized():
-        dist.init_process_group(backend=dist_backend())
+    init_worker()
     return dist.get_rank(), dist.get_world_size()
 
 
-def sum_gradients(model: torch.nn.Module, extra: list[float] | None = None) -> list[float]:
+def sum_gradients(model: torch.nn.Module, extra: list[torch.Tensor | float] | None = None) -> list[float]:
     """All-reduce (sum) every gradient of `model` in one flat buffer, with a few scalars (e.g. the step's loss
     parts) riding along; returns the summed scalars. Each process scales its loss by its share of the global
     batch before backward, so the sum is the gradient of the global batch's mean loss. A parameter without a
-    gradient on this process (it saw no rows) contributes zeros."""
+    gradient on this process (it saw no rows) contributes zeros. The scalars join the buffer on the gradients'
+    device (NCCL takes no CPU tensor); reading them back is the one host sync of the step."""
     import torch.distributed as dist
 
     params = [p for p in model.parameters() if p.requires_grad]
     for p in params:
         if p.grad is None:
             p.grad = torch.zeros_like(p)
-    extra = extra or []
-    flat = torch.cat([p.grad.reshape(-1) for p in params] + [torch.tensor(extra, dtype=params[0].grad.dtype)])
+    like = params[0].grad
+    scalars = [torch.as_tensor(x, dtype=like.dtype, device=like.device).reshape(1) for x in (extra or [])]
+    flat = torch.cat([p.grad.reshape(-1) for p in params] + scalars)
     dist.all_reduce(flat)
     offset = 0
     for p in params:

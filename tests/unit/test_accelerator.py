@@ -68,9 +68,16 @@ def test_dry_run_prints_the_plan_and_the_deepspeed_config_without_running():
     assert gpu["plan"]["accelerator"] == "cuda" and gpu["worker_env"]["DS_ACCELERATOR"] == "cuda"
     assert "--nproc_per_node=4" in gpu["torchrun"] and "--rdzv_endpoint=node0:29400" in gpu["torchrun"]
     assert gpu["nnodes"] == 2 and not Path(ROOT, "o").exists()  # nothing ran, nothing was written
-    assert here["optimizer"] == "torch.optim.AdamW" and gpu["optimizer"] == "deepspeed.ops.adam.FusedAdam"
-    lamb = _dry_run("--optimizer", "lamb", "--gpus-per-node", "2", "--zero-stage", "3")
-    assert lamb["optimizer"] == "deepspeed.ops.lamb.FusedLamb" and lamb["deepspeed_config"]["zero_optimization"]["stage"] == 3
+    assert here["optimizer"] == gpu["optimizer"] == "torch.optim.AdamW(fused)"  # nothing to compile
+    # a GPU plan trains in its best precision unless told: bf16 from compute capability 8.0
+    assert gpu["deepspeed_config"]["bf16"] == {"enabled": True} and here["deepspeed_config"]["bf16"] == {"enabled": False}
+    assert _dry_run("--gpus-per-node", "2", "--fp32")["deepspeed_config"]["bf16"] == {"enabled": False}
+    lamb = _dry_run("--optimizer", "lamb", "--gpus-per-node", "2", "--zero-stage", "0", "--fp32")
+    assert lamb["optimizer"] == "deepspeed.ops.lamb.FusedLamb" and lamb["deepspeed_config"]["zero_optimization"]["stage"] == 0
+    refused = subprocess.run([sys.executable, "-m", "lmforge.cli", "pretrain", "--shards", "s", "--tokenizer", "t",
+                              "--output", "o", "--dry-run", "--optimizer", "lamb", "--zero-stage", "2"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "lamb needs per-tensor norms" in refused.stderr
 
 
 def test_fp16_is_for_cuda_and_refused_on_cpu_before_anything_starts(tmp_path):
@@ -87,7 +94,7 @@ def test_fp16_is_for_cuda_and_refused_on_cpu_before_anything_starts(tmp_path):
     check_precision(cfg, old_gpu)  # a V100 takes fp16
     with pytest.raises(ValueError, match="--bf16: the cuda plan supports fp16, fp32 only"):
         check_precision(PretrainConfig(shards="s", tokenizer="t", output="o", bf16=True), old_gpu)
-    with pytest.raises(ValueError, match="not both"):
+    with pytest.raises(ValueError, match="give one of --bf16, --fp16 and --fp32"):
         PretrainConfig(shards="s", tokenizer="t", output="o", bf16=True, fp16=True)
     gpu = _dry_run("--fp16", "--gpus-per-node", "2")
     assert gpu["deepspeed_config"]["fp16"]["enabled"] is True

@@ -12,7 +12,15 @@ import pytest
 import torch
 
 from training import checkpoint
-from training.recipe import build_optimizer, lr_factor, optimizer_choice, param_groups, schedule_fn
+from training.recipe import (
+    build_optimizer,
+    check_optimizer,
+    fused_op_loads,
+    lr_factor,
+    optimizer_choice,
+    param_groups,
+    schedule_fn,
+)
 
 # ---- schedules and optimizers ---------------------------------------------------------------------
 
@@ -44,10 +52,21 @@ def test_every_schedule_warms_up_then_decays(schedule):
         lr_factor("step", 1, 1, 2)
 
 
-def test_optimizer_choice_fused_on_cuda_and_lamb_trains_here():
-    assert optimizer_choice("adamw", "cuda") == "deepspeed.ops.adam.FusedAdam"
-    assert optimizer_choice("lamb", "cuda") == "deepspeed.ops.lamb.FusedLamb"
-    assert optimizer_choice("adamw", "cpu") == "torch.optim.AdamW"
+def test_optimizer_choice_needs_no_compiler_and_lamb_trains_here():
+    # AdamW: torch's fused kernel everywhere (DeepSpeed's FusedAdam JIT-compiles with nvcc: the pinned deepspeed
+    # ships no prebuilt ops); LAMB: DeepSpeed's FusedLamb on CUDA only where its op loads, else pytorch-optimizer's
+    assert optimizer_choice("adamw", "cuda") == optimizer_choice("adamw", "cpu") == "torch.optim.AdamW(fused)"
+    assert optimizer_choice("lamb", "cuda", fused_lamb=True) == "deepspeed.ops.lamb.FusedLamb"
+    assert optimizer_choice("lamb", "cuda", fused_lamb=False) == "pytorch_optimizer.Lamb"
+    assert optimizer_choice("lamb", "cuda") == "pytorch_optimizer.Lamb"  # here: no CUDA, so the op cannot load
+    assert not fused_op_loads("FusedLambBuilder") and not fused_op_loads("NoSuchBuilder")
+    assert build_optimizer("adamw", param_groups(torch.nn.Linear(2, 2), 0.01), lr=1e-3).defaults["fused"] is True
+    with pytest.raises(ValueError, match="lamb needs per-tensor norms"):
+        check_optimizer("lamb", zero_stage=1, mixed_precision=False)
+    with pytest.raises(ValueError, match="lamb needs per-tensor norms"):
+        check_optimizer("lamb", zero_stage=0, mixed_precision=True)
+    check_optimizer("lamb", zero_stage=0, mixed_precision=False)
+    check_optimizer("adamw", zero_stage=3, mixed_precision=True)
     with pytest.raises(ValueError, match="optimizer must be one of"):
         optimizer_choice("sgd", "cpu")
     torch.manual_seed(0)
