@@ -32,10 +32,13 @@ pure function (`render`), so tests check the kinds and fields, and the Kubernete
 """
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import sys
 import textwrap
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from lmforge.config import options_to_argv
@@ -78,6 +81,9 @@ class ClusterSpec:
     memory: str = ""
     """Kubernetes: memory requested and limited per pod (e.g. "32Gi"); empty: none."""
     port: int = 29500
+    cpus_per_task: int = 0
+    """Slurm: CPUs for each node's `lmforge pretrain` (its processes x torch threads); 0: all the node's CPUs
+    (the job is --exclusive; srun gets $SLURM_CPUS_ON_NODE, so nodes are assumed alike)."""
 
     def __post_init__(self) -> None:
         if self.nnodes < 2:
@@ -260,18 +266,42 @@ spec:
 {replicas}"""
 
 
+def _interpreter() -> list[str]:
+    """This installation's `lmforge`, by absolute path: a batch job's PATH is the submitting shell's, which need not
+    hold the virtualenv's bin/ (`.venv/bin/lmforge pretrain --submit slurm` from a plain shell). The console script
+    pyproject.toml installs next to this Python; else the same entry point through the interpreter. Not resolved:
+    a venv's python is a link to the base interpreter, whose directory has no lmforge."""
+    here = Path(os.path.abspath(sys.executable))
+    script = here.parent / "lmforge"
+    return [str(script)] if os.access(script, os.X_OK) else [str(here), "-m", "lmforge.cli"]
+
+
+PLAIN = r"[^\s'\"]+"  # an #SBATCH value sbatch reads as it is; others are quoted (sbatch strips the quotes)
+
+
 def _slurm(cfg_opts: dict[str, Any], spec: ClusterSpec) -> str:
-    cmd = _shell(pretrain_argv(cfg_opts, spec, "$SLURM_NODEID", "$MASTER_ADDR"))
-    gres = f"#SBATCH --gres=gpu:{spec.gpus_per_node}\n" if spec.gpus_per_node else ""
+    argv = pretrain_argv(cfg_opts, spec, "$SLURM_NODEID", "$MASTER_ADDR")
+    exe = _interpreter()
+    cmd = _shell([*exe, *argv[1:]] if argv[0] == "lmforge" else argv)
     quoted = "'" + cmd.replace("'", "'\\''") + "'"  # for bash -c, single-quoted: each node expands the variables
+    directives = [f"--job-name={spec.job}", f"--nodes={spec.nnodes}", "--ntasks-per-node=1", "--exclusive"]
+    if spec.cpus_per_task:
+        directives.append(f"--cpus-per-task={spec.cpus_per_task}")
+    if spec.gpus_per_node:
+        directives.append(f"--gres=gpu:{spec.gpus_per_node}")
+    if cfg_opts.get("output"):  # the follower shows this file's tail; the folder must exist before the job starts
+        directives.append(f"--output={Path(str(cfg_opts['output'])) / spec.job}-%j.out")
+    # srun does not inherit --cpus-per-task from sbatch since Slurm 22.05 (sbatch(1)), so it is given again;
+    # without it the step gets one CPU per task wherever task/affinity or task/cgroup confine steps
+    cpus = str(spec.cpus_per_task) if spec.cpus_per_task else '"$SLURM_CPUS_ON_NODE"'
+    sbatch = "".join(f"#SBATCH {d if re.fullmatch(PLAIN, d) else shlex.quote(d)}\n" for d in directives)
+    exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in spec.nccl_env)  # srun passes them to the nodes
     return f"""#!/bin/bash
 # lmforge pretraining on {spec.nnodes} nodes: srun starts one `lmforge pretrain` per node; node 0 is the master.
-# Shards, tokenizer and output must be on a file system every node mounts.
-#SBATCH --job-name={spec.job}
-#SBATCH --nodes={spec.nnodes}
-#SBATCH --ntasks-per-node=1
-#SBATCH --exclusive
-{gres}set -euo pipefail
-export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
-srun --kill-on-bad-exit=1 bash -c {quoted}
+# Shards, tokenizer and output must be on a file system every node mounts, and so must this lmforge:
+# {exe[0]}
+{sbatch}set -euo pipefail
+export PATH={shlex.quote(str(Path(exe[0]).parent))}:"$PATH"  # its bin/ too, for the tools it runs (ninja)
+{exports}export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+srun --kill-on-bad-exit=1 --cpus-per-task={cpus} bash -c {quoted}
 """

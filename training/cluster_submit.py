@@ -14,19 +14,25 @@ The cluster is reached through its own command-line clients, as an operator woul
 - pytorchjob: the same with `kubectl get pytorchjob NAME`; its last true condition (Created, Running,
   Restarting, Succeeded, Failed) is its state; pods are labelled training.kubeflow.org/job-name=NAME;
 - slurm: `sbatch --parsable` with the script on stdin, then `sacct -j ID -X -n -P --format=State,ExitCode`
-  (Slurm's accounting: an empty answer right after submission means pending); the batch output goes to
-  `<log_dir>/<job>-<ID>.out`, whose last lines a failure reports.
+  (Slurm's accounting). Where accounting is off (no slurmdbd: sacct says "Slurm accounting storage is
+  disabled"), sacct is missing or has no line yet, the controller is asked: `scontrol show job -o ID`
+  (JobState, ExitCode, Reason; it keeps an ended job for MinJobAge, 300 s by default, longer than a poll), then
+  `squeue -j ID -h -o %T --states=all`. The batch output goes to `<log_dir>/<job>-<ID>.out`, whose last lines
+  a failure reports.
 A job still running when the timeout passes, or when this process is interrupted (Ctrl-C, SIGTERM from a
 cancelled flow), is cancelled (`kubectl delete`, `scancel`), so a retry never races a forgotten job.
 
 The interpretation of each client's answer is pure (`k8s_job_state`, `pytorchjob_state`, `slurm_state`); the rest
 runs the clients. Considered: the `kubernetes` Python client and submitit (Slurm); both add a dependency and
 their own configuration, while the CLIs are what a cluster's users already have set up. Tested only against
-stand-in executables that play scripted states (tests/unit/test_cluster_submit.py); no real cluster was run.
+stand-in executables that play scripted states (tests/unit/test_cluster_submit.py), whose Slurm answers were
+captured from Slurm 22.05 (Debian's slurm-wlm); tests/integration/test_slurm_cluster.py runs pretraining on a
+real 2-node Slurm (infra/slurm/local-cluster.sh). The Kubernetes kinds have not met a real cluster.
 """
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import time
@@ -113,15 +119,42 @@ def slurm_state(sacct_out: str) -> JobState:
     if not line:
         return JobState(PENDING, "not in Slurm's accounting yet")
     state, _, exit_code = line.partition("|")
+    return JobState(_slurm_phase(state)[0], state + (f" (exit {exit_code})" if exit_code else ""))
+
+
+def scontrol_state(out: str, job_id: str) -> JobState:
+    """`scontrol show job -o ID`: one line of Key=Value fields; JobState is read as sacct's State is."""
+    line = next((x for x in out.splitlines() if re.search(rf"(^|\s)JobId={re.escape(job_id)}(\s|$)", x)), "")
+    fields = dict(re.findall(r"(?:^|\s)(JobState|ExitCode|Reason|NodeList)=(\S*)", line))
+    if "JobState" not in fields:
+        raise ValueError(f"no JobState for job {job_id} in `scontrol show job -o` output: {out.strip()[:300]!r}")
+    state = JobState(*_slurm_phase(fields["JobState"]))
+    why = [f"exit {fields['ExitCode']}"] if state.done and fields.get("ExitCode") else []
+    why += [fields["Reason"]] if fields.get("Reason", "None") not in ("None", "(null)") else []
+    why += [f"on {fields['NodeList']}"] if state.phase == RUNNING and fields.get("NodeList") else []
+    return JobState(state.phase, fields["JobState"] + (f" ({'; '.join(why)})" if why else ""))
+
+
+def squeue_state(out: str) -> JobState | None:
+    """`squeue -j ID -h -o %T --states=all`: the state word, or None when the controller no longer knows the job."""
+    word = next((x.strip() for x in out.splitlines() if x.strip()), "")
+    return JobState(*_slurm_phase(word)) if word else None
+
+
+def _slurm_phase(state: str) -> tuple[str, str]:
     word = state.split()[0] if state.split() else ""
-    detail = state + (f" (exit {exit_code})" if exit_code else "")
     if word == "COMPLETED":
-        return JobState(SUCCEEDED, detail)
+        return SUCCEEDED, state
     if word in SLURM_PENDING:
-        return JobState(PENDING, detail)
+        return PENDING, state
     if word in SLURM_RUNNING:
-        return JobState(RUNNING, detail)
-    return JobState(FAILED, detail)
+        return RUNNING, state
+    return FAILED, state
+
+
+def accounting_off(sacct_err: str) -> bool:
+    """sacct's answer on a cluster without slurmdbd (AccountingStorageType=accounting_storage/none)."""
+    return "accounting storage is disabled" in sacct_err.lower()
 
 
 # ---- the clients -------------------------------------------------------------------------------------------------
@@ -163,9 +196,31 @@ def submit(kind: str, rendered: str, job: str, namespace: str = "", log_dir: str
     return ref
 
 
+def _poll_slurm(ref: JobRef) -> JobState:
+    """sacct where accounting answers; else the controller's memory (scontrol, then squeue)."""
+    why = "sacct is not installed"
+    if shutil.which("sacct"):
+        proc = _run(["sacct", "-j", ref.name, "-X", "-n", "-P", "--format=State,ExitCode"], check=False)
+        if proc.returncode == 0 and proc.stdout.strip():
+            return slurm_state(proc.stdout)
+        # accounting off, slurmdbd down, or the job not recorded yet (pending): the controller knows
+        why = "no line in sacct yet" if proc.returncode == 0 else proc.stderr.strip()[-300:]
+        if proc.returncode and not accounting_off(proc.stderr):
+            why = f"`sacct` failed (exit {proc.returncode}): {why}"
+    shown = _run(["scontrol", "show", "job", "-o", ref.name], check=False)
+    if shown.returncode == 0:
+        return scontrol_state(shown.stdout, ref.name)
+    queued = _run(["squeue", "-j", ref.name, "-h", "-o", "%T", "--states=all"], check=False)
+    state = squeue_state(queued.stdout) if queued.returncode == 0 else None
+    if state is None:  # unknown to the controller: ended more than MinJobAge ago, or never there
+        raise RuntimeError(f"{ref} is unknown to the controller and Slurm's accounting has no record ({why}): "
+                           f"`scontrol show job` answered {shown.stderr.strip()[-300:]!r}")
+    return state
+
+
 def poll(ref: JobRef) -> JobState:
     if ref.kind == "slurm":
-        return slurm_state(_run(["sacct", "-j", ref.name, "-X", "-n", "-P", "--format=State,ExitCode"]).stdout)
+        return _poll_slurm(ref)
     what = "job" if ref.kind == "k8s" else "pytorchjob"
     obj = json.loads(_run(_kubectl(ref, "get", what, ref.name, "-o", "json")).stdout)
     return k8s_job_state(obj) if ref.kind == "k8s" else pytorchjob_state(obj)

@@ -77,6 +77,16 @@ def test_slurm_batch_script_runs_one_task_per_node():
     inner = shlex.split(srun)[-1]  # what bash -c runs on each node
     cfg, node = _parse_node_command(inner, node_rank="1", master="node17")
     assert cfg == PretrainConfig(**OPTS) and (node.nnodes, node.node_rank, node.master_addr) == (3, 1, "node17")
+    # what a user would write by hand: this installation's lmforge by absolute path (a batch job's PATH is the
+    # submitting shell's), its bin/ on PATH, the node's CPUs for the step, the batch output where the follower reads
+    exe = shlex.split(inner)[0]
+    assert os.path.isabs(exe) and os.access(exe, os.X_OK) and exe.endswith("/lmforge")
+    assert f"export PATH={os.path.dirname(exe)}:\"$PATH\"" in text
+    assert shlex.split(srun)[:3] == ["srun", "--kill-on-bad-exit=1", "--cpus-per-task=$SLURM_CPUS_ON_NODE"]
+    assert directives["--output"] == "/shared/x/pretrain/lmforge-pretrain-%j.out" and "--cpus-per-task" not in directives
+    gpu = render("slurm", OPTS, ClusterSpec(nnodes=2, gpus_per_node=4, cpus_per_task=32))
+    assert "#SBATCH --gres=gpu:4\n" in gpu and "#SBATCH --cpus-per-task=32\n" in gpu
+    assert "srun --kill-on-bad-exit=1 --cpus-per-task=32 bash -c" in gpu and "--accelerator cuda" in gpu
 
 
 def test_bad_specs_are_refused():

@@ -1,8 +1,8 @@
 """training.cluster_submit and the flows' `cluster` parameter: submitting a rendered launch file and following the
 job to its end.
 
-No cluster exists here: `kubectl`, `sbatch`, `sacct` and `scancel` are TEST DOUBLES, small scripts this test writes
-into a folder put first on PATH. Each records its argv and stdin and plays a scripted sequence of answers (pending ->
+No cluster exists here: `kubectl`, `sbatch`, `sacct`, `scontrol`, `squeue` and `scancel` are TEST DOUBLES, small
+scripts this test writes into a folder put first on PATH. Each records its argv and stdin and plays a scripted sequence of answers (pending ->
 running -> succeeded, or a failure). What is checked is what lmforge sends to the clients and how it reads their
 answers, in the formats the real clients print; not that a real API server or Slurm controller accepts the job.
 """
@@ -27,15 +27,18 @@ from training.cluster_submit import (
     JobFailed,
     JobRef,
     JobState,
+    accounting_off,
     follow,
     k8s_job_state,
     pytorchjob_state,
     run_on_cluster,
+    scontrol_state,
     slurm_state,
+    squeue_state,
 )
 
 FAKE = '''#!{python}
-"""TEST DOUBLE for a cluster client (kubectl, sbatch, sacct, scancel): records the call, plays the next scripted
+"""TEST DOUBLE for a cluster client (kubectl, sbatch, sacct, scontrol, squeue, scancel): records the call, plays the next scripted
 answer from script.json (the last one repeats). It talks to no cluster."""
 import json, os, sys
 
@@ -59,6 +62,67 @@ sys.exit(answer.get("rc", 0))
 
 OPTS = {"shards": "/shared/x/shards", "tokenizer": "/shared/x/tokenizer", "output": "/shared/x/pretrain", "steps": 50}
 
+# Real answers, captured from Slurm 22.05.8 (Debian's slurm-wlm) on infra/slurm/local-cluster.sh's two nodes, which
+# run without slurmdbd: `sbatch --hold` (pending), `srun sleep 100` (running, then scancel), `srun bash -c "exit 3"`.
+SCONTROL = {
+    "pending": (
+        'JobId=3 JobName=wrap UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=0 Nice=0 Account=(null) '
+        'QOS=(null) JobState=PENDING Reason=JobHeldUser Dependency=(null) Requeue=1 Restarts=0 BatchFlag=1 '
+        'Reboot=0 ExitCode=0:0 RunTime=00:00:00 TimeLimit=UNLIMITED TimeMin=N/A '
+        'SubmitTime=2026-11-25T10:30:51 EligibleTime=Unknown AccrueTime=Unknown StartTime=Unknown '
+        'EndTime=Unknown Deadline=N/A SuspendTime=None SecsPreSuspend=0 LastSchedEval=2026-11-25T10:30:51 '
+        'Scheduler=Main Partition=debug AllocNode:Sid=localhost:3024 ReqNodeList=(null) ExcNodeList=(null) '
+        'NodeList= NumNodes=2-2 NumCPUs=2 NumTasks=2 CPUs/Task=1 ReqB:S:C:T=0:0:*:* '
+        'TRES=cpu=2,mem=2M,node=2,billing=2 Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=* MinCPUsNode=1 '
+        'MinMemoryNode=0 MinTmpDiskNode=0 Features=(null) DelayBoot=00:00:00 OverSubscribe=OK Contiguous=0 '
+        'Licenses=(null) Network=(null) Command=(null) WorkDir=/tmp/cap StdErr=/tmp/cap/slurm-3.out '
+        'StdIn=/dev/null StdOut=/tmp/cap/slurm-3.out Power= '
+    ),
+    "running": (
+        'JobId=4 JobName=wrap UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=4294901757 Nice=0 '
+        'Account=(null) QOS=(null) JobState=RUNNING Reason=None Dependency=(null) Requeue=1 Restarts=0 '
+        'BatchFlag=1 Reboot=0 ExitCode=0:0 RunTime=00:00:02 TimeLimit=UNLIMITED TimeMin=N/A '
+        'SubmitTime=2026-11-25T10:30:51 EligibleTime=2026-11-25T10:30:51 AccrueTime=2026-11-25T10:30:51 '
+        'StartTime=2026-11-25T10:30:52 EndTime=Unknown Deadline=N/A SuspendTime=None SecsPreSuspend=0 '
+        'LastSchedEval=2026-11-25T10:30:52 Scheduler=Main Partition=debug AllocNode:Sid=localhost:3024 '
+        'ReqNodeList=(null) ExcNodeList=(null) NodeList=n[1-2] BatchHost=n1 NumNodes=2 NumCPUs=2 NumTasks=2 '
+        'CPUs/Task=1 ReqB:S:C:T=0:0:*:* TRES=cpu=2,node=2,billing=2 Socks/Node=* NtasksPerN:B:S:C=0:0:*:* '
+        'CoreSpec=* MinCPUsNode=1 MinMemoryNode=0 MinTmpDiskNode=0 Features=(null) DelayBoot=00:00:00 '
+        'OverSubscribe=OK Contiguous=0 Licenses=(null) Network=(null) Command=(null) WorkDir=/tmp/cap '
+        'StdErr=/tmp/cap/slurm-4.out StdIn=/dev/null StdOut=/tmp/cap/slurm-4.out Power= '
+    ),
+    "failed": (
+        'JobId=2 JobName=wrap UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=4294901758 Nice=0 '
+        'Account=(null) QOS=(null) JobState=FAILED Reason=NonZeroExitCode Dependency=(null) Requeue=1 '
+        'Restarts=0 BatchFlag=1 Reboot=0 ExitCode=3:0 RunTime=00:00:00 TimeLimit=UNLIMITED TimeMin=N/A '
+        'SubmitTime=2026-11-25T10:30:51 EligibleTime=2026-11-25T10:30:51 AccrueTime=2026-11-25T10:30:51 '
+        'StartTime=2026-11-25T10:30:52 EndTime=2026-11-25T10:30:52 Deadline=N/A SuspendTime=None '
+        'SecsPreSuspend=0 LastSchedEval=2026-11-25T10:30:52 Scheduler=Main Partition=debug '
+        'AllocNode:Sid=localhost:3024 ReqNodeList=(null) ExcNodeList=(null) NodeList=n[1-2] BatchHost=n1 '
+        'NumNodes=2 NumCPUs=2 NumTasks=2 CPUs/Task=1 ReqB:S:C:T=0:0:*:* TRES=cpu=2,node=2,billing=2 '
+        'Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=* MinCPUsNode=1 MinMemoryNode=0 MinTmpDiskNode=0 '
+        'Features=(null) DelayBoot=00:00:00 OverSubscribe=OK Contiguous=0 Licenses=(null) Network=(null) '
+        'Command=(null) WorkDir=/tmp/cap StdErr=/tmp/cap/slurm-2.out StdIn=/dev/null '
+        'StdOut=/tmp/cap/slurm-2.out Power= '
+    ),
+    "cancelled": (
+        'JobId=4 JobName=wrap UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=4294901757 Nice=0 '
+        'Account=(null) QOS=(null) JobState=CANCELLED Reason=None Dependency=(null) Requeue=1 Restarts=0 '
+        'BatchFlag=1 Reboot=0 ExitCode=0:15 RunTime=00:00:02 TimeLimit=UNLIMITED TimeMin=N/A '
+        'SubmitTime=2026-11-25T10:30:51 EligibleTime=2026-11-25T10:30:51 AccrueTime=2026-11-25T10:30:51 '
+        'StartTime=2026-11-25T10:30:52 EndTime=2026-11-25T10:30:54 Deadline=N/A SuspendTime=None '
+        'SecsPreSuspend=0 LastSchedEval=2026-11-25T10:30:52 Scheduler=Main Partition=debug '
+        'AllocNode:Sid=localhost:3024 ReqNodeList=(null) ExcNodeList=(null) NodeList=n[1-2] BatchHost=n1 '
+        'NumNodes=2 NumCPUs=2 NumTasks=2 CPUs/Task=1 ReqB:S:C:T=0:0:*:* TRES=cpu=2,node=2,billing=2 '
+        'Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=* MinCPUsNode=1 MinMemoryNode=0 MinTmpDiskNode=0 '
+        'Features=(null) DelayBoot=00:00:00 OverSubscribe=OK Contiguous=0 Licenses=(null) Network=(null) '
+        'Command=(null) WorkDir=/tmp/cap StdErr=/tmp/cap/slurm-4.out StdIn=/dev/null '
+        'StdOut=/tmp/cap/slurm-4.out Power= '
+    ),
+}
+SACCT_OFF = {"rc": 1, "err": "Slurm accounting storage is disabled\n"}  # sacct's whole answer without slurmdbd
+GONE = {"rc": 1, "err": "slurm_load_jobs error: Invalid job id specified\n"}  # scontrol, past MinJobAge
+
 
 class FakeCluster:
     def __init__(self, bin_dir: Path):
@@ -81,7 +145,7 @@ class FakeCluster:
 def cluster(tmp_path, monkeypatch) -> FakeCluster:
     bin_dir = tmp_path / "fake-bin"
     bin_dir.mkdir()
-    for tool in ("kubectl", "sbatch", "sacct", "scancel"):
+    for tool in ("kubectl", "sbatch", "sacct", "scontrol", "squeue", "scancel"):
         path = bin_dir / tool
         path.write_text(FAKE.format(python=sys.executable))
         path.chmod(0o755)
@@ -135,8 +199,9 @@ def test_pytorchjob_failure_names_the_job_its_state_and_log_tail(cluster):
 
 def test_slurm_job_submitted_with_sbatch_and_followed_with_sacct(cluster, tmp_path):
     text = render("slurm", OPTS, ClusterSpec(nnodes=2, job="sl"))
-    cluster.play({"sbatch": [{"out": "4242;main\n"}],
-                  "sacct": [{"out": ""}, {"out": "PENDING|0:0\n"}, {"out": "RUNNING|0:0\n"}, {"out": "COMPLETED|0:0\n"}]})
+    cluster.play({"sbatch": [{"out": "4242;main\n"}],  # sacct has no line yet: the controller is asked
+                  "sacct": [{"out": ""}, {"out": "PENDING|0:0\n"}, {"out": "RUNNING|0:0\n"}, {"out": "COMPLETED|0:0\n"}],
+                  "scontrol": [{"out": _as_job(SCONTROL["pending"], 4242)}]})
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "sl-4242.out").write_text("step 50/50\npretrain: wrote /shared/x/pretrain\n")
     said: list[str] = []
@@ -146,7 +211,43 @@ def test_slurm_job_submitted_with_sbatch_and_followed_with_sacct(cluster, tmp_pa
     assert sb["argv"] == ["--parsable", f"--output={tmp_path / 'out'}/sl-%j.out"] and sb["stdin"] == text
     assert cluster.calls("sacct")[0]["argv"] == ["-j", "4242", "-X", "-n", "-P", "--format=State,ExitCode"]
     assert len(cluster.calls("sacct")) == 4 and not cluster.calls("scancel")
+    assert [c["argv"] for c in cluster.calls("scontrol")] == [["show", "job", "-o", "4242"]]
     assert said[0] == "[cluster] submitted slurm job 4242" and "pretrain: wrote /shared/x/pretrain" in said[-1]
+    assert said[1] == "[cluster] slurm job 4242: pending (PENDING (JobHeldUser))"
+
+
+def _as_job(line: str, job_id: int) -> str:
+    """A captured `scontrol show job -o` line renumbered as `job_id` (the double's sbatch hands out other ids)."""
+    return line.replace(line.split()[0], f"JobId={job_id}", 1) + "\n"
+
+
+def test_slurm_without_accounting_is_followed_through_scontrol(cluster, tmp_path):
+    """No slurmdbd (the cluster infra/slurm/local-cluster.sh starts): every sacct fails with accounting disabled,
+    so states come from `scontrol show job -o`; a failure names the state, exit code, reason and the log tail."""
+    cluster.play({"sbatch": [{"out": "2\n"}], "sacct": [SACCT_OFF],
+                  "scontrol": [{"out": _as_job(SCONTROL[s], 2)} for s in ("pending", "running", "failed")]})
+    (tmp_path / "sl-2.out").write_text("srun: error: n1: task 0: Exited with exit code 3\n")
+    said: list[str] = []
+    with pytest.raises(JobFailed, match=r"(?s)slurm job 2 failed: FAILED \(exit 3:0; NonZeroExitCode\).*"
+                                        r"--- last 40 log lines ---\nsrun: error: n1: task 0: Exited with exit code 3"):
+        run_on_cluster("slurm", "#!/bin/bash\n", "sl", log_dir=tmp_path, poll_s=0, say=said.append)
+    assert said[1:] == ["[cluster] slurm job 2: pending (PENDING (JobHeldUser))",
+                        "[cluster] slurm job 2: running (RUNNING (on n[1-2]))",
+                        "[cluster] slurm job 2: failed (FAILED (exit 3:0; NonZeroExitCode))"]
+    assert len(cluster.calls("sacct")) == 3 and not cluster.calls("squeue") and not cluster.calls("scancel")
+
+
+def test_a_job_the_controller_forgot_is_asked_of_squeue_then_given_up(cluster, tmp_path):
+    """Past MinJobAge (300 s after its end) the controller forgets a job; squeue --states=all is the last look.
+    Neither knowing it, its end is unknown: after max_errors looks in a row the wait fails (and scancel is sent,
+    which is harmless for a job that ended)."""
+    cluster.play({"sacct": [SACCT_OFF], "scontrol": [GONE], "squeue": [{"out": "RUNNING\n"}, GONE]})
+    ref = JobRef("slurm", "9", log=str(tmp_path / "none.out"))
+    with pytest.raises(RuntimeError, match=r"could not read its state 2 times in a row: slurm job 9 is unknown to "
+                                           r"the controller .*Slurm accounting storage is disabled.*Invalid job id"):
+        follow(ref, poll_s=0, max_errors=2, say=lambda s: None)
+    assert [c["argv"] for c in cluster.calls("squeue")][0] == ["-j", "9", "-h", "-o", "%T", "--states=all"]
+    assert len(cluster.calls("squeue")) == 3 and [c["argv"] for c in cluster.calls("scancel")] == [["9"]]
 
 
 def test_slurm_failure_and_timeout(cluster, tmp_path):
@@ -188,6 +289,23 @@ def test_a_missing_client_is_named(tmp_path, monkeypatch):
     ("TIMEOUT|0:0", FAILED), ("OUT_OF_MEMORY|0:125", FAILED), ("NODE_FAIL|0:0", FAILED), ("PREEMPTED|0:0", FAILED)])
 def test_slurm_states(answer, phase):
     assert slurm_state(answer + "\n").phase == phase
+
+
+@pytest.mark.parametrize("captured, phase, detail", [
+    ("pending", PENDING, "PENDING (JobHeldUser)"), ("running", RUNNING, "RUNNING (on n[1-2])"),
+    ("failed", FAILED, "FAILED (exit 3:0; NonZeroExitCode)"), ("cancelled", FAILED, "CANCELLED (exit 0:15)")])
+def test_scontrol_states_from_a_real_controller(captured, phase, detail):
+    line = SCONTROL[captured]
+    assert scontrol_state(line + "\n", line.split()[0].split("=")[1]) == JobState(phase, detail)
+
+
+def test_scontrol_and_squeue_answers_that_say_little():
+    with pytest.raises(ValueError, match="no JobState for job 5"):
+        scontrol_state(SCONTROL["running"], "5")  # another job's line (JobId=4): never read as this one's
+    assert scontrol_state(_as_job(SCONTROL["running"], 41), "41").phase == RUNNING  # JobId=41 is not JobId=4
+    assert squeue_state("PENDING\n") == JobState(PENDING, "PENDING") and squeue_state("COMPLETED\n").phase == SUCCEEDED
+    assert squeue_state("") is None  # the controller no longer lists it
+    assert accounting_off(SACCT_OFF["err"]) and not accounting_off("sacct: error: slurmdbd: Connection refused")
 
 
 def test_kubernetes_states():
