@@ -44,6 +44,38 @@ def unchanged(out: Path, key: dict) -> bool:
     return (out / MANIFEST_NAME).exists() and path.exists() and json.loads(path.read_text()) == key
 
 
+STOP_GRACE_SECONDS = 90
+"""How long a stage gets to stop after SIGTERM: `lmforge pretrain --submit` cancels its cluster job (scancel,
+kubectl delete) and torchrun stops its workers in that time; then it is killed."""
+
+
+def run_logged(cmd: list[str], log_path: Path, stage: str, grace: float = STOP_GRACE_SECONDS) -> int:
+    """Run `cmd`, its stdout to the flow log and `log_path`, its stderr to `log_path`; returns its exit code.
+
+    When this process is told to stop while the stage runs (Prefect's cancellation: a SIGTERM that its
+    engine turns into TerminationSignal here; Ctrl-C), the stage gets SIGTERM first and `grace` seconds to
+    stop cleanly, so a stage that submitted a cluster job cancels it instead of living on as an orphan."""
+    with open(log_path, "w", buffering=1) as log:  # line-buffered: tail -f works while a stage runs
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        assert proc.stdout is not None
+        try:
+            for line in proc.stdout:
+                log.write(line)
+                print(f"[{stage}] {line}", end="", flush=True)
+            return proc.wait()
+        except BaseException:
+            if proc.poll() is None:
+                print(f"[{stage}] stopping: SIGTERM to the stage (pid {proc.pid}), {grace:g} s to exit", flush=True)
+                proc.terminate()
+                try:
+                    proc.wait(timeout=grace)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            raise
+
+
 def launch_stage(stage: str, opts: dict[str, Any], out: Path, log_dir: Path, argv: Iterable[str] = (),
                  upstream: Iterable[str | Path] = (), raw_inputs: Iterable[str] = (), cache: bool = True,
                  before_run=None, log_name: str = "") -> tuple[str, bool]:
@@ -63,14 +95,7 @@ def launch_stage(stage: str, opts: dict[str, Any], out: Path, log_dir: Path, arg
     log_path.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     print(f"[{stage}] {' '.join(map(str, cmd[3:]))}", flush=True)
-    with open(log_path, "w", buffering=1) as log:  # line-buffered: tail -f works while a stage runs
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            log.write(line)
-            print(f"[{stage}] {line}", end="", flush=True)
-        rc = proc.wait()
+    rc = run_logged(cmd, log_path, stage)
     if rc != 0:
         tail = "".join(log_path.read_text(errors="replace").splitlines(keepends=True)[-40:])
         raise RuntimeError(f"stage {stage} failed (exit {rc}); full log: {log_path}\n{tail}")

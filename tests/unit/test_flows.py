@@ -291,3 +291,56 @@ def test_a_hostfile_reaches_pretraining_with_each_other_nodes_command(root, reco
         hostfile.write_text("node-a\n")
         dag.lmforge_train.fn(run_name="hf2", runs_dir=str(root), shards=str(root), tokenizer=str(root), preset="tiny",
                              hostfile=str(hostfile))
+
+
+CANCELLED_FLOW = r'''
+import sys
+from pathlib import Path
+
+from prefect.utilities.engine import capture_sigterm
+
+from flows.stages import run_logged
+
+child = [sys.executable, "-c", sys.argv[1]]
+with capture_sigterm():  # what Prefect's flow engine wraps a flow run in: SIGTERM -> TerminationSignal
+    run_logged(child, Path(sys.argv[2]), "pretrain", grace=20)
+'''
+STAGE = r'''
+import signal, sys, time
+from pathlib import Path
+
+def stop(*_):  # what `lmforge pretrain --submit` does on SIGTERM: cancel the job, then exit 143
+    Path(sys.argv[1]).write_text("scancel")
+    sys.exit(143)
+
+signal.signal(signal.SIGTERM, stop)
+print("job 7 RUNNING", flush=True)
+time.sleep(120)
+'''
+
+
+def test_a_cancelled_flow_run_stops_its_stage_which_cancels_its_job(tmp_path):
+    """Prefect cancels a flow run by SIGTERM to its process, which its engine raises as TerminationSignal in
+    the flow; the stage launcher then sends SIGTERM to the running stage and waits for it, so a stage that
+    submitted a cluster job cancels that job (tests/integration/test_slurm_cluster.py: SIGTERM to
+    `lmforge pretrain --submit slurm` scancels it) rather than living on as an orphan."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.unit.test_flows import CANCELLED_FLOW, STAGE
+
+    marker, log = tmp_path / "cancelled", tmp_path / "pretrain.log"
+    root = Path(__file__).resolve().parents[2]
+    stage = STAGE.replace("sys.argv[1]", repr(str(marker)))
+    flow = subprocess.Popen([sys.executable, "-c", CANCELLED_FLOW, stage, str(log)], cwd=root,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while "RUNNING" not in (log.read_text() if log.exists() else "") and time.time() < deadline:
+        time.sleep(0.2)
+    flow.send_signal(signal.SIGTERM)
+    out, err = flow.communicate(timeout=60)
+    assert marker.read_text() == "scancel", (out, err[-2000:])
+    assert "stopping: SIGTERM to the stage" in out, (out, err[-2000:])  # sent by run_logged, not by chance
+    assert flow.returncode != 0  # Prefect ends the run with the signal once the stage has stopped
