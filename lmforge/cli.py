@@ -206,6 +206,9 @@ def main(argv: list[str] | None = None) -> int:
                         "paths under it (default: %(default)s)")
         sp.add_argument("--pod-cpu", default="", help="k8s/pytorchjob: CPU requested per pod, e.g. 8 or 7500m")
         sp.add_argument("--pod-memory", default="", help="k8s/pytorchjob: memory requested and limited per pod, e.g. 32Gi")
+        sp.add_argument("--cpus-per-task", type=int, default=0, help="slurm: CPUs for each node's lmforge pretrain "
+                        "(its processes x torch threads), as #SBATCH and srun --cpus-per-task (default 0: all the "
+                        "node's CPUs; the job is --exclusive)")
         sp.add_argument("--job-name", default="lmforge-pretrain", help="with --emit/--submit: the job's name")
         sp.add_argument("--nccl-env", action="append", default=[], metavar="KEY=VALUE", help="with --emit/--submit: "
                         "set in each node's environment, repeatable: NCCL_* (NCCL_SOCKET_IFNAME=eth0, NCCL_IB_HCA=mlx5, "
@@ -258,7 +261,8 @@ def main(argv: list[str] | None = None) -> int:
                 spec = ClusterSpec(nnodes=ns.nnodes, nproc=ns.nproc, job=ns.job_name, image=ns.image,
                                    shared_pvc=ns.shared_pvc, mount=ns.mount, gpus_per_node=ns.gpus_per_node or 0,
                                    cpu=ns.pod_cpu, memory=ns.pod_memory, port=ns.master_port,
-                                   accelerator=ns.accelerator, rdma=ns.rdma_resource, nccl_env=env_pairs(ns.nccl_env))
+                                   accelerator=ns.accelerator, rdma=ns.rdma_resource, nccl_env=env_pairs(ns.nccl_env),
+                                   cpus_per_task=ns.cpus_per_task)
                 given = config_to_dict(cfg)  # the options that differ from the defaults, so the file reads well
                 base = config_to_dict(cls(shards=cfg.shards, tokenizer=cfg.tokenizer, output=cfg.output))
                 opts = {k: v for k, v in given.items() if k in ("shards", "tokenizer", "output") or base[k] != v}

@@ -90,6 +90,8 @@ class ClusterSpec:
             raise ValueError(f"a cluster launch file is for 2 or more nodes, got --nnodes {self.nnodes}")
         if not re.fullmatch(DNS_LABEL, self.job):
             raise ValueError(f"job name {self.job!r}: lower-case letters, digits and '-' (a Kubernetes DNS label)")
+        if self.cpus_per_task < 0:
+            raise ValueError(f"--cpus-per-task must be >= 0 (0: all the node's CPUs), got {self.cpus_per_task}")
         if not self.mount.startswith("/"):
             raise ValueError(f"mount {self.mount!r}: an absolute path")
         for name in ("cpu", "memory"):

@@ -184,6 +184,16 @@ def plan_text(module: str, cfg: Any, nproc: int, nodes: Nodes = Nodes(), acceler
     return json.dumps(out, indent=1, default=str)
 
 
+def worker_path() -> str:
+    """PATH for the workers with this interpreter's bin/ first, as the Slurm script has it (training.cluster):
+    DeepSpeed's ops are built by whichever `ninja` PATH finds first, and two ninja versions (the venv's 1.13,
+    Debian's 1.11) hash build commands differently, so alternating between them rebuilt the CPU comm op
+    (60-100 s) at every other launch."""
+    bin_dir = os.path.dirname(sys.executable)
+    rest = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p != bin_dir]
+    return os.pathsep.join([bin_dir, *rest])
+
+
 def check_precision(cfg: Any, plan) -> None:
     """--fp16 needs CUDA (DeepSpeed's CPU accelerator has no fp16), --bf16 a device that has bf16: refused before
     any process starts."""
@@ -219,6 +229,7 @@ def launch(module: str, cfg: Any, output: str | os.PathLike, nproc: int = 2, tai
         **plan.env(),  # DS_ACCELERATOR, OMP_NUM_THREADS (the cores shared out), LMFORGE_DIST_BACKEND
         "PYTHONUNBUFFERED": "1",  # progress lines arrive as they are printed
         "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p),
+        "PATH": worker_path(),
     }
     tail: collections.deque[str] = collections.deque(maxlen=tail_lines)
     # one launch log per node on a shared output directory

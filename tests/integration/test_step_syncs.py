@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures import make_shards, make_tokenizer
-from training.launch import free_port
+from training.launch import free_port, worker_path
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -109,7 +109,7 @@ def test_no_host_sync_or_collective_of_lmforge_between_log_steps(tmp_path):
     events_file = tmp_path / "events.json"
     env = {**os.environ, "WORLD_SIZE": "1", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
            "MASTER_PORT": str(free_port()), "DS_ACCELERATOR": "cpu", "LMFORGE_DIST_BACKEND": "gloo",
-           "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+           "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "PATH": worker_path()}
     # 12 steps, grad_accum 2 (24 micro-batches), a log record every 4 steps: 3 log steps, ZeRO-2
     argv = ["--shards", str(shards), "--tokenizer", str(tok), "--output", str(tmp_path / "out"), "--model", "tiny",
             "--steps", "12", "--micro-batch-size", "4", "--grad-accum", "2", "--log-every", "4", "--eval-batches", "2",

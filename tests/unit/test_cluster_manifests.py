@@ -160,9 +160,13 @@ def test_cli_refuses_cuda_without_gpus_in_one_line(capsys):
 def test_cli_gpus_per_node_implies_cuda_in_every_kind(capsys):
     from lmforge.cli import main
 
-    assert main([*CLI, "--emit", "slurm", "--gpus-per-node", "8"]) == 0
+    assert main([*CLI, "--emit", "slurm", "--gpus-per-node", "8", "--cpus-per-task", "64", "--nccl-env",
+                 "NCCL_IB_HCA=mlx5"]) == 0
     out = capsys.readouterr().out
-    assert "--accelerator cuda --nproc 8" in out  # the rest of the script is the Slurm renderer's own
+    assert "--accelerator cuda --nproc 8" in out
+    # what an HPC user writes by hand: the GPUs and CPUs asked for, the step given the same CPUs, NCCL settings
+    assert "#SBATCH --gres=gpu:8\n" in out and "#SBATCH --cpus-per-task=64\n" in out
+    assert "srun --kill-on-bad-exit=1 --cpus-per-task=64 " in out and "export NCCL_IB_HCA=mlx5\n" in out
     assert main([*CLI, "--emit", "pytorchjob", "--gpus-per-node", "4", "--nproc", "2", "--nccl-env",
                  "NCCL_SOCKET_IFNAME=eth0", "--nccl-env", "NCCL_DEBUG=WARN", "--rdma-resource", "rdma/hca"]) == 0
     (doc,) = yaml.safe_load_all(capsys.readouterr().out)
