@@ -93,6 +93,23 @@ def judge_mfu(rows: list[dict[str, Any]], peak_flops: float, nprocs: list[int],
     return ("MET" if min(got.values()) >= MFU_GOAL else "NOT MET"), text
 
 
+def judge_mfu_parity(rows: list[dict[str, Any]], peak_flops: float, presets: list[str],
+                     nprocs: list[int]) -> tuple[str, str]:
+    """lmforge's MFU at least the HF Trainer's on every preset and process count (issue 26): lmforge's tokens/s
+    lead must not come only from the FLOPs its masked-only head skips; each of its FLOPs must run as fast."""
+    by = index(rows)
+    pairs = {(p, n): (by.get(("lmforge", p, n)), by.get(("hf_trainer", p, n))) for p in presets for n in nprocs}
+    missing = [f"{p} x{n}" for (p, n), (lm, hf) in pairs.items() if not (lm and hf)]
+    if missing:
+        return "NOT JUDGED", f"no pair of measurements for {', '.join(missing)}"
+    gaps = {k: (row_mfu(lm, peak_flops), row_mfu(hf, peak_flops)) for k, (lm, hf) in pairs.items()}
+    below = [f"{p} x{n} ({a:.1%} vs {b:.1%})" for (p, n), (a, b) in gaps.items() if a < b]
+    if below:
+        return "NOT MET", "below the HF Trainer's: " + ", ".join(below)
+    (p, n), (a, b) = min(gaps.items(), key=lambda kv: kv[1][0] - kv[1][1])
+    return "MET", f"closest: {p} at {n} process{'es' if n > 1 else ''}, {a:.1%} vs {b:.1%}"
+
+
 def scaling(rows: list[dict[str, Any]]) -> dict[tuple[str, str], float | None]:
     """(system, preset) -> 1 -> 2 process scaling efficiency, None without both measurements."""
     by = index(rows)
@@ -184,6 +201,7 @@ def render(report: dict[str, Any]) -> str:
     judged = [q for q in presets if q in GOAL_PRESETS]
     speed_verdict, speed_why = judge_speedup(rows, judged, nprocs)
     mfu_verdict, mfu_why = judge_mfu(rows, pf, nprocs, report["matmul"]["flops"])
+    parity_verdict, parity_why = judge_mfu_parity(rows, pf, judged, nprocs)
     if "mini-d0" in presets:
         out += ["mini-d0 is the mini model with dropout 0 in both systems, a diagnostic outside the goals: what "
                 "drawing dropout masks costs. In a torch.profiler trace of lmforge's 1-process mini step on this "
@@ -194,6 +212,8 @@ def render(report: dict[str, Any]) -> str:
             f"{' and '.join(map(str, nprocs))} process{'es' if nprocs != [1] else ''}: **{speed_verdict}** "
             f"({speed_why}).",
             f"- lmforge's MFU at least {MFU_GOAL:.0%} on the {MFU_PRESET} preset: **{mfu_verdict}** ({mfu_why}).",
+            f"- lmforge's MFU at least the HF Trainer's on every preset ({', '.join(judged)}) and process count: "
+            f"**{parity_verdict}** ({parity_why}).",
             ""]
     took = sum(r.get("wall_seconds", 0.0) for r in rows)
     out.append(f"The measurements took {took / 60:.0f} minutes of wall clock (start-up and warm-up included); `lmforge bench train --resume` reuses those kept in "
