@@ -148,7 +148,11 @@ def read_hostfile(path: str) -> list[tuple[str, int]]:
     return hosts
 
 
-def torchrun_command(module: str, argv: list[str], nproc: int, port: int, nodes: Nodes = Nodes()) -> list[str]:
+def torchrun_command(module: str, argv: list[str], nproc: int, port: int, nodes: Nodes = Nodes(),
+                     meet_timeout_s: int = 0) -> list[str]:
+    """The launcher command for this node. `meet_timeout_s`: how long the nodes wait for each other at the start
+    (torchrun's static rendezvous `timeout`, 600 s by default; c10d's `join_timeout`): a pod whose image is still
+    being pulled, or a Slurm node that starts late, joins within it (0: torchrun's default)."""
     if nodes.hostfile:
         addr = nodes.master_addr or read_hostfile(nodes.hostfile)[0][0]
         return [sys.executable, "-m", "deepspeed.launcher.runner", "--hostfile", nodes.hostfile, "--no_ssh",
@@ -159,9 +163,11 @@ def torchrun_command(module: str, argv: list[str], nproc: int, port: int, nodes:
     elif nodes.node_rank >= 0:
         where = [f"--nnodes={nodes.nnodes}", f"--node_rank={nodes.node_rank}", f"--master_addr={nodes.master_addr}",
                  f"--master_port={nodes.master_port}"]
+        where += [f"--rdzv_conf=timeout={meet_timeout_s}"] if meet_timeout_s else []
     else:
         where = [f"--nnodes={nodes.nnodes}", "--rdzv_backend=c10d", f"--rdzv_endpoint={nodes.rdzv_endpoint}",
                  f"--rdzv_id={nodes.rdzv_id}"]
+        where += [f"--rdzv_conf=join_timeout={meet_timeout_s}"] if meet_timeout_s else []
     return [sys.executable, "-m", "torch.distributed.run", *where, f"--nproc_per_node={nproc}", "-m", module, *argv]
 
 
@@ -174,7 +180,8 @@ def plan_text(module: str, cfg: Any, nproc: int, nodes: Nodes = Nodes(), acceler
     plan = launch_plan(accelerator, nodes.slots() or nproc, machine)
     cfg = gpu_precision(cfg, plan)
     out: dict[str, Any] = {"plan": plan.as_dict(), "worker_env": plan.env(), "nnodes": nodes.nnodes,
-                           "torchrun": torchrun_command(module, cfg_to_argv(cfg), plan.nproc_per_node, 29500, nodes)}
+                           "torchrun": torchrun_command(module, cfg_to_argv(cfg), plan.nproc_per_node, 29500, nodes,
+                                                        int(60 * getattr(cfg, "dist_timeout_minutes", 0)))}
     if module == "training.pretrain":
         from training.pretrain import deepspeed_config
         from training.recipe import optimizer_choice
@@ -223,7 +230,9 @@ def launch(module: str, cfg: Any, output: str | os.PathLike, nproc: int = 2, tai
     nproc = plan.nproc_per_node
     output = Path(output)
     output.mkdir(parents=True, exist_ok=True)
-    cmd = torchrun_command(module, cfg_to_argv(cfg), nproc, free_port(), nodes)
+    # the nodes wait for each other as long as a collective waits (pretraining's --dist-timeout-minutes)
+    meet = int(60 * getattr(cfg, "dist_timeout_minutes", 0))
+    cmd = torchrun_command(module, cfg_to_argv(cfg), nproc, free_port(), nodes, meet)
     env = {
         **os.environ,
         **plan.env(),  # DS_ACCELERATOR, OMP_NUM_THREADS (the cores shared out), LMFORGE_DIST_BACKEND

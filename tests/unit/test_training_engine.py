@@ -217,6 +217,12 @@ def test_static_and_hostfile_launch_commands(tmp_path):
     static = torchrun_command("training.pretrain", ["--steps", "3"], 2, 1234, Nodes(2, node_rank=1, master_addr="n0",
                                                                                       master_port=29600))
     assert "--node_rank=1" in static and "--master_addr=n0" in static and "--master_port=29600" in static
+    assert not any(a.startswith("--rdzv_conf") for a in static)  # torchrun's own default unless asked
+    # a late node (an image still pulling) joins within the run's collective timeout, not torchrun's 600 s
+    late = torchrun_command("training.pretrain", [], 2, 1234, Nodes(2, node_rank=0, master_addr="n0"), 1800)
+    assert "--rdzv_conf=timeout=1800" in late
+    c10d = torchrun_command("training.pretrain", [], 2, 1234, Nodes(2, rdzv_endpoint="n0:29400"), 1800)
+    assert "--rdzv_conf=join_timeout=1800" in c10d
     with pytest.raises(ValueError, match="--node-rank must be in 0..1"):
         Nodes(2, node_rank=2, master_addr="n0")
     with pytest.raises(ValueError, match="need --rdzv-endpoint"):
