@@ -11,12 +11,12 @@ accounting here):
 - a node's training process killed after the first checkpoint: the job ends FAILED, lmforge exits 1 with the
   job's state and log tail; the same command with --resume continues from the last checkpoint and finishes on
   both nodes (world size 2, a verified manifest);
-- cancellation: SIGTERM to `lmforge pretrain --submit slurm` cancels the Slurm job and no training process is
-  left on the nodes. A Prefect server is not started here. Prefect (3.8) cancels a process-worker flow run by
-  SIGTERM to the flow-run process only; that the stage launcher (flows/stages.py) hands it on to its `lmforge`
-  child is not tested here.
-4 to 7 minutes on 2 shared cores (245 s and 400 s measured), nearly all of it the three jobs' start-up: imports,
-and DeepSpeed's CPU comm op, which torch's JIT rebuilt (60-90 s) at most job starts on that machine.
+- cancellation from a flow: Prefect (3.8) cancels a flow run by SIGTERM to the flow-run process, which its
+  engine's SIGTERM bridge (`capture_sigterm`) raises as TerminationSignal inside the flow. The test runs the
+  stage as a flow task does (flows/stages.py `run_logged` under `capture_sigterm`) and sends that SIGTERM: the
+  stage launcher hands it on to `lmforge pretrain --submit slurm`, which scancels the job, and no training
+  process is left on the nodes. A Prefect server and worker are not started here.
+4 to 7 minutes on 2 shared cores (245 s and 400 s measured), nearly all of it the three jobs' start-up.
 """
 from __future__ import annotations
 
@@ -160,11 +160,27 @@ def test_two_nodes_train_a_killed_node_fails_the_job_and_resume_finishes_it(slur
     print(f"resumed from step {metrics['resumed_from_step']}; finished {time.monotonic() - t1:.0f} s after resubmission")
 
 
-def test_sigterm_to_the_submitting_lmforge_cancels_the_slurm_job(slurm, data, tmp_path):
-    """SIGTERM, as Prefect sends a cancelled flow run's process (then SIGKILL after a grace period): lmforge exits
-    143 through follow's `finally`, which sends scancel; the nodes' training processes go with the job."""
+FLOW_RUN = r"""
+import json, sys
+from pathlib import Path
+
+from prefect.utilities.engine import capture_sigterm
+
+from flows.stages import run_logged
+
+with capture_sigterm():  # what Prefect's flow engine runs a flow in: its SIGTERM becomes TerminationSignal
+    run_logged(json.loads(sys.argv[1]), Path(sys.argv[2]), "pretrain")
+"""
+
+
+def test_a_cancelled_flow_run_cancels_its_slurm_job(slurm, data, tmp_path):
+    """SIGTERM to the flow-run process, as Prefect sends it on cancellation: the stage launcher sends SIGTERM to
+    `lmforge pretrain --submit slurm`, which exits 143 through follow's `finally` after scancel; the nodes'
+    training processes go with the job."""
     out = tmp_path / "pretrain"
-    run = subprocess.Popen(_argv(data, out, "lmforge-term", "--steps", "100000"), env=slurm, cwd=tmp_path,
+    stage_log = tmp_path / "pretrain.log"
+    argv = _argv(data, out, "lmforge-term", "--steps", "100000")
+    run = subprocess.Popen([sys.executable, "-c", FLOW_RUN, json.dumps(argv), str(stage_log)], env=slurm, cwd=ROOT,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         def training_job() -> str:
@@ -184,6 +200,6 @@ def test_sigterm_to_the_submitting_lmforge_cancels_the_slurm_job(slurm, data, tm
         if run.poll() is None:
             run.kill()
             run.communicate()
-    assert run.returncode == 143, stdout[-2000:] + stderr[-2000:]
+    assert run.returncode != 0 and "stopping: SIGTERM to the stage" in stdout, stdout[-2000:] + stderr[-2000:]
     assert _wait(lambda: _job_state(slurm, job_id) in ("CANCELLED", "gone"), 30), _job_state(slurm, job_id)
     assert _wait(lambda: not _trainers(out), 60), "training went on after the job was cancelled"
