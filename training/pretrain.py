@@ -443,11 +443,9 @@ def run(cfg: PretrainConfig) -> Path:
     resumed_at = step
     t_fit = t_log = time.time()
     last_valid: dict[str, float | None] = {}
-    # SparseMLM's masked positions are found on the CPU, before the batch moves (no boolean mask on the GPU)
-    prepare = sparse_targets if isinstance(module, SparseMLM) else None
     engine.train()
     while step < total:
-        for position, batch in DeviceFeed(loader.batches(epoch, start), engine.device, prepare):
+        for position, batch in feed(engine, loader, epoch, start):
             loader.position = position
             loss = engine(**batch)
             engine.backward(loss)
@@ -529,6 +527,13 @@ def run(cfg: PretrainConfig) -> Path:
     dist.barrier()
     held.close()
     return out
+
+
+def feed(engine, loader: RankLoader, epoch: int, start: int = 0) -> DeviceFeed:
+    """The loader's (position, batch) pairs on the engine's device (training.feed); for SparseMLM each batch gets
+    its masked positions on the CPU, before it moves, so the head needs no boolean mask on the GPU."""
+    prepare = sparse_targets if isinstance(engine.module, SparseMLM) else None
+    return DeviceFeed(loader.batches(epoch, start), engine.device, prepare)
 
 
 def open_verified(shards_dir: str, rank: int, world: int) -> ShardSet:
@@ -651,15 +656,12 @@ def evaluate(engine, shards: ShardSet, rank: int, world: int, cfg: PretrainConfi
         return {"loss": None, "mlm_accuracy": None}
     loader = RankLoader(table, rank, world, batch_size, cfg.seed, shards.num_variants)
 
-    prepare = sparse_targets if isinstance(engine.module, SparseMLM) else None
-
-    def step(feed):  # device tensors: the sums are read once, after the all-reduce
-        _, batch = feed
+    def step(item):  # device tensors: the sums are read once, after the all-reduce
+        _, batch = item
         return engine(**batch), engine.module.last_counted, engine.module.last_correct
 
     engine.eval()
-    feed = DeviceFeed(loader.batches(0), engine.device, prepare)
-    held = heldout_loss(step, feed, cfg.eval_batches, engine.device)  # training.recipe: the stages' one held-out loss
+    held = heldout_loss(step, feed(engine, loader, 0), cfg.eval_batches, engine.device)  # training.recipe: the stages' one held-out loss
     engine.train()
     dist.all_reduce(held.sums)
     return {"loss": held.loss, "mlm_accuracy": held.accuracy}
