@@ -23,7 +23,6 @@ run independently: evaluate reports whatever finished, then the flow fails if ei
 """
 from __future__ import annotations
 
-import argparse
 import json
 import shlex
 import shutil
@@ -34,6 +33,7 @@ from typing import Any
 from prefect import flow, task
 from prefect.runtime import flow_run
 
+from common.config import options_to_argv
 from flows import artifacts
 from flows.params import (
     ClusterKind,
@@ -47,7 +47,6 @@ from flows.params import (
     flow_doc,
 )
 from flows.stages import launch_stage
-from lmforge.config import options_to_argv
 from pipelines.labeled.registry import SOURCES
 from training.cluster import job_name
 
@@ -334,44 +333,3 @@ def lmforge_train(run_name: str = T.run_name, runs_dir: str = T.runs_dir, shards
     run = p.run_dir
     run.mkdir(parents=True, exist_ok=True)
     return train_and_evaluate(p, run, str(Path(p.shards).resolve()), str(Path(p.tokenizer).resolve()), p.init_from)
-
-
-def cli_main(argv: list[str]) -> int:
-    from flows.refresh import lmforge_refresh
-
-    flows = {"dag": lmforge_dag, "train": lmforge_train, "refresh": lmforge_refresh}
-    ap = argparse.ArgumentParser(prog="lmforge run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--flow", choices=sorted(flows), default="dag", help="which flow (default: dag, the whole DAG)")
-    ap.add_argument("--name", default=None, help="run name: outputs go to <runs-dir>/<name>/ (default: the flow's)")
-    ap.add_argument("--runs-dir", default=None, help="parent folder of runs (default: runs)")
-    ap.add_argument("--crawl", nargs="+", default=None, help="crawl inputs (dag; default: samples/crawl)")
-    ap.add_argument("--labeled", default=None, help="fine-tune task: a known source (lmforge labeled list), a finetune "
-                    "--config JSON file or a labelled data file (default: vader)")
-    ap.add_argument("--preset", default=None, help="stage sizes: demo or tiny (default: demo)")
-    ap.add_argument("--nproc", type=int, default=None, help="pretraining processes (default: 2)")
-    ap.add_argument("--dedup-index", default=None, help="band index shared by recurring refreshes (default: a fresh "
-                    "<runs-dir>/<name>/minhash_index; refresh: state/minhash_index)")
-    ap.add_argument("--init-from", default=None, help="start from this HF model directory: adopt its tokenizer and "
-                    "continue pretraining its weights (default: train both from scratch)")
-    ap.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
-                    help="any flow parameter (see flows/params.py); VALUE is JSON when it parses, else a string, "
-                         "e.g. --param overrides='{\"pretrain\": {\"steps\": 50}}' --param mask_objective=span")
-    a = ap.parse_args(argv)
-    kwargs: dict[str, Any] = {k: v for k, v in (("run_name", a.name), ("runs_dir", a.runs_dir), ("crawl", a.crawl),
-                                                ("labeled", a.labeled), ("preset", a.preset), ("nproc", a.nproc),
-                                                ("dedup_index", a.dedup_index), ("init_from", a.init_from))
-                              if v is not None}
-    for item in a.param:
-        key, sep, value = item.partition("=")
-        if not sep:
-            ap.error(f"--param {item!r}: expected KEY=VALUE")
-        try:
-            kwargs[key] = json.loads(value)
-        except ValueError:
-            kwargs[key] = value
-    fn = flows[a.flow]
-    t0 = time.time()
-    result = fn(**kwargs)
-    report = f"; report: {result['eval']}/report.md" if isinstance(result, dict) and result.get("eval") else ""
-    print(f"lmforge run ({a.flow}): finished in {time.time() - t0:.0f}s{report}")
-    return 0

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from flows.presets import PRESETS
+from flows.stage_table import stage_entry
 
 NAME_PATTERN = r"^[A-Za-z0-9._-]+$"
 # Choices, shared by the models and the flow signatures (the UI's form shows them as drop-downs).
@@ -70,13 +71,11 @@ def inside_root(value: str, what: str) -> str:
 
 def stage_options(stage: str) -> set[str]:
     """The option names of a stage's config class (what `lmforge <stage> --help` lists)."""
-    from lmforge.cli import _stage
-
     if stage == "student_finetune":  # the finetune stage on the distilled student
         stage = "finetune"
     if stage == "card":  # the evaluation card is the evaluate stage on several models, plus the flow's switch
-        return {f.name for f in dataclasses.fields(_stage("evaluate")[0])} | {"probe"}
-    cls = _stage(stage)[0]
+        return {f.name for f in dataclasses.fields(stage_entry("evaluate")[0])} | {"probe"}
+    cls = stage_entry(stage)[0]
     return {f.name for f in dataclasses.fields(cls)}
 
 

@@ -2,7 +2,7 @@
 
 A stage runs as `python -m lmforge.cli <stage> ...`. Its stdout (lmforge's progress lines) goes to
 the flow log and to `<run>/logs/<stage>.log`; its stderr (library warnings, tqdm bars, tracebacks)
-to the log file only (lmforge/logs.py sends each kind to its stream, so nothing is filtered here).
+to the log file only (common/logs.py sends each kind to its stream, so nothing is filtered here).
 
 Skipping: a finished stage leaves `.flow-key.json` beside its manifest: the command, and the sha256 of
 every upstream stage's manifest (or the size and mtime of each raw input file). A rerun with the
@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from lmforge.config import options_to_argv
+from common.config import options_to_argv
 from schemas.manifest import MANIFEST_NAME, atomic_write_json, sha256_file
 
 FLOW_KEY = ".flow-key.json"

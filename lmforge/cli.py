@@ -18,40 +18,11 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Callable
-from typing import Any
 
-from lmforge.config import add_config_args, config_from_args
+from common.config import add_config_args, config_from_args
+from flows.stage_table import STAGES, stage_entry
 from schemas.manifest import StageBusy
 
-# stage -> (module:config class, module:run function, module whose docstring is the --help text, Beam stage)
-_STAGE_TABLE = {
-    "corpus": ("pipelines.corpus.config:CorpusConfig", "pipelines.corpus.stage:run", "pipelines.corpus.beam_corpus", True),
-    "tokenizer": ("pipelines.tokenizer:TokenizerConfig", "pipelines.tokenizer:run", "pipelines.tokenizer", False),
-    "shards": ("pipelines.shards.stage:ShardsConfig", "pipelines.shards.stage:run", "pipelines.shards.beam_shards", True),
-    "pretrain": ("training.pretrain:PretrainConfig", "training.launch:launch_pretrain", "training.pretrain", False),
-    "finetune": ("training.finetune:FinetuneConfig", "training.finetune:run", "training.finetune", False),
-    "distill": ("training.distill:DistillConfig", "training.distill:run", "training.distill", False),
-    "evaluate": ("training.evaluate:EvaluateConfig", "training.evaluate:run", "training.evaluate", False),
-    "compress": ("training.compress:CompressConfig", "training.compress:run", "training.compress", False),
-}
-
-
-def _load(ref: str) -> Any:
-    import importlib
-
-    module, _, attr = ref.partition(":")
-    mod = importlib.import_module(module)
-    return getattr(mod, attr) if attr else mod
-
-
-def _stage(name: str) -> tuple[type, Callable[..., Any], str, bool]:
-    """(config class, run function, description, passes unknown args to Beam), imported lazily."""
-    cfg_ref, run_ref, doc_ref, beam = _STAGE_TABLE[name]
-    return _load(cfg_ref), _load(run_ref), _load(doc_ref).__doc__ or "", beam
-
-
-STAGES = tuple(_STAGE_TABLE)
 SUMMARIES = {
     "corpus": "Beam: crawl (WARC/WET/JSONL/Parquet) -> clean, deduplicated Parquet",
     "tokenizer": "train a tokenizer (HF tokenizers: WordPiece, BPE, byte-level BPE or Unigram) on the clean corpus",
@@ -73,7 +44,7 @@ SUMMARIES = {
 def _quiet_logs(flow: bool = False) -> None:
     """A stage: lmforge's lines to stdout, library chatter to stderr. A flow (`run`, `alerts`): Prefect's
     own console handler formats the log; only the libraries' loggers are quietened."""
-    from lmforge.logs import NOISY, setup
+    from common.logs import NOISY, setup
 
     if flow:
         for name in NOISY:
@@ -87,14 +58,23 @@ def _quiet_logs(flow: bool = False) -> None:
 
 
 def _bench(rest: list[str]) -> int:
-    benches = {"corpus": "lmforge.bench.corpus", "data": "lmforge.bench.data", "extraction": "lmforge.bench.extraction",
-               "langid": "lmforge.bench.langid", "scale": "lmforge.bench.scale", "tokenizer": "lmforge.bench.tokenizer",
-               "train": "lmforge.bench.train", "transfer": "lmforge.bench.transfer"}
+    benches = {"corpus": "bench.corpus", "data": "bench.data", "extraction": "bench.extraction",
+               "langid": "bench.langid", "scale": "bench.scale", "tokenizer": "bench.tokenizer",
+               "train": "bench.train", "transfer": "bench.transfer"}
     if not rest or rest[0] not in benches:
         print(f"usage: lmforge bench {{{','.join(benches)}}} [--help]")
         return 0 if rest and rest[0] in ("-h", "--help") else 2
     import importlib
+    from pathlib import Path
 
+    # the benchmarks live in the checkout (bench/), not in the installed package: they need its samples and docs
+    checkout = Path(__file__).resolve().parents[1]
+    if not (checkout / "bench" / "__init__.py").exists():
+        print(f"lmforge bench: the benchmarks are in a source checkout's bench/ folder, and {checkout} has none; "
+              "run it from a git clone installed with `make setup`", file=sys.stderr)
+        return 2
+    if str(checkout) not in sys.path:
+        sys.path.insert(0, str(checkout))
     return importlib.import_module(benches[rest[0]]).main(rest[1:])
 
 
@@ -146,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown command {command!r}; choose from {', '.join((*STAGES, 'run'))}")
     _quiet_logs(flow=command in ("run", "alerts"))
     if command == "run":
-        from flows.dag import cli_main
+        from flows.run_cli import cli_main
 
         return cli_main(rest)
     if command == "bench":
@@ -166,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         os.environ.setdefault("DS_ACCELERATOR", "cuda" if torch.cuda.is_available() else "cpu")
-    cls, run_fn, doc, beam = _stage(command)
+    cls, run_fn, doc, beam = stage_entry(command)
     sp = argparse.ArgumentParser(prog=f"lmforge {command}", description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_args(sp, cls)
     if command == "pretrain":
@@ -255,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
             from training.launch import Nodes
 
             if ns.emit or ns.submit:
-                from lmforge.config import config_to_dict
+                from common.config import config_to_dict
                 from training.cluster import ClusterSpec, env_pairs, render
 
                 spec = ClusterSpec(nnodes=ns.nnodes, nproc=ns.nproc, job=ns.job_name, image=ns.image,

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from lmforge.config import read_json_object
+from common.config import read_json_object
 
 
 def beam_args_from_file(path: str | Path) -> list[str]:

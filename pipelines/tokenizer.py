@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lmforge.config import config_to_dict, opt, require
+from common.config import config_to_dict, opt, require
 from schemas.hf import portable_tokenizer_config
 from schemas.manifest import Manifest, describe_outputs, input_ref, read_manifest, sha256_file, write_manifest
 

@@ -22,11 +22,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from training.card_models import check_tokenizer, max_tokens, model_kind
-
-APPLIES = {"masked_lm": ("mlm", "whole_word", "span"), "causal_lm": ("causal",), "seq2seq": ("t5_span",)}
-FIGURE = {"masked_lm": "held-out masked-token cross-entropy (nats)", "causal_lm": "held-out next-token cross-entropy (nats)",
-          "seq2seq": "held-out span-corruption target cross-entropy (nats)"}
+from training.model_formats import load_model
+from training.model_kinds import KINDS, check_tokenizer, max_tokens, model_kind, task_head_kind
 
 
 def lm_quality(model_dir: str, kind: str, shards: str | None, batch_size: int = 32, max_batches: int = 0,
@@ -35,17 +32,17 @@ def lm_quality(model_dir: str, kind: str, shards: str | None, batch_size: int = 
     import numpy as np
     import torch
 
-    from training.card_models import load_model
     from training.data import ShardSet, build_batch
 
-    if kind not in APPLIES:
+    objectives = KINDS[kind].lm_objectives
+    if not objectives:
         return {"applies": False, "why": f"a {kind} has no language-model loss; its quality is a task score"}
     if not shards:
         return {"applies": False, "why": "no --shards to score on"}
     s = ShardSet.open(shards)
-    if s.objective not in APPLIES[kind]:
+    if s.objective not in objectives:
         return {"applies": False, "why": f"the shards' objective is {s.objective}; a {kind} is scored on "
-                                         f"{' or '.join(APPLIES[kind])} shards"}
+                                         f"{' or '.join(objectives)} shards"}
     model = model if model is not None else load_model(model_dir)[0]
     if model.config.vocab_size < s.vocab_size:
         raise ValueError(f"{model_dir}: vocabulary of {model.config.vocab_size} tokens, but {shards} was encoded with "
@@ -71,7 +68,7 @@ def lm_quality(model_dir: str, kind: str, shards: str | None, batch_size: int = 
     if x.size < 2:
         raise ValueError(f"{shards}: fewer than 2 scored tokens in the valid split; a loss needs more held-out data")
     mean, se = float(x.mean()), float(x.std(ddof=1) / math.sqrt(x.size))
-    out = {"applies": True, "figure": FIGURE[kind], "value": round(mean, 4), "standard_error": round(se, 4),
+    out = {"applies": True, "figure": KINDS[kind].lm_figure, "value": round(mean, 4), "standard_error": round(se, 4),
            "tokens": int(x.size), "rows": int(min(table.num_rows, n_batches * batch_size))}
     if kind == "causal_lm":
         out["perplexity"] = round(math.exp(min(mean, 50)), 2)
@@ -122,13 +119,12 @@ def resources(model_dir: str, ids, lengths, threads: int, inputs_count: int, rep
 
 
 def card_entry(model_dir: str, cfg) -> dict[str, Any]:
-    from training.card_models import load_model
 
     model_kind(model_dir)  # a clear error for a directory that is not a model, before anything loads
     check_tokenizer(model_dir)
     model, kind = load_model(model_dir)  # once, for every quality figure (cost loads it again, alone)
     quality = lm_quality(model_dir, kind, cfg.shards or None, cfg.batch_size, cfg.max_batches, model)
-    if cfg.task_config and kind in ("classifier", "token_classifier"):
+    if cfg.task_config and KINDS[kind].scores_task:
         quality["task"] = task_quality(model_dir, cfg.task_config, model=model)
         quality["task"]["controls"] = finetune_controls(model_dir)
         ref = task_reference(model_dir)
@@ -144,7 +140,7 @@ def card_entry(model_dir: str, cfg) -> dict[str, Any]:
             vpm = int(read_manifest(cfg.shards)["config"].get("valid_per_mille", vpm))
         quality["probing"] = probe_model(model_dir, cfg.probe_corpus, cfg.probe_languages, vpm, cfg.probe_wc_words,
                                          cfg.probe_min_per_class, model=model)
-        if kind == "masked_lm" and cfg.pppl_sentences:
+        if KINDS[kind].pseudo_perplexity and cfg.pppl_sentences:
             from transformers import AutoTokenizer
 
             from training.pppl import pseudo_perplexity
@@ -229,7 +225,6 @@ def render(entries: list[dict[str, Any]]) -> str:
 def task_quality(model_dir: str, task_config: str, batch_size: int = 64, model=None) -> dict[str, Any]:
     """A fine-tuned model's score on the test split of the labelled data a `finetune --config` JSON names
     (the same deterministic split the finetune stage scored), with the same metrics."""
-    from training.card_models import load_model
     from training.finetune import FinetuneConfig, load_data, load_tokenizer
     from training.tasks.encode import encode
     from training.tasks.metrics import primary_metric, score
@@ -244,7 +239,7 @@ def task_quality(model_dir: str, task_config: str, batch_size: int = 64, model=N
     if not data.test:
         raise ValueError(f"{task_config}: the labelled data has no test split to score")
     model, kind = (model, model_kind(model_dir)) if model is not None else load_model(model_dir)
-    want = {"classification": "classifier", "regression": "classifier", "tokens": "token_classifier"}[data.task]
+    want = task_head_kind(data.task)
     if kind != want:
         raise ValueError(f"{model_dir} is a {kind}; a {data.task} task is scored on a {want}")
     tok = load_tokenizer(model_dir, data.task)

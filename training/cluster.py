@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lmforge.config import options_to_argv
+from common.config import options_to_argv
 from training.accelerator import ACCELERATORS
 
 KINDS = ("k8s", "pytorchjob", "slurm")

@@ -26,15 +26,25 @@ import os
 import shutil
 import tempfile
 import time
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from lmforge.config import config_to_dict, opt, parse_config, require
+from common.config import config_to_dict, opt, parse_config, require
 from schemas.manifest import Manifest, describe_outputs, input_ref, write_manifest
+from training.finetune import FinetuneConfig, load_data, load_tokenizer
+from training.model_formats import (
+    INT8_WEIGHTS,
+    PRUNE_FILE,
+    PRUNED_WEIGHTS,
+    QUANT_FILE,
+    load_model,
+    prune,
+    quantize,
+    refuse_quantized,
+)
+from training.model_kinds import KINDS, check_tokenizer, max_tokens
+from training.prune import head_importance, heads_to_prune
 
-QUANT_FILE = "quantization.json"
-INT8_WEIGHTS = "int8.pt"
 METHODS = ("int8", "prune")
 SCHEMES = ("per_channel", "per_tensor")
 
@@ -63,18 +73,6 @@ class CompressConfig:
         require(self.scheme in SCHEMES, f"scheme must be one of {', '.join(SCHEMES)}, got {self.scheme!r}")
 
 
-def is_quantized(model_dir: str | os.PathLike) -> bool:
-    return (Path(model_dir) / QUANT_FILE).exists()
-
-
-def refuse_quantized(model_dir: str | os.PathLike, what: str) -> None:
-    """A clear error when a training stage is pointed at an int8 model."""
-    if is_quantized(model_dir):
-        q = json.loads((Path(model_dir) / QUANT_FILE).read_text())
-        raise ValueError(f"{model_dir} is an int8 dynamic-quantized model, for inference only; {what} needs the float "
-                         f"model it was made from ({q.get('source', 'see quantization.json')})")
-
-
 def copy_model_files(src: str | os.PathLike, dst: Path) -> None:
     """The config and tokenizer files of a model directory, not its float weights (the caller writes its own)."""
     for f in Path(src).iterdir():
@@ -82,53 +80,9 @@ def copy_model_files(src: str | os.PathLike, dst: Path) -> None:
             shutil.copy2(f, dst / f.name)
 
 
-def quantize(model, scheme: str = "per_channel", embeddings: bool = True):
-    """int8 dynamic quantization of the Linear layers (and weight-only int8 embedding rows), in place."""
-    import torch
-    from torch.ao import quantization as tq
-
-    spec = {torch.nn.Linear: tq.per_channel_dynamic_qconfig if scheme == "per_channel" else tq.default_dynamic_qconfig}
-    if embeddings:
-        spec[torch.nn.Embedding] = tq.float_qparams_weight_only_qconfig
-    with warnings.catch_warnings():  # torch deprecates quantized tensors in favour of torchao; not ours to fix
-        warnings.simplefilter("ignore", UserWarning)
-        q = tq.quantize_dynamic(model, spec, dtype=torch.qint8)
-    from torch.ao.nn.quantized import Embedding as Int8Embedding
-
-    for m in q.modules():
-        # the int8 lookup needs contiguous ids; BERT's default token_type_ids are an expanded (strided) buffer
-        if isinstance(m, Int8Embedding):
-            m.register_forward_pre_hook(_contiguous_ids)
-    return q
-
-
-def _contiguous_ids(module, args):
-    return (args[0].contiguous(), *args[1:])
-
-
-def load_int8(model_dir: str | os.PathLike):
-    """(model, kind) of a directory written by `compress --method int8`."""
-    import torch
-    import transformers as tf
-
-    from training.card_models import auto_class, model_kind
-
-    kind = model_kind(model_dir)
-    spec = json.loads((Path(model_dir) / QUANT_FILE).read_text())
-    # models quantized before the scheme was recorded: per-tensor Linear layers, fp32 embeddings
-    model = quantize(auto_class(kind).from_config(tf.AutoConfig.from_pretrained(str(model_dir))).eval(),
-                     spec.get("scheme", "per_tensor"), spec.get("int8_embeddings", False))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        state = torch.load(Path(model_dir) / INT8_WEIGHTS, weights_only=True)
-    model.load_state_dict(state)
-    return model.eval(), kind
-
-
 def run(cfg: CompressConfig) -> Path:
     import torch
 
-    from training.card_models import check_tokenizer, load_model
 
     t0 = time.time()
     refuse_quantized(cfg.model, "compressing it again")
@@ -168,8 +122,6 @@ def run(cfg: CompressConfig) -> Path:
 
 def importance_batches(model_dir: str, task_config: str, examples: int, batch_size: int = 32):
     """Labelled batches of the task's validation split, as the finetune stage encodes them."""
-    from training.card_models import max_tokens
-    from training.finetune import FinetuneConfig, load_data, load_tokenizer
     from training.tasks.dataset import cap
     from training.tasks.encode import collate, encode
 
@@ -191,12 +143,10 @@ def importance_batches(model_dir: str, task_config: str, examples: int, batch_si
 def run_prune(cfg: CompressConfig, t0: float) -> Path:
     import torch
 
-    from training.card_models import load_model
-    from training.prune import PRUNE_FILE, PRUNED_WEIGHTS, head_importance, heads_to_prune, prune
 
     batches = importance_batches(cfg.model, cfg.task_config, cfg.importance_examples)
     model, kind = load_model(cfg.model)
-    if kind not in ("classifier", "token_classifier"):
+    if not KINDS[kind].scores_task:
         raise ValueError(f"{cfg.model} is a {kind}; head importance needs a fine-tuned classifier and its task")
     importance = head_importance(model, batches)
     out = Path(cfg.output)

@@ -37,14 +37,15 @@ import torch
 import torch.nn.functional as F
 from transformers.utils import logging as hf_logging
 
-from lmforge.config import add_config_args, config_from_args, config_to_dict, opt, require
-from lmforge.logs import setup as setup_logs
+from common.config import add_config_args, config_from_args, config_to_dict, opt, require
+from common.logs import setup as setup_logs
 from schemas.manifest import MANIFEST_NAME, Manifest, atomic_write_json, describe_outputs, input_ref, write_manifest
 from schemas.shards import MLM_OBJECTIVES
 from training.accelerator import dist_backend
 from training.data import IGNORE_INDEX, RankLoader, ShardSet
 from training.export import HF_DIR, METRICS_NAME, check_tokenizer, load_tokenizer, loss_summary, save_hf
 from training.model import num_parameters
+from training.model_formats import refuse_quantized
 from training.recipe import (
     build_optimizer,
     heldout_loss,
@@ -214,8 +215,6 @@ def resolve_teacher(path: str | Path) -> tuple[Path, Path]:
     hf = p / HF_DIR if (p / HF_DIR / "config.json").exists() else p
     if not (hf / "config.json").exists():
         raise ValueError(f"{path}: no config.json here or in {HF_DIR}/; expected a pretrain output")
-    from training.compress import refuse_quantized
-
     refuse_quantized(hf, "distillation (the teacher's logits and gradients-free forward in fp32)")
     stage = hf.parent if (hf.parent / MANIFEST_NAME).exists() else hf
     return hf, stage

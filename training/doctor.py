@@ -35,10 +35,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lmforge.bench.train_flops import ModelShape, flops_per_token, mfu
 from schemas.manifest import atomic_write_bytes, atomic_write_json
 from training import doctor_checks as probe
 from training.accelerator import launch_plan
+from training.flops import ModelShape, flops_per_token, mfu
 from training.model import preset
 from training.pretrain import PretrainConfig
 
@@ -96,7 +96,7 @@ def bus_bandwidth(nbytes: int, seconds: float, ranks: int) -> tuple[float, float
 def training_mfu(positions_per_s: float, shape: ModelShape, head_share: float, gpu_name: str,
                  gpus: int) -> dict[str, Any]:
     """MFU of a run: positions (padding included, as the GPU computes them) per second x training FLOPs per
-    position (lmforge.bench.train_flops, the count `lmforge bench train` uses) over gpus x the GPU's bf16 peak."""
+    position (training.flops, the count `lmforge bench train` uses) over gpus x the GPU's bf16 peak."""
     per_token = flops_per_token(shape, head_share)
     peak = gpu_peak(gpu_name)
     out: dict[str, Any] = {"flops_per_token": per_token.total, "model_tflops": positions_per_s * per_token.total / 1e12}

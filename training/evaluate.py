@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lmforge.config import config_to_dict, opt, parse_config, require
+from common.config import config_to_dict, opt, parse_config, require
 from schemas.manifest import (
     Manifest,
     atomic_write_bytes,

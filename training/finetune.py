@@ -34,9 +34,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lmforge.config import config_to_dict, opt, parse_config, require
+from common.config import config_to_dict, opt, parse_config, require
 from schemas.finetune import CONTROLS, INITS, METRICS, TASKS, FinetuneMetrics, Row, Score
 from schemas.manifest import Manifest, atomic_write_json, describe_outputs, input_ref, stage_lock, write_manifest
+from training.model_formats import load_model, refuse_quantized
+from training.model_kinds import max_tokens, task_head_kind
 from training.tasks.dataset import Columns, TaskData, cap, load_task
 from training.tasks.trainer import Recipe
 
@@ -144,8 +146,6 @@ def fitting_length(model_dir: str, max_length: int) -> int:
     64-token rows has 64 position embeddings, and a longer input would fail inside transformers."""
     from transformers import AutoConfig
 
-    from training.card_models import max_tokens
-
     positions = max_tokens(AutoConfig.from_pretrained(model_dir))
     if positions and positions < max_length:
         print(f"finetune: --max-length {max_length} is more than {model_dir}'s {positions} positions; using {positions}",
@@ -211,8 +211,6 @@ def _run(cfg: FinetuneConfig) -> Path:
 
     data = load_data(cfg)
     primary = cfg.select_metric or primary_metric(cfg.task, data.is_bio)
-    from training.compress import refuse_quantized
-
     refuse_quantized(cfg.model, "fine-tuning")
     tok = load_tokenizer(cfg.model, cfg.task)
     max_length = fitting_length(cfg.model, cfg.max_length)
@@ -296,14 +294,11 @@ def tokenizer_identity(model_dir: str) -> str | None:
 
 def load_teacher(teacher_dir: str, data: TaskData, model_dir: str):
     """The fine-tuned teacher of task-level distillation, checked to predict this task's labels in this order."""
-    from training.card_models import load_model
-    from training.compress import refuse_quantized
-
     refuse_quantized(teacher_dir, "a distillation teacher (its logits are needed in fp32)")
     if data.task == "regression":
         raise ValueError("--teacher: task-level distillation here is for classification and tagging (soft labels)")
     model, kind = load_model(teacher_dir)
-    want = "classifier" if data.task == "classification" else "token_classifier"
+    want = task_head_kind(data.task)
     if kind != want:
         raise ValueError(f"--teacher {teacher_dir} is a {kind}; a {data.task} task needs a fine-tuned {want}")
     if tokenizer_identity(teacher_dir) != tokenizer_identity(model_dir):

@@ -23,8 +23,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from lmforge.config import options_to_argv
+from common.config import options_to_argv
 from training.accelerator import Machine, launch_plan
+from training.processes import die_with_parent
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -43,30 +44,6 @@ def cfg_to_argv(cfg: Any, prefix: str = "") -> list[str]:
         else:
             opts[prefix + f.name] = value
     return options_to_argv(opts) + nested
-
-
-PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent(sig: int = 9) -> bool:
-    """Ask Linux to send `sig` (SIGKILL) to this process when its parent dies, so a kill -9 of `lmforge pretrain`
-    takes the torchrun agent with it and the agent's death takes each worker (torch starts the workers in a
-    session of their own, so a signal to the launcher's process group never reaches them). Called in the agent
-    (as the launcher's preexec_fn) and first thing in every worker. Returns False where prctl does not exist
-    (not Linux); exits at once when the parent is already gone."""
-    import ctypes
-    import ctypes.util
-
-    parent = os.getppid()
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        if libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0) != 0:
-            return False
-    except (OSError, AttributeError):
-        return False
-    if os.getppid() != parent or parent == 1:  # the parent died before prctl took effect
-        os._exit(1)
-    return True
 
 
 def free_port() -> int:

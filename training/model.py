@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from transformers import BertConfig, BertForMaskedLM
 
 from schemas.shards import MLM_OBJECTIVES
+from training.model_formats import refuse_quantized
 from training.recipe import masked_accuracy, param_groups  # noqa: F401  (param_groups: re-exported)
 
 FAMILIES = {"any": None, "roberta": MLM_OBJECTIVES, "gpt2": ("causal",), "t5": ("t5_span",)}
@@ -228,8 +229,6 @@ def load_for_objective(objective: str, model_dir: str, vocab_size: int, pad_id: 
     sentence-embedding model has no MLM head) are initialised by transformers and listed in the log.
     """
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM
-
-    from training.compress import refuse_quantized
 
     refuse_quantized(model_dir, "continued pretraining (--init-from)")
     config = AutoConfig.from_pretrained(model_dir)

@@ -189,7 +189,8 @@ def probe_model(model_dir: str, corpus: str, languages: list[str], valid_per_mil
                 min_per_class: int = 10, max_length: int = 64, model=None) -> dict[str, Any]:
     from transformers import AutoTokenizer
 
-    from training.card_models import load_model, max_tokens
+    from training.model_formats import load_model
+    from training.model_kinds import max_tokens
 
     model = model if model is not None else load_model(model_dir)[0]
     tok = AutoTokenizer.from_pretrained(model_dir)

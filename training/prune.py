@@ -16,21 +16,7 @@ weights as `pruned.pt`, and `pruning.json` naming the heads removed per layer; `
 """
 from __future__ import annotations
 
-from typing import Any
-
-PRUNE_FILE = "pruning.json"
-PRUNED_WEIGHTS = "pruned.pt"
-
-
-def attention_blocks(model) -> list[Any]:
-    """Each layer's attention module: it holds `self` (query/key/value, head counts) and `output.dense`."""
-    blocks = [m for m in model.modules()
-              if hasattr(m, "self") and hasattr(m, "output") and hasattr(m.self, "query")
-              and hasattr(m.output, "dense")]
-    if not blocks:
-        raise ValueError(f"{type(model).__name__}: no BERT-style attention blocks (self.query/key/value, output.dense) "
-                         "to prune heads from")
-    return blocks
+from training.model_formats import attention_blocks
 
 
 def head_importance(model, batches) -> list[list[float]]:
@@ -79,46 +65,3 @@ def heads_to_prune(importance: list[list[float]], share: float) -> dict[int, lis
             chosen.setdefault(layer, []).append(head)
             left[layer] -= 1
     return {layer: sorted(heads) for layer, heads in sorted(chosen.items())}
-
-
-def prune(model, heads: dict[int, list[int]]):
-    """Remove `heads` ({layer: [head, ...]}) in place; returns the model."""
-    import torch
-    from transformers.pytorch_utils import prune_linear_layer
-
-    blocks = attention_blocks(model)
-    for layer, drop in heads.items():
-        att = blocks[int(layer)]
-        sa = att.self
-        n, size = sa.num_attention_heads, sa.attention_head_size
-        if not drop:
-            continue
-        if len(set(drop)) >= n or max(drop) >= n:
-            raise ValueError(f"layer {layer}: cannot remove heads {drop} of {n} (at least one stays)")
-        keep = torch.tensor([h * size + i for h in range(n) if h not in set(drop) for i in range(size)], dtype=torch.long)
-        sa.query = prune_linear_layer(sa.query, keep)
-        sa.key = prune_linear_layer(sa.key, keep)
-        sa.value = prune_linear_layer(sa.value, keep)
-        att.output.dense = prune_linear_layer(att.output.dense, keep, dim=1)
-        sa.num_attention_heads = n - len(set(drop))
-        sa.all_head_size = sa.num_attention_heads * size
-    return model
-
-
-def load_pruned(model_dir):
-    """(model, kind) of a directory written by `compress --method prune`."""
-    import json
-    from pathlib import Path
-
-    import torch
-
-    from training.card_models import auto_class, model_kind
-
-    kind = model_kind(model_dir)
-    import transformers as tf
-
-    model = auto_class(kind).from_config(tf.AutoConfig.from_pretrained(str(model_dir)))
-    spec = json.loads((Path(model_dir) / PRUNE_FILE).read_text())
-    prune(model, {int(k): v for k, v in spec["pruned_heads"].items()})
-    model.load_state_dict(torch.load(Path(model_dir) / PRUNED_WEIGHTS, weights_only=True))
-    return model.eval(), kind

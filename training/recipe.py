@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from training.distributed import init_worker
+from training.processes import die_with_parent
 
 SCHEDULES = ("linear", "cosine", "inverse_sqrt")
 OPTIMIZERS = ("adamw", "lamb")
@@ -129,8 +130,13 @@ def build_optimizer(name: str, groups: list[dict[str, Any]], lr: float, accelera
 def masked_accuracy(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(correct, counted) over positions whose label is not -100; logits (..., vocab), labels (...)."""
     keep = labels != -100
-    # no boolean-mask indexing: on a GPU it waits for the mask's count (a host sync) and gives dynamic shapes
-    correct = ((logits.detach().argmax(-1) == labels) & keep).sum()
+    # no boolean-mask indexing: on a GPU it waits for the mask's count (a host sync) and gives dynamic shapes.
+    # A hit: the label's logit is the row's maximum. amax is a plain vectorised reduction; argmax is not on the
+    # CPU (312 x 8,000 logits: 0.18 ms against 2.8 ms). A tie with another maximum counts as a hit (argmax would
+    # pick the first); float logits tie about never.
+    logits = logits.detach()
+    hit = logits.gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1) >= logits.amax(-1)
+    correct = (hit & keep).sum()
     return correct, keep.sum()
 
 
@@ -192,8 +198,6 @@ def init_data_parallel() -> tuple[int, int]:
     if int(os.environ.get("WORLD_SIZE", "1")) == 1:
         return 0, 1
     import torch.distributed as dist
-
-    from training.launch import die_with_parent
 
     die_with_parent()
     init_worker()

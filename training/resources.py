@@ -80,7 +80,7 @@ def measure(model_dir: str, ids, lengths, threads: int = 2, repeats: int = 5, in
     import numpy as np
     import torch
 
-    from training.card_models import load_model
+    from training.model_formats import load_model
 
     torch.set_num_threads(threads)
     import transformers  # noqa: F401 - imported before the baseline, so the figure below is the model's share

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lmforge.config import opt, require
+from common.config import opt, require
 from pipelines.corpus.filters import C4Config
 from pipelines.corpus.quality import FineWebConfig, GopherQualityConfig, GopherRepetitionConfig
 

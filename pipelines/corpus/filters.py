@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-from lmforge.config import opt, require
+from common.config import opt, require
 from pipelines.corpus.words import sentence_count
 
 _CITATION = re.compile(r"\[\d*\]|\[edit\]|\[citation needed\]", re.I)

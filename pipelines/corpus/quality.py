@@ -34,7 +34,7 @@ from itertools import accumulate
 
 import numpy as np
 
-from lmforge.config import opt, require
+from common.config import opt, require
 from pipelines.corpus.words import english
 
 _PARAGRAPH = re.compile(r"\n{2,}")

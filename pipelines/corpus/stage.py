@@ -7,7 +7,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from lmforge.config import config_to_dict
+from common.config import config_to_dict
 from pipelines.beam_options import check_worker_paths, expand_runner_alias
 from pipelines.corpus.config import CorpusConfig
 from pipelines.corpus.dedup import MINHASH_SCHEME, detection_probability, lsh_params

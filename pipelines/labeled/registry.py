@@ -9,6 +9,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from pipelines.labeled import lee_pairs, reuters, vader, wsj_pos
 from schemas.manifest import (
     Manifest,
     atomic_write_bytes,
@@ -18,25 +19,12 @@ from schemas.manifest import (
     write_manifest,
 )
 
-TEST_PER_MILLE = 100
-VALIDATION_PER_MILLE = 100
-
 
 def _modules() -> dict[str, ModuleType]:
-    from pipelines.labeled import lee_pairs, reuters, vader, wsj_pos
-
     return {"vader": vader, "reuters": reuters, "wsj_pos": wsj_pos, "lee_pairs": lee_pairs}
 
 
 SOURCES = tuple(_modules())
-
-
-def split_of(uid: str) -> str:
-    """train / validation / test by a stable hash of the id: 10% test, 10% validation."""
-    import hashlib
-
-    b = int.from_bytes(hashlib.blake2b(f"split:{uid}".encode(), digest_size=8).digest(), "big") % 1000
-    return "test" if b < TEST_PER_MILLE else "validation" if b < TEST_PER_MILLE + VALIDATION_PER_MILLE else "train"
 
 
 def prepare(name: str, output: str | Path, source: str | Path | None = None) -> Path:

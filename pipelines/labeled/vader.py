@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from pipelines.labeled.splits import split_of
+
 SETS = ("movieReviewSnippets", "amazonReviewSnippets", "nytEditorialSnippets", "tweets")
 BAND = 0.5
 DEFAULT_SOURCE = "samples/labeled/vader"
@@ -26,8 +28,6 @@ def label_of(score: float) -> str:
 
 
 def rows(source: Path, counts: Counter) -> Iterator[dict[str, Any]]:
-    from pipelines.labeled.registry import split_of
-
     for name in SETS:
         path = source / f"{name}_GroundTruth.txt"
         if not path.exists():

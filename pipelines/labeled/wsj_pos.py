@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from pipelines.labeled.splits import split_of
+
 PACKAGE = "python3-pattern"
 SUBDIR = "usr/share/doc/python3-pattern/test/corpora"
 LICENCE_FILE = "README.txt"
@@ -23,8 +25,6 @@ DESCRIPTION = "WSJ part-of-speech tags (Penn Treebank sample in Debian's python3
 
 
 def rows(source: Path, counts: Counter) -> Iterator[dict[str, Any]]:
-    from pipelines.labeled.registry import split_of
-
     path = source / "tagged-en-wsj.txt"
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():

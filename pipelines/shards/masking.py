@@ -61,7 +61,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from lmforge.config import opt, require
+from common.config import opt, require
 
 OBJECTIVES = ("mlm", "whole_word", "span", "t5_span", "causal")
 MASKED_LM = ("mlm", "whole_word", "span")  # the objectives that write [MASK]

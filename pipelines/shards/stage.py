@@ -10,7 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lmforge.config import config_to_dict, opt, require
+from common.config import config_to_dict, opt, require
 from pipelines.beam_options import check_worker_paths, runner_name
 from pipelines.corpus.stage import default_beam_args
 from pipelines.shards.masking import MaskConfig

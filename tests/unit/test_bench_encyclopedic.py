@@ -1,8 +1,8 @@
-"""FOLDOC entries as bench corpus's short encyclopedic texts (lmforge/bench/encyclopedic.py).
+"""FOLDOC entries as bench corpus's short encyclopedic texts (bench/encyclopedic.py).
 The excerpt is FOLDOC's "abstract data type" entry as dict-foldoc ships it (GFDL 1.1+, (c) 1993 Denis Howe)."""
 from __future__ import annotations
 
-from lmforge.bench.encyclopedic import parse
+from bench.encyclopedic import parse
 
 ENTRY = """abstract data type
 ADT

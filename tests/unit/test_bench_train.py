@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from lmforge.bench.train import BenchConfig, measurement_key, steady_seconds
-from lmforge.bench.train_flops import (
+from bench.train import BenchConfig, measurement_key, steady_seconds
+from bench.train_report import judge_mfu, judge_mfu_parity, judge_speedup, render
+from training.flops import (
     ModelShape,
     cpu_peak,
     flops_per_token,
@@ -15,7 +16,6 @@ from lmforge.bench.train_flops import (
     proc_stat_ticks,
     scaling_efficiency,
 )
-from lmforge.bench.train_report import judge_mfu, judge_mfu_parity, judge_speedup, render
 
 DEMO = ModelShape(layers=4, hidden=128, intermediate=512, vocab=8000, seq_len=128)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import gzip
 import json
 
-from lmforge.bench.transfer_corpus import _b64, dictd_entries, pod_text
-from lmforge.bench.transfer_report import goals, plot, render
+from bench.transfer_corpus import _b64, dictd_entries, pod_text
+from bench.transfer_report import goals, plot, render
 
 
 def test_pod_text_keeps_prose_and_drops_code():
@@ -59,7 +59,7 @@ def test_goals_are_judged_from_the_means(tmp_path):
 
 
 def test_resume_reruns_a_step_whose_settings_changed_and_what_reads_it(tmp_path):
-    from lmforge.bench.transfer import ARGV_FILE, BenchConfig, Steps
+    from bench.transfer import ARGV_FILE, BenchConfig, Steps
 
     s = Steps(BenchConfig(work=str(tmp_path / "w")), resume=True)
     a, b = tmp_path / "w" / "a", tmp_path / "w" / "b"
@@ -107,10 +107,10 @@ COMP = {
 
 
 def test_compression_goals_and_tables(tmp_path):
-    from lmforge.bench.transfer_compress import best_prune_share
-    from lmforge.bench.transfer_compress import goals as comp_goals
-    from lmforge.bench.transfer_compress import plot as comp_plot
-    from lmforge.bench.transfer_compress import render as comp_render
+    from bench.transfer_compress import best_prune_share
+    from bench.transfer_compress import goals as comp_goals
+    from bench.transfer_compress import plot as comp_plot
+    from bench.transfer_compress import render as comp_render
 
     g = comp_goals(COMP)
     student, int8, prune = g

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from lmforge.config import add_config_args, config_from_args
+from common.config import add_config_args, config_from_args
 from pipelines.corpus.clean import DROPPED, KEPT, process_document
 from pipelines.corpus.config import CorpusConfig
 from pipelines.corpus.filters import C4Config, bad_words_regex, has_bad_words

@@ -40,7 +40,7 @@ def test_missing_input_is_one_line_not_a_traceback(tmp_path, capsys):
 def test_config_file_and_flags(tmp_path):
     import argparse
 
-    from lmforge.config import add_config_args, config_from_args
+    from common.config import add_config_args, config_from_args
     from pipelines.shards.stage import ShardsConfig
 
     cfg_file = tmp_path / "c.json"

@@ -14,7 +14,7 @@ import subprocess
 import pytest
 import yaml
 
-from lmforge.config import add_config_args, config_from_args
+from common.config import add_config_args, config_from_args
 from training.cluster import ClusterSpec, job_name, render
 from training.pretrain import PretrainConfig
 

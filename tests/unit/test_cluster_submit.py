@@ -379,9 +379,9 @@ def test_the_pretrain_task_submits_the_job_and_follows_it(data_root, cluster, mo
     """The flow's pretrain task with cluster=k8s: its options reach `lmforge pretrain --submit k8s` (run in this
     process instead of the stage launcher's subprocess, to stay fast), which applies the Job to the fake kubectl."""
     import flows.dag as dag
+    from common.config import options_to_argv
     from flows.params import TrainOnlyParams
     from lmforge.cli import main
-    from lmforge.config import options_to_argv
 
     p = TrainOnlyParams(run_name="k8s-run", cluster="k8s", nnodes=3, cluster_image="reg/lmforge:1",
                         cluster_namespace="ml", cluster_gpus=2, stage_timeout_minutes=30)

@@ -11,11 +11,11 @@ import re
 import pytest
 import torch
 
-from lmforge.bench.train_flops import ModelShape
 from lmforge.cli import main as lmforge_main
 from training import doctor
 from training import doctor_checks as probe
 from training.accelerator import Machine, launch_plan
+from training.flops import ModelShape
 
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU report is checked on a machine without CUDA")
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pipelines.labeled.registry import prepare, split_of
+from pipelines.labeled.registry import prepare
+from pipelines.labeled.splits import split_of
 from schemas.manifest import read_manifest, verify_outputs
 from training.tasks.dataset import Columns, load_task
 

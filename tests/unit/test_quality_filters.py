@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from lmforge.config import add_config_args, config_from_args
+from common.config import add_config_args, config_from_args
 from pipelines.corpus.clean import DROPPED, KEPT, process_document
 from pipelines.corpus.config import CorpusConfig
 from pipelines.corpus.filters import C4Config, clean_line, clean_lines, clean_page

@@ -245,7 +245,7 @@ def test_static_and_hostfile_launch_commands(tmp_path):
 
 
 def test_resume_on_another_world_size_may_reshape_the_batch_but_not_the_global_batch():
-    from lmforge.config import config_to_dict
+    from common.config import config_to_dict
     from training.pretrain import PretrainConfig, resume_mismatch
 
     saved = config_to_dict(PretrainConfig(shards="s", tokenizer="t", output="o", steps=10, micro_batch_size=8))
@@ -274,7 +274,7 @@ def test_die_with_parent_sets_the_parent_death_signal():
     import time
 
     code = ("import os, subprocess, sys, time\n"
-            "child = subprocess.Popen([sys.executable, '-c', 'from training.launch import die_with_parent; "
+            "child = subprocess.Popen([sys.executable, '-c', 'from training.processes import die_with_parent; "
             "die_with_parent(); import time; time.sleep(60)'])\n"
             "print(child.pid, flush=True); time.sleep(60)\n")
     env = {**os.environ, "PYTHONPATH": os.getcwd()}

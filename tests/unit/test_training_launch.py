@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from lmforge.config import add_config_args, config_from_args, opt
+from common.config import add_config_args, config_from_args, opt
 from training.launch import cfg_to_argv, torchrun_command
 from training.pretrain import PretrainConfig, deepspeed_config, plan_steps
 
@@ -65,7 +65,7 @@ def test_config_validation_and_plan():
 
 
 def test_resume_mismatch_names_options_that_change_the_run():
-    from lmforge.config import config_to_dict
+    from common.config import config_to_dict
     from training.pretrain import resume_mismatch
 
     saved = config_to_dict(PretrainConfig(shards="s", tokenizer="t", output="o", steps=10))
@@ -80,11 +80,11 @@ def test_resume_mismatch_names_options_that_change_the_run():
 def test_pretrain_accepts_the_deepspeed_launchers_local_rank(monkeypatch, tmp_path):
     """`deepspeed --hostfile ...` runs the script with --local_rank=N: it must parse (it used to be 'unrecognized
     arguments'), not become an option of the run, and reach LOCAL_RANK."""
-    import training.launch as launch
     import training.pretrain as pretrain
+    import training.processes as processes
 
     seen = {}
-    monkeypatch.setattr(launch, "die_with_parent", lambda: seen.setdefault("dies_with_parent", True))
+    monkeypatch.setattr(processes, "die_with_parent", lambda: seen.setdefault("dies_with_parent", True))
     monkeypatch.delenv("LOCAL_RANK", raising=False)
     monkeypatch.setattr(pretrain, "run", lambda cfg: seen.setdefault("cfg", cfg))
     pretrain.main(["--shards", "s", "--tokenizer", "t", "--output", str(tmp_path), "--local_rank=1"])

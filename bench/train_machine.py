@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lmforge.bench.train_flops import CpuPeak, cpu_peak, foreign_share, proc_stat_ticks
+from training.flops import CpuPeak, cpu_peak, foreign_share, proc_stat_ticks
 
 ADDS_PER_ITERATION = 100
 CLOCK_SOURCE = r"""

@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from lmforge.bench.report import write_section
+from bench.report import write_section
 from pipelines.corpus.readers import read_file
 from pipelines.corpus.text import decode_html, html_to_text
 from schemas.records import RawDocument

@@ -25,6 +25,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from bench.transfer_tasks import TASKS, flags
+
 STUDENT_SHARE_GOAL = 0.97
 STUDENT_SPEED_GOAL = 1.6
 INT8_SHARE_GOAL = 0.99
@@ -55,8 +57,6 @@ def task_config(w: Path, task: str, labeled: Path, max_length: int) -> Path:
 def compress_steps(s, cfg, data: dict[str, Path], models: dict[str, Path],
                    runs: dict[str, dict[str, Path]]) -> dict[str, Any]:
     """Run (or keep, on --resume) every training and compression step; returns where each model is."""
-    from lmforge.bench.transfer import TASKS, flags
-
     w = Path(cfg.work)
     plan: dict[str, Any] = {}
     for fam, f in families(cfg, data, models).items():
@@ -160,7 +160,6 @@ def _throughput(c: dict[str, Any]) -> float:
 
 def measure(cfg, plan: dict[str, Any]) -> dict[str, Any]:
     """Every score and cost of the compression table (cached; cost last, with nothing else running)."""
-    from lmforge.bench.transfer import TASKS
     from schemas.manifest import read_manifest
 
     w = Path(cfg.work)

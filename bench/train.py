@@ -12,7 +12,7 @@ One run, on this machine, the same rows, model and batch for both:
    - lmforge: `training.launch.launch_pretrain` (torchrun, DeepSpeed ZeRO-2, SparseMLM), fp32, for
      --warmup + --steps steps, timed by its own telemetry (metrics.jsonl: every record stamps the end
      of its step) from the end of step --warmup to the end of the last, loading included;
-   - HF Trainer (`lmforge.bench.train_hf`): BertForMaskedLM of the same config on the same rows'
+   - HF Trainer (`bench.train_hf`): BertForMaskedLM of the same config on the same rows'
      unmasked ids with `DataCollatorForLanguageModeling(mlm_probability=0.15)`, the same per-process
      batch, in one process or under `torch.distributed.run` (DDP over gloo), timed from the end of step
      --warmup to the end of the last by a TrainerCallback;
@@ -40,12 +40,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lmforge.bench.train_flops import ModelShape
-from lmforge.bench.train_machine import cpu_watch, machine_peak, matmul_ceiling
-from lmforge.bench.train_report import QUIET, TITLE, render
+from bench.train_machine import cpu_watch, machine_peak, matmul_ceiling
+from bench.train_report import QUIET, TITLE, render
 from schemas.manifest import MANIFEST_NAME, atomic_write_bytes
+from training.flops import ModelShape
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 PRESETS = {"tiny": "tiny", "demo": "demo", "mini": "bert_mini", "mini-d0": "bert_mini"}
 """Benchmark name -> training.model preset."""
 DROPOUT = {"mini-d0": 0.0}
@@ -200,7 +200,7 @@ def measure_hf(cfg: BenchConfig, data: dict[str, Path], preset: str, nproc: int)
     out = Path(cfg.work, "hf_trainer", f"{preset}-{nproc}p.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.unlink(missing_ok=True)
-    args = ["-m", "lmforge.bench.train_hf", "--shards", str(data["shards"]), "--tokenizer", str(data["tokenizer"]),
+    args = ["-m", "bench.train_hf", "--shards", str(data["shards"]), "--tokenizer", str(data["tokenizer"]),
             "--model", PRESETS[preset], "--micro-batch-size", str(cfg.micro_batch_size), "--steps", str(cfg.steps),
             "--warmup", str(cfg.warmup), "--out", str(out), "--dropout", str(DROPOUT.get(preset, -1.0))]
     if nproc > 1:
@@ -311,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def write_section(out: Path, report: dict[str, Any]) -> None:
-    from lmforge.bench.report import write_section as write
+    from bench.report import write_section as write
 
     write(out, TITLE, render(report), report, measured=report.get("measured_utc"))
 

@@ -1,7 +1,7 @@
 """The peer of `bench train`: the Hugging Face Trainer on the model and rows lmforge trains on.
 
-    python -m lmforge.bench.train_hf --shards DIR --tokenizer DIR --model demo --steps 60 --warmup 10 --out r.json
-    OMP_NUM_THREADS=1 python -m torch.distributed.run --nproc_per_node=2 -m lmforge.bench.train_hf ...  # DDP, gloo
+    python -m bench.train_hf --shards DIR --tokenizer DIR --model demo --steps 60 --warmup 10 --out r.json
+    OMP_NUM_THREADS=1 python -m torch.distributed.run --nproc_per_node=2 -m bench.train_hf ...  # DDP, gloo
 
 The `BertForMaskedLM` lmforge's pretraining builds for the preset (training.model.build_for_objective,
 the model inside its SparseMLM wrapper, so config and initialisation are the same), the
@@ -22,7 +22,7 @@ from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m lmforge.bench.train_hf", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m bench.train_hf", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shards", required=True, help="a shards stage directory (MLM objective)")
     ap.add_argument("--tokenizer", required=True, help="its tokenizer stage directory (the collator's special tokens)")

@@ -710,7 +710,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes_text = {n: text_mb((a.cache / f"n{n}-s{a.seed}").resolve()) for n in a.sizes
                   if (a.cache / f"n{n}-s{a.seed}").is_dir()}
     body = render(rows, grow, beam_args, a.note, source, sizes_text)
-    from lmforge.bench.report import write_section
+    from bench.report import write_section
 
     write_section(Path(a.out), "corpus: scaling with input size", body,
                   {"runs": rows, "growth": grow, "beam_args": beam_args, "code": code_version(), "note": a.note})
@@ -736,7 +736,7 @@ def main_modes(a: argparse.Namespace) -> int:
     inputs = _inputs(a, a.check_size)[0]
     rows = check_modes(inputs, (a.cache / "runs" / f"modes-n{a.check_size}").resolve(), a.check_modes, int(a.max_rss_gb * 2**30))
     body = render_modes(rows, a.check_size) + f"\nCode (git describe): {code_version()}." + (f" {a.note}" if a.note else "") + "\n"
-    from lmforge.bench.report import write_section
+    from bench.report import write_section
 
     write_section(Path(a.out), "corpus: parallel DirectRunner modes", body, {"runs": rows, "size": a.check_size, "code": code_version()})
     print(body)

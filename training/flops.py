@@ -1,4 +1,4 @@
-"""Model FLOPs of a BERT masked-LM training step and this CPU's peak: the pure part of `bench train`.
+"""Model FLOPs of a BERT masked-LM training step and a CPU's peak, for MFU (`lmforge doctor`, `bench train`).
 
 FLOPs per trained token (matrix multiplies only, forward + backward = 3 x forward = 6 per weight):
 

@@ -77,8 +77,8 @@ def render(res: dict[str, Any]) -> str:
         "| goal | met | measured |",
         "|---|---|---|",
     ]
-    from lmforge.bench.transfer_compress import goals as compression_goals
-    from lmforge.bench.transfer_compress import render as render_compression
+    from bench.transfer_compress import goals as compression_goals
+    from bench.transfer_compress import render as render_compression
 
     for g, met, ev in goals(res) + compression_goals(res.get("compression") or {}):
         lines.append(f"| {g} | {'yes' if met else 'no' if met is not None else 'not measured'} | {ev} |")

@@ -38,33 +38,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.transfer_tasks import DEFAULT_TASKS, TASKS, flags
 from schemas.manifest import MANIFEST_NAME, read_manifest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 TITLE = "transfer: does pretraining pay?"
 ROWS = ("lmforge", "lmforge_scratch", "minilm", "minilm_cpt", "tfidf_lr", "majority")
 
 
-@dataclass
-class TaskPlan:
-    """How one task is fine-tuned in the bench (caps keep the whole bench near 2 hours on 2 cores)."""
-
-    name: str
-    max_train: int = 0
-    max_length: int = 128
-    epochs: int = 3
-
-
-TASKS = {
-    # 19k train sentences capped at 3,000: MiniLM takes ~0.7 s per step of 32 x 64 tokens here (bf16)
-    "vader": TaskPlan("vader", max_train=3000, max_length=64),
-    "reuters": TaskPlan("reuters", max_length=128),
-    # 811 train sentences: 3 epochs are 78 steps, too few for 44 tags
-    "wsj_pos": TaskPlan("wsj_pos", max_length=96, epochs=8),
-    # document pairs: two ~80-word articles per example; not in the default run (about 30 more minutes)
-    "lee_pairs": TaskPlan("lee_pairs", max_length=256, epochs=5),
-}
-DEFAULT_TASKS = ("vader", "reuters", "wsj_pos")
 
 
 @dataclass
@@ -189,14 +170,8 @@ class Steps:
         return out
 
 
-def flags(**opts: Any) -> list[str]:
-    from lmforge.config import options_to_argv
-
-    return options_to_argv(opts)
-
-
 def data_steps(s: Steps, cfg: BenchConfig) -> dict[str, Path]:
-    from lmforge.bench.transfer_corpus import build
+    from bench.transfer_corpus import build
 
     d = cfg.data_dir
     crawl = build(Path(cfg.cache))
@@ -373,11 +348,11 @@ def _sources(cache: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from lmforge.bench.report import write_section
-    from lmforge.bench.transfer_compress import compress_steps
-    from lmforge.bench.transfer_compress import measure as measure_compression
-    from lmforge.bench.transfer_compress import plot as plot_compression
-    from lmforge.bench.transfer_report import plot, render
+    from bench.report import write_section
+    from bench.transfer_compress import compress_steps
+    from bench.transfer_compress import measure as measure_compression
+    from bench.transfer_compress import plot as plot_compression
+    from bench.transfer_report import plot, render
 
     d = BenchConfig()
     ap = argparse.ArgumentParser(prog="lmforge bench transfer", description=__doc__,

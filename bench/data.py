@@ -39,8 +39,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lmforge.bench.data_report import render
-from lmforge.bench.report import write_section
+from bench.data_report import render
+from bench.report import write_section
 from schemas.manifest import MANIFEST_NAME, Manifest, describe_outputs, read_manifest, write_manifest
 
 MASK_COLUMNS = ("mask_positions", "mask_tokens")

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lmforge.bench.report import write_section
+from bench.report import write_section
 from pipelines.corpus.beam_dedup import choose_representative
 from pipelines.corpus.clean import KEPT, process_document
 from pipelines.corpus.config import CorpusConfig
@@ -82,8 +82,8 @@ def extracted_english(crawl: list[str], limit: int) -> list[str]:
 def bench_cleaning(texts: list[str]) -> dict[str, float]:
     """The four rule families as one chain (C4 paper variant, Gopher repetition, Gopher quality, FineWeb),
     ours against datatrove's filters: the configuration whose decisions are compared page by page
-    (lmforge/bench/agreement.py)."""
-    from lmforge.bench.agreement import (
+    (bench/agreement.py)."""
+    from bench.agreement import (
         FAMILIES,
         chain,
         datatrove_family,
@@ -316,13 +316,13 @@ def main(argv: list[str] | None = None) -> int:
     pages = english_pages(a.crawl)
     agreement = encyclopedic = None
     try:
-        from lmforge.bench.agreement import CHAIN, MATCHING, compare, judge
-        from lmforge.bench.agreement import render as render_agreement
+        from bench.agreement import CHAIN, MATCHING, compare, judge
+        from bench.agreement import render as render_agreement
 
         print(f"bench corpus: keep/drop agreement with datatrove on {len(pages)} pages ...", flush=True)
         agreement = compare(pages)
         agreement_text = render_agreement(f"{len(pages):,} English pages of {' '.join(a.crawl)} (extracted, normalised)", agreement)
-        from lmforge.bench.encyclopedic import texts as encyclopedic_texts
+        from bench.encyclopedic import texts as encyclopedic_texts
 
         try:
             enc = encyclopedic_texts(a.cache)
@@ -333,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
             encyclopedic = compare(enc)
             agreement_text += "\n" + render_agreement(
                 f"{len(enc):,} short encyclopedic texts (FOLDOC entries of >= 200 characters, Debian dict-foldoc, GFDL; "
-                "lmforge/bench/encyclopedic.py)", encyclopedic)
+                "bench/encyclopedic.py)", encyclopedic)
         agreement_text += "\n" + judge({"samples/crawl": agreement, **({"FOLDOC": encyclopedic} if encyclopedic else {})})
     except ImportError:
         agreement_text = "datatrove is not installed (`pip install -e '.[bench]'`): keep/drop agreement not measured.\n"

@@ -19,7 +19,7 @@ import zlib
 from collections import defaultdict
 from pathlib import Path
 
-from lmforge.bench.report import write_section
+from bench.report import write_section
 from pipelines.tokenizer import MODELS, corpus_files, iter_columns, min_vocab, sample_texts, special_ids, train
 from schemas.manifest import read_manifest
 

@@ -40,7 +40,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
-from lmforge.bench.report import write_section
+from bench.report import write_section
 from pipelines.corpus.readers import read_file
 from pipelines.corpus.text import DecodeError, decode_html, html_to_text, identify_language, normalize_text
 from schemas.records import RawDocument
@@ -289,7 +289,7 @@ def render(s: dict, items: dict, counts: dict, versions: dict, docs_per_s: float
     lic = "; ".join(f"{p}: {v}" for p, v in LICENCES.items())
     return "\n".join([
         f"`identify_language` (py3langid, first 2,000 characters) on {s['all']['items']:,} real English and Russian "
-        "texts whose language is known from their source (see `lmforge/bench/langid.py`). "
+        "texts whose language is known from their source (see `bench/langid.py`). "
         f"Overall accuracy {pct(s['all']['accuracy'])} (macro over the two languages {pct(s['macro_accuracy'])}); "
         "\"kept right\" also needs probability >= 0.5, the corpus stage's `min_language_score`.", "",
         "| language | items | accuracy | kept right |", "|---|---:|---:|---:|", *rows, "",

@@ -1,0 +1,1 @@
+"""Helpers every layer may use (typed options, logging); they import nothing of lmforge's own."""

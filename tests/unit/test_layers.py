@@ -1,0 +1,101 @@
+"""The house plan's import rules (docs/ARCHITECTURE.md), read from the source: no import circle between modules,
+and no import from a lower layer to a higher one. Imports inside functions count as much as those at the top:
+a circle hidden in a function is still a circle."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+LAYERS = ("common", "schemas", "pipelines", "training", "flows", "bench", "lmforge")
+"""Bottom first: a package may import its own layer and those before it, never one after it."""
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def project_modules() -> dict[str, Path]:
+    return {module_name(p): p for pkg in LAYERS for p in (ROOT / pkg).rglob("*.py")}
+
+
+def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The project modules `name` imports anywhere in its file (`from pkg import mod` counts as pkg.mod)."""
+    def resolve(dotted: str) -> str | None:
+        while dotted and dotted not in known:
+            dotted = dotted.rpartition(".")[0]
+        return dotted or None
+
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {resolve(a.name) for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([node.module] if node.module else []))
+            for a in node.names:
+                found.add(resolve(f"{base}.{a.name}") if f"{base}.{a.name}" in known else resolve(base))
+    return {m for m in found if m and m != name}
+
+
+def graph() -> dict[str, set[str]]:
+    known = project_modules()
+    return {name: imports(name, path, known) for name, path in known.items()}
+
+
+def circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_walk_sees_the_imports_it_must_see():
+    edges = graph()
+    assert "training.model_formats" in edges["training.compress"]  # a top-level import
+    assert "training.probing" in edges["training.card"]  # one inside a function
+    assert "pipelines.labeled.vader" in edges["pipelines.labeled.registry"]  # `from package import module`
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_import_circles():
+    assert circles(graph()) == []
+
+
+def test_no_import_runs_back_up_a_layer():
+    rank = {layer: i for i, layer in enumerate(LAYERS)}
+    upward = sorted(f"{m} -> {o}" for m, out in graph().items() for o in out
+                    if rank[o.split(".")[0]] > rank[m.split(".")[0]])
+    assert upward == []
