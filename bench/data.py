@@ -351,7 +351,8 @@ def masking_seconds(shards_dir: Path, tokenizer: Path, limit: int) -> dict[str, 
     ids = table.column("input_ids").combine_chunks().flatten().to_numpy().reshape(table.num_rows, -1)
     lengths = table.column("length").to_numpy()
     try:
-        from pipelines.shards.masking import MaskConfig, MaskVocab, mlm_block
+        from pipelines.shards.mask_config import MaskConfig, MaskVocab
+        from pipelines.shards.masking import mlm_block
         from pipelines.shards.rows import load_tokenizer
         from pipelines.tokenizer import special_ids
 

@@ -17,7 +17,7 @@ One run, on this machine, the same rows, model and batch for both:
      batch, in one process or under `torch.distributed.run` (DDP over gloo), timed from the end of step
      --warmup to the end of the last by a TrainerCallback;
 3. tokens/s = steps x rows per step x seq_len / seconds (positions, padding included; the rows are
-   packed, so nearly all are real), MFU against this CPU's peak (`train_flops`), the goals judged in
+   packed, so nearly all are real), MFU against this CPU's peak (`training.flops`), the goals judged in
    `train_report`, the section written to docs/BENCHMARKS.md.
 Each finished measurement is kept in <work>/results.json under its settings (and a digest of training/
 and the library versions); `--resume` skips those. Each records how much of the CPU other processes

@@ -1,5 +1,5 @@
 """What `bench train` measures about the machine itself: its clock, a matmul ceiling, and whether other
-processes took CPU during a measurement. The arithmetic is in `train_flops`; this module only reads and runs.
+processes took CPU during a measurement. The arithmetic is in `training.flops`; this module only reads and runs.
 
 The clock is measured because a virtual machine's kernel shows the nominal clock only (here: /proc/cpuinfo
 2,596 MHz, no cpufreq) while the cores run boosted (3,670 MHz measured); a peak from the nominal clock

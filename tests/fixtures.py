@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from pipelines.shards.masking import MaskConfig, MaskVocab, mask_variants
+from pipelines.shards.mask_config import MaskConfig, MaskVocab
+from pipelines.shards.masking import mask_variants
 from schemas.manifest import Manifest, describe_outputs, write_manifest
 from schemas.shards import shard_file_name, shard_schema
 

@@ -149,7 +149,7 @@ def build_tiny_data(work: Path, seq_len: int = 64) -> tuple[Path, Path]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from pipelines.shards.masking import MaskConfig
+    from pipelines.shards.mask_config import MaskConfig
     from pipelines.shards.stage import ShardsConfig, run_local
     from pipelines.tokenizer import TokenizerConfig
     from pipelines.tokenizer import run as run_tokenizer

@@ -160,7 +160,7 @@ def plan_text(module: str, cfg: Any, nproc: int, nodes: Nodes = Nodes(), acceler
                            "torchrun": torchrun_command(module, cfg_to_argv(cfg), plan.nproc_per_node, 29500, nodes,
                                                         int(60 * getattr(cfg, "dist_timeout_minutes", 0)))}
     if module == "training.pretrain":
-        from training.pretrain import deepspeed_config
+        from training.ds_config import deepspeed_config
         from training.recipe import optimizer_choice
 
         out["deepspeed_config"] = deepspeed_config(cfg)

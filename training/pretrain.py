@@ -16,14 +16,14 @@ directory first deletes the old manifest, so a crashed rerun never looks finishe
 
 The shell is thin: data, model, recipe (optimizer, schedule, held-out loss), checkpoints and export
 live in `training.data`, `training.model`, `training.recipe`, `training.checkpoint` and
-`training.export`; this file sets up the process group and the engine, runs the loop, and writes
-the outputs. The first run on a machine spends ~45 s compiling DeepSpeed's CPU
+`training.export`; the DeepSpeed config in `training.ds_config`, resuming in `training.resume`, the
+time budget in `training.budget`, the output folder and the final export in `training.pretrain_outputs`.
+This file sets up the process group and the engine and runs the loop. The first run on a machine spends ~45 s compiling DeepSpeed's CPU
 shared-memory comm op (cached in ~/.cache/torch_extensions afterwards).
 """
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import os
 import time
@@ -34,26 +34,29 @@ from typing import Any
 
 import torch
 
-from common.config import add_config_args, config_from_args, config_to_dict, opt, read_json_object, require
+from common.config import add_config_args, config_from_args, config_to_dict, opt, require
 from common.logs import setup as setup_logs
-from schemas.manifest import MANIFEST_NAME, Manifest, atomic_write_json, describe_outputs, input_ref, write_manifest
+from schemas.manifest import MANIFEST_NAME
 from schemas.shards import MLM_OBJECTIVES
 from training import cpu_dropout, processes
+from training.budget import BudgetClock
 from training.data import RankLoader, ShardSet
 from training.distributed import init_worker
-from training.export import HF_DIR, METRICS_NAME, check_tokenizer, load_tokenizer, loss_summary, save_hf
+from training.ds_config import apply_deepspeed_file, deepspeed_config
+from training.export import check_tokenizer, load_tokenizer, loss_summary
 from training.feed import DeviceFeed
 from training.model import SparseMLM, build_for_objective, load_for_objective, num_parameters, preset, sparse_targets
+from training.pretrain_outputs import check_shared_output, hold_output, open_verified, write_outputs
 from training.recipe import (
     OPTIMIZERS,
     SCHEDULES,
     build_optimizer,
     check_optimizer,
     heldout_loss,
-    lr_factor,
     param_groups,
     schedule_fn,
 )
+from training.resume import plan_resume
 from training.step_stats import StepStats
 from training.telemetry import Telemetry, peak_rss_mb
 
@@ -153,92 +156,6 @@ class PretrainConfig:
         check_optimizer(self.optimizer, self.zero_stage, self.bf16 or self.fp16)
 
 
-# Options that may change between a run and its --resume (a moved output directory included):
-# they do not touch the weights.
-RESUME_FREE = frozenset({"output", "resume", "save_every", "log_every", "eval_batches", "eval_every", "tensorboard",
-                         "dist_timeout_minutes"})
-# May change together with the world size, as long as micro_batch_size * grad_accum * world stays.
-BATCH_SHAPE = ("micro_batch_size", "grad_accum")
-
-
-def resume_mismatch(saved: dict[str, Any], now: dict[str, Any], saved_world: int | None = None,
-                    world: int | None = None) -> dict[str, tuple[Any, Any]]:
-    """Options whose change would make a resumed run differ from an uninterrupted one: (saved, now).
-    With the world sizes given, a new micro batch / accumulation that keeps the global batch is allowed."""
-    diff = {k: (saved.get(k), v) for k, v in now.items() if k not in RESUME_FREE and saved.get(k) != v}
-    if saved_world and world and any(k in diff for k in BATCH_SHAPE):
-        g_saved = saved.get("micro_batch_size", 0) * saved.get("grad_accum", 0) * saved_world
-        g_now = now["micro_batch_size"] * now["grad_accum"] * world
-        if g_saved == g_now:
-            for k in BATCH_SHAPE:
-                diff.pop(k, None)
-        else:
-            diff["global_batch"] = (g_saved, g_now)
-    return diff
-
-
-DEEPSPEED_FILE_KEYS = {"train_micro_batch_size_per_gpu": "micro_batch_size", "gradient_accumulation_steps": "grad_accum"}
-
-
-def read_deepspeed_file(path: str) -> dict[str, Any]:
-    user = read_json_object(path, "--deepspeed-config")
-    for key in ("optimizer", "scheduler"):
-        if key in user:
-            raise ValueError(f"--deepspeed-config {path}: remove {key!r}; lmforge builds the optimizer and LR schedule "
-                             "itself (--optimizer, --schedule, --lr, --warmup-ratio) so that resume and the flows see them")
-    if "train_batch_size" in user:
-        raise ValueError(f"--deepspeed-config {path}: remove 'train_batch_size'; give train_micro_batch_size_per_gpu "
-                         "and gradient_accumulation_steps (the global batch then follows the world size)")
-    return user
-
-
-def apply_deepspeed_file(cfg: PretrainConfig) -> None:
-    """The file's micro batch, accumulation, ZeRO stage and bf16 become the config's (so the loader, the resume
-    check and the manifest see what DeepSpeed runs)."""
-    user = read_deepspeed_file(cfg.deepspeed_config)
-    for key, field in DEEPSPEED_FILE_KEYS.items():
-        if key in user:
-            setattr(cfg, field, int(user[key]))
-    if "stage" in user.get("zero_optimization", {}):
-        cfg.zero_stage = int(user["zero_optimization"]["stage"])
-    if "enabled" in user.get("bf16", {}):
-        cfg.bf16 = bool(user["bf16"]["enabled"])
-    if "enabled" in user.get("fp16", {}):
-        cfg.fp16 = bool(user["fp16"]["enabled"])
-
-
-def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    """`over` on top of `base`, nested dicts merged key by key."""
-    out = dict(base)
-    for k, v in over.items():
-        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
-
-
-def deepspeed_config(cfg: PretrainConfig, load_universal: bool = False) -> dict[str, Any]:
-    """The engine's config: lmforge's defaults, then --deepspeed-config's file over them. The global batch is
-    micro_batch_size * grad_accum * world size."""
-    base: dict[str, Any] = {
-        "train_micro_batch_size_per_gpu": cfg.micro_batch_size,
-        "gradient_accumulation_steps": cfg.grad_accum,
-        "gradient_clipping": 1.0,
-        "zero_optimization": {"stage": cfg.zero_stage},
-        # torch AdamW / LAMB as the client optimizer: DeepSpeed's CPU Adam would JIT-compile C++ for ~2 min.
-        "zero_allow_untested_optimizer": True,
-        "bf16": {"enabled": cfg.bf16},
-        "steps_per_print": 1 << 30,  # we log ourselves
-    }
-    if cfg.fp16:  # dynamic loss scaling (loss_scale 0), DeepSpeed's defaults otherwise
-        base["fp16"] = {"enabled": True, "loss_scale": 0}
-    if cfg.zero_stage == 3:
-        # the HF export gathers the partitioned weights itself (training.pretrain.write_outputs)
-        base["zero_optimization"]["stage3_gather_16bit_weights_on_model_save"] = False
-    merged = merge(base, read_deepspeed_file(cfg.deepspeed_config)) if cfg.deepspeed_config else base
-    if load_universal:
-        merged = merge(merged, {"checkpoint": {"load_universal": True}})
-    return merged
-
-
 def plan_steps(cfg: PretrainConfig, batches_per_epoch: int) -> int:
     """Optimizer steps to run. E.g. 2,000 rows, 2 ranks, micro batch 16: 1,000 // 16 = 62 batches
     per epoch per rank; with grad_accum 2, one epoch is 62 // 2 = 31 steps. Under a time budget
@@ -260,40 +177,6 @@ def model_config(cfg: PretrainConfig):
     if cfg.max_position:
         m = dataclasses.replace(m, max_position=cfg.max_position)
     return m if cfg.dropout == -1.0 else dataclasses.replace(m, dropout=cfg.dropout)
-
-
-class BudgetClock:
-    """Progress through a wall-clock budget, the same number on every rank (the slowest rank's clock,
-    all-reduced each step), so all ranks see one learning rate and stop at the same step.
-
-    The schedule is the run's (`training.recipe.lr_factor`) over the fraction of the budget spent:
-    warm-up over `warmup_ratio` of it, then e.g. for `linear` `(1 - p) / (1 - w)`, 0 at its end."""
-
-    def __init__(self, budget_seconds: float, warmup_ratio: float, schedule: str = "linear"):
-        self.budget, self.warmup, self.schedule = budget_seconds, warmup_ratio, schedule
-        self.resume_at(0.0)
-
-    def resume_at(self, elapsed: float) -> None:
-        """Continue a run that had spent `elapsed` seconds of its budget."""
-        self.elapsed = elapsed
-        self._t = time.time() - elapsed
-
-    @property
-    def progress(self) -> float:
-        return min(1.0, self.elapsed / self.budget)
-
-    def factor(self, _step: int = 0) -> float:
-        return lr_factor(self.schedule, self.progress, self.warmup, 1.0)
-
-    def tick(self, device: torch.device | str = "cpu") -> bool:
-        """Agree on the elapsed time (max over ranks, a tensor on the step's device); True once the budget is
-        spent. The one collective and host read per step of a budgeted run: every rank must stop at the same step."""
-        import torch.distributed as dist
-
-        t = torch.tensor([time.time() - self._t], dtype=torch.float64, device=device)
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        self.elapsed = t.item()
-        return self.elapsed >= self.budget
 
 
 def freeze_all_but_head(model) -> int:
@@ -324,42 +207,6 @@ def check_same_tokenizer(tokenizer, model_dir: str) -> None:
         raise ValueError(f"--init-from {model_dir}: its tokenizer differs from the shards' ({len(theirs)} vs "
                          f"{len(ours)} entries; first differences {diff}); adopt it with `lmforge tokenizer --from "
                          f"{model_dir}` and rebuild the shards")
-
-
-def plan_resume(cfg: PretrainConfig, ckpt_dir: Path, rank: int, world: int) -> dict[str, Any]:
-    """Rank 0 picks the newest checkpoint whose digests match, checks lmforge's options against its JSON state
-    and, on another world size, converts it to DeepSpeed's universal format, all before DeepSpeed loads
-    anything; every rank gets the same answer (or the same error)."""
-    import torch.distributed as dist
-
-    from training import checkpoint
-
-    answer: list[Any] = [None]
-    if rank == 0:
-        try:
-            tag, notes = checkpoint.choose_tag(ckpt_dir)
-            for note in notes:
-                log.warning("pretrain --resume: %s", note)
-            state = checkpoint.read_state(ckpt_dir / tag)
-            saved_world = int(state["world_size"])
-            diff = resume_mismatch(state["config"], config_to_dict(cfg), saved_world, world)
-            if diff:
-                raise SystemExit(f"pretrain --resume: {ckpt_dir / tag} was saved with other options, so the resumed "
-                                 "run would not match an uninterrupted one (saved, now): "
-                                 + ", ".join(f"{k}={a!r} vs {b!r}" for k, (a, b) in sorted(diff.items())))
-            load_tag = tag
-            if saved_world != world:
-                log.info("pretrain --resume: %s was saved on %d processes, this run has %d: converting it to DeepSpeed's "
-                         "universal checkpoint", tag, saved_world, world)
-                load_tag = checkpoint.to_universal(ckpt_dir, tag)
-            answer[0] = {"tag": tag, "load_tag": load_tag, "state": state, "universal": saved_world != world}
-        except (SystemExit, checkpoint.NoGoodCheckpoint, RuntimeError, OSError, ValueError, KeyError) as e:
-            answer[0] = {"error": str(e) if not isinstance(e, KeyError) else f"checkpoint state lacks {e}"}
-    dist.broadcast_object_list(answer, src=0)
-    if "error" in answer[0]:
-        raise SystemExit(answer[0]["error"] if answer[0]["error"].startswith("pretrain --resume")
-                         else f"pretrain --resume: {answer[0]['error']}")
-    return answer[0]
 
 
 def run(cfg: PretrainConfig) -> Path:
@@ -541,63 +388,6 @@ def feed(engine, loader: RankLoader, epoch: int, start: int = 0) -> DeviceFeed:
     return DeviceFeed(loader.batches(epoch, start), engine.device, prepare)
 
 
-def open_verified(shards_dir: str, rank: int, world: int) -> ShardSet:
-    """The shards, their sha256 digests checked once across the ranks (each hashes its share of the files,
-    training.data.ShardSet.verify_share) instead of by every rank; any problem stops every rank with it."""
-    import torch.distributed as dist
-
-    shards = ShardSet.open(shards_dir, verify=False)
-    problems: list[list[str]] = [[] for _ in range(world)]
-    dist.all_gather_object(problems, shards.verify_share(rank, world))
-    found = [p for share in problems for p in share]
-    if found:
-        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
-        raise ValueError(found[0] + more)
-    return shards
-
-
-def hold_output(out: Path, rank: int) -> contextlib.ExitStack:
-    """Rank 0 takes the output folder's stage lock (schemas.manifest.stage_lock, as every stage does) and
-    keeps it until the run ends (the flock dies with the process); if another run holds it, every rank
-    stops with the holder named, before anything is written."""
-    import torch.distributed as dist
-
-    from schemas.manifest import StageBusy, stage_lock
-
-    held = contextlib.ExitStack()
-    refusal = [None]
-    if rank == 0:
-        try:
-            held.enter_context(stage_lock(out, what=f"lmforge pretrain -> {out}"))
-        except StageBusy as e:
-            refusal[0] = str(e)
-    dist.broadcast_object_list(refusal, src=0)
-    if refusal[0]:
-        raise SystemExit(f"pretrain: {refusal[0]}")
-    return held
-
-
-def check_shared_output(out: Path, rank: int, device: torch.device | str = "cpu") -> None:
-    """Every process must see the same output directory (checkpoints are written by all ranks and read back
-    by rank 0): on several nodes it has to be a shared file system. Rank 0 writes a token, the others read it."""
-    import torch.distributed as dist
-
-    token = [f"{os.getpid()}-{time.time_ns()}" if rank == 0 else None]
-    if rank == 0:
-        (out / ".lmforge-shared-check").write_text(token[0])
-    dist.broadcast_object_list(token, src=0)
-    mine = out / ".lmforge-shared-check"
-    ok = torch.tensor([1 if mine.exists() and mine.read_text() == token[0] else 0], device=device)
-    dist.all_reduce(ok, op=dist.ReduceOp.MIN)
-    dist.barrier()
-    if rank == 0:
-        mine.unlink(missing_ok=True)
-    if not ok.item():
-        raise SystemExit(f"pretrain: {out} is not the same directory on every process (rank 0's marker file is not "
-                         "visible on all of them). On several nodes the --output, --shards and --tokenizer paths must "
-                         "be on a file system all nodes share (NFS, Lustre, a mounted bucket).")
-
-
 def build_module(cfg: PretrainConfig, shards: ShardSet, tokenizer, ds_config: dict[str, Any]) -> torch.nn.Module:
     """The training module; under ZeRO-3 its parameters are partitioned as they are created: transformers'
     HfDeepSpeedConfig, made before the model and kept alive on the module, makes `from_pretrained` (--init-from)
@@ -670,69 +460,6 @@ def evaluate(engine, shards: ShardSet, rank: int, world: int, cfg: PretrainConfi
     engine.train()
     dist.all_reduce(held.sums)
     return {"loss": held.loss, "mlm_accuracy": held.accuracy}
-
-
-def write_outputs(cfg: PretrainConfig, engine, tokenizer, metrics: dict, counts: dict, t0: float, step: int,
-                  rank: int, ds_config: dict[str, Any]) -> None:
-    """The HF export (under ZeRO-3 every rank joins the gather of the partitioned weights), then rank 0
-    writes metrics.json and the manifest, last."""
-    model = engine.module.hf
-    # bf16/fp16: the export is the optimizer's fp32 master weights, not the module's rounded copy upcast
-    masters = master_weights(model) if cfg.bf16 or cfg.fp16 else None
-    gather = contextlib.nullcontext()
-    if cfg.zero_stage == 3:
-        import deepspeed
-
-        gather = deepspeed.zero.GatheredParameters(list(model.parameters()), modifier_rank=None)
-    with gather:
-        if rank == 0:
-            export = model
-            if masters is not None or cfg.zero_stage == 3:  # fp32 weights whatever the precision, off the engine
-                import copy
-
-                export = copy.deepcopy(model).float()
-                if masters is not None:
-                    with torch.no_grad():
-                        for name, p in export.named_parameters():
-                            p.copy_(masters[name])
-            hf_files = save_hf(export, tokenizer, Path(cfg.output) / HF_DIR)
-    if rank != 0:
-        return
-    out = Path(cfg.output)
-    atomic_write_json(out / METRICS_NAME, metrics)
-    summary = {k: metrics[k] for k in ("first_loss", "last_loss", "loss_window", "valid_loss", "seconds_per_step",
-                                       "world_size", "global_batch", "num_parameters")}
-    write_manifest(out, Manifest(
-        stage="pretrain",
-        config=config_to_dict(cfg),
-        inputs=[input_ref(cfg.shards), input_ref(cfg.tokenizer)],
-        counts=counts,
-        outputs=describe_outputs(out, [*(f.relative_to(out) for f in hf_files), METRICS_NAME]),
-        extra={**summary, "deepspeed": ds_config, "checkpoint": f"checkpoints/global_step{step}",
-               "versions": _versions()},
-        wall_seconds=time.time() - t0,
-    ))
-    log.info("wrote %s: first loss %.4f -> last loss %.4f", out / MANIFEST_NAME, metrics["first_loss"], metrics["last_loss"])
-
-
-def master_weights(model) -> dict[str, torch.Tensor]:
-    """Every parameter's full fp32 master copy from DeepSpeed's optimizer (ZeRO 1-3 and its bf16 optimizer keep
-    one per parameter, partitioned over the ranks), on the CPU, by name. Collective: every rank calls it, in the
-    same parameter order; a parameter DeepSpeed keeps no master for (fp32 training) is its own value."""
-    from deepspeed.utils import safe_get_full_fp32_param
-
-    out = {}
-    for name, p in model.named_parameters():
-        full = safe_get_full_fp32_param(p)
-        out[name] = (full if full is not None else p.detach()).float().cpu()
-    return out
-
-
-def _versions() -> dict[str, str]:
-    import deepspeed
-    import transformers
-
-    return {"torch": torch.__version__, "deepspeed": deepspeed.__version__, "transformers": transformers.__version__}
 
 
 def main(argv: list[str] | None = None) -> Path:

@@ -23,7 +23,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from pipelines.shards.masking import MaskConfig
+from pipelines.shards.mask_config import MaskConfig
 from pipelines.shards.rows import key_batch, sample_batch
 
 

@@ -21,8 +21,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from pipelines.shards.masking import NEEDS_WORDS, MaskConfig, MaskVocab, mask_variants, mlm_block, t5_lengths
-from pipelines.shards.masking import check_objective as check_vocab
+from pipelines.shards.mask_config import NEEDS_WORDS, MaskConfig, MaskVocab
+from pipelines.shards.mask_config import check_objective as check_vocab
+from pipelines.shards.masking import mask_variants, mlm_block, t5_lengths
 from pipelines.shards.packing import Frame, frame_for, pack, word_starts
 from pipelines.shards.write import split_parts
 from pipelines.tokenizer import special_ids

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 from common.config import config_to_dict, opt, require
 from pipelines.beam_options import check_worker_paths, runner_name
 from pipelines.corpus.stage import default_beam_args
-from pipelines.shards.masking import MaskConfig
+from pipelines.shards.mask_config import MaskConfig
 from schemas import storage
 from schemas.manifest import (
     MANIFEST_NAME,

@@ -134,7 +134,7 @@ def stage_files(root: Path, dirs: tuple[str, ...]) -> dict[str, bytes]:
 def test_corpus_and_shards_on_dask_are_byte_identical_to_the_direct_runner(dask_address, tmp_path):
     from pipelines.corpus.config import CorpusConfig
     from pipelines.corpus.stage import run as run_corpus
-    from pipelines.shards.masking import MaskConfig
+    from pipelines.shards.mask_config import MaskConfig
     from pipelines.shards.stage import ShardsConfig
     from pipelines.shards.stage import run as run_shards
     from pipelines.tokenizer import TokenizerConfig

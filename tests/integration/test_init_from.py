@@ -19,7 +19,7 @@ def minilm_dir() -> Path:
 
 def minilm_shards(root: Path) -> tuple[Path, Path]:
     """MiniLM's tokenizer adopted by the tokenizer stage, and MLM shards of real sentences encoded with it."""
-    from pipelines.shards.masking import MaskConfig
+    from pipelines.shards.mask_config import MaskConfig
     from pipelines.shards.stage import ShardsConfig, run_local
     from pipelines.tokenizer import TokenizerConfig
     from pipelines.tokenizer import run as run_tokenizer

@@ -87,7 +87,7 @@ def _without_manifest(tree: dict[str, str]) -> dict[str, str]:
 def test_corpus_refresh_and_shards_on_s3_are_byte_identical_to_local(tmp_path, s3):
     from pipelines.corpus.config import CorpusConfig
     from pipelines.corpus.stage import run as corpus
-    from pipelines.shards.masking import MaskConfig
+    from pipelines.shards.mask_config import MaskConfig
     from pipelines.shards.stage import ShardsConfig
     from pipelines.shards.stage import run as shards
     from pipelines.tokenizer import TokenizerConfig

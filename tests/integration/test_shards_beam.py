@@ -9,7 +9,7 @@ from tests.fixtures import make_corpus, vader_texts
 
 @pytest.mark.slow
 def test_beam_shards_are_deterministic_and_match_the_local_run(tmp_path):
-    from pipelines.shards.masking import MaskConfig
+    from pipelines.shards.mask_config import MaskConfig
     from pipelines.shards.stage import ShardsConfig, run, run_local
     from pipelines.tokenizer import TokenizerConfig
     from pipelines.tokenizer import run as run_tokenizer
@@ -42,7 +42,7 @@ def test_beam_shards_are_deterministic_and_match_the_local_run(tmp_path):
 def test_replay_mixes_in_the_same_hash_sample_of_earlier_corpora(tmp_path):
     """A refresh's shards mix in a fraction of an earlier snapshot's corpus: the same documents on
     Beam and without it, counted in the manifest, the earlier corpus pinned among the inputs."""
-    from pipelines.shards.masking import MaskConfig
+    from pipelines.shards.mask_config import MaskConfig
     from pipelines.shards.rows import replay_mask
     from pipelines.shards.stage import ShardsConfig, run, run_local
     from pipelines.tokenizer import TokenizerConfig

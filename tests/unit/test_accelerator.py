@@ -85,8 +85,9 @@ def test_dry_run_prints_the_plan_and_the_deepspeed_config_without_running():
 
 def test_fp16_is_for_cuda_and_refused_on_cpu_before_anything_starts(tmp_path):
     from training.accelerator import Machine, launch_plan
+    from training.ds_config import deepspeed_config
     from training.launch import check_precision, launch_pretrain
-    from training.pretrain import PretrainConfig, deepspeed_config
+    from training.pretrain import PretrainConfig
 
     cfg = PretrainConfig(shards="s", tokenizer="t", output=str(tmp_path / "o"), fp16=True)
     assert deepspeed_config(cfg)["fp16"] == {"enabled": True, "loss_scale": 0}

@@ -131,7 +131,7 @@ def test_encode_pack_write_writes_a_readable_masked_shard(tmp_path):
     import pyarrow as pa
 
     from pipelines.shards.beam_shards import EncodePackWrite
-    from pipelines.shards.masking import MaskConfig
+    from pipelines.shards.mask_config import MaskConfig
     from tests.fixtures import SENTENCES, make_tokenizer
 
     tok_dir = make_tokenizer(tmp_path / "tok")

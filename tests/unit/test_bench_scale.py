@@ -8,7 +8,9 @@ from collections import Counter
 
 import psutil
 
-from bench.scale import Bases, GenConfig, PeakRSS, cached_meta, generate, growth, tree_rss, write_inputs
+from bench.peak_rss import PeakRSS, tree_rss
+from bench.scale import growth
+from bench.scale_inputs import Bases, GenConfig, cached_meta, generate, write_inputs
 from pipelines.corpus.dedup import shingles
 from pipelines.corpus.readers import read_file
 from schemas.records import RawDocument

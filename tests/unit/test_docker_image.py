@@ -64,6 +64,16 @@ def test_every_copy_source_is_in_the_repository_and_the_build_context(name):
     assert checked >= 10
 
 
+@pytest.mark.parametrize("name", ["Dockerfile", "Dockerfile.cuda"])
+def test_the_image_has_every_package_the_install_ships(name):
+    """pyproject's package list and the COPY lines must agree, or `pip install .` in the image misses a package
+    (common/ moved below pipelines/ and training/ on 2026-11-25)."""
+    include = re.search(r"^include = \[(.*)\]", (ROOT / "pyproject.toml").read_text(), re.M).group(1)
+    packages = {p.strip().strip('"').rstrip("*") for p in include.split(",")}
+    copied = {src for _, sources, _ in copies(name) for src in sources}
+    assert packages and packages <= copied, f"{name} lacks COPY for {sorted(packages - copied)}"
+
+
 def test_pins_match_constraints_and_the_demo_has_its_inputs():
     text = (DOCKER / "Dockerfile").read_text()
     c = pins()

@@ -99,3 +99,12 @@ def test_no_import_runs_back_up_a_layer():
     upward = sorted(f"{m} -> {o}" for m, out in graph().items() for o in out
                     if rank[o.split(".")[0]] > rank[m.split(".")[0]])
     assert upward == []
+
+
+MAX_LINES = 500
+
+
+def test_every_source_file_reads_whole():
+    """The house plan keeps files small enough to read whole (../shared/STYLE.md: a few hundred lines)."""
+    long = {name: n for name, path in project_modules().items() if (n := len(path.read_text().splitlines())) > MAX_LINES}
+    assert long == {}, f"split by responsibility: {long}"

@@ -8,10 +8,8 @@ import math
 import numpy as np
 import pytest
 
+from pipelines.shards.mask_config import OBJECTIVES, MaskConfig, MaskVocab
 from pipelines.shards.masking import (
-    OBJECTIVES,
-    MaskConfig,
-    MaskVocab,
     apply_mlm,
     apply_t5,
     mask_variants,

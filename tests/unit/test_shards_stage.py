@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from pipelines.shards.masking import MaskConfig
+from pipelines.shards.mask_config import MaskConfig
 from pipelines.shards.stage import ShardsConfig, run_local
 from pipelines.tokenizer import TokenizerConfig, special_ids
 from pipelines.tokenizer import run as run_tokenizer

@@ -243,7 +243,8 @@ def objective_shards(tmp_path_factory) -> dict[str, ShardSet]:
 
 
 def test_t5_batches_match_apply_t5_with_padding_and_shifted_decoder_inputs(objective_shards):
-    from pipelines.shards.masking import MaskVocab, apply_t5
+    from pipelines.shards.mask_config import MaskVocab
+    from pipelines.shards.masking import apply_t5
 
     s = objective_shards["t5_span"]
     assert s.mask_id is None and s.max_encoder_len == 48 and s.max_target_len

@@ -246,7 +246,8 @@ def test_static_and_hostfile_launch_commands(tmp_path):
 
 def test_resume_on_another_world_size_may_reshape_the_batch_but_not_the_global_batch():
     from common.config import config_to_dict
-    from training.pretrain import PretrainConfig, resume_mismatch
+    from training.pretrain import PretrainConfig
+    from training.resume import resume_mismatch
 
     saved = config_to_dict(PretrainConfig(shards="s", tokenizer="t", output="o", steps=10, micro_batch_size=8))
     same_global = config_to_dict(PretrainConfig(shards="s", tokenizer="t", output="o", steps=10, micro_batch_size=8,

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 import pytest
 
 from common.config import add_config_args, config_from_args, opt
+from training.ds_config import deepspeed_config
 from training.launch import cfg_to_argv, torchrun_command
-from training.pretrain import PretrainConfig, deepspeed_config, plan_steps
+from training.pretrain import PretrainConfig, plan_steps
 
 
 def _parse(cls, argv):
@@ -66,7 +67,7 @@ def test_config_validation_and_plan():
 
 def test_resume_mismatch_names_options_that_change_the_run():
     from common.config import config_to_dict
-    from training.pretrain import resume_mismatch
+    from training.resume import resume_mismatch
 
     saved = config_to_dict(PretrainConfig(shards="s", tokenizer="t", output="o", steps=10))
     # logging, validation and checkpoint cadence may change; resume itself obviously does
