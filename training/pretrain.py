@@ -18,8 +18,8 @@ The shell is thin: data, model, recipe (optimizer, schedule, held-out loss), che
 live in `training.data`, `training.model`, `training.recipe`, `training.checkpoint` and
 `training.export`; the DeepSpeed config in `training.ds_config`, resuming in `training.resume`, the
 time budget in `training.budget`, the output folder and the final export in `training.pretrain_outputs`.
-This file sets up the process group and the engine and runs the loop. The first run on a machine spends ~45 s compiling DeepSpeed's CPU
-shared-memory comm op (cached in ~/.cache/torch_extensions afterwards).
+This file sets up the process group and the engine and runs the loop. The first run on a machine
+spends ~45 s compiling DeepSpeed's CPU shared-memory comm op (cached in ~/.cache/torch_extensions).
 """
 from __future__ import annotations
 
