@@ -15,7 +15,7 @@ embedding matrix is most of what is left); per-channel Linear 74.5%; per-channel
 embeddings 74.4% and 22.4 MiB. transformers has no file format for such a model, so the output holds the float model's
 `config.json` and tokenizer, the quantized `state_dict` as `int8.pt` (read back with
 `torch.load(weights_only=True)`), and `quantization.json` saying how it was made.
-`load_int8(DIR)` (and `lmforge evaluate --model DIR`) rebuilds it: the architecture from the config,
+`training.model_formats.load_int8(DIR)` (and `lmforge evaluate --model DIR`) rebuilds it: the architecture from the config,
 quantized the same way, then the saved weights. It is for inference only: fine-tuning, continued
 pretraining or distilling from it is refused with a message (train the float model, then compress).
 """

@@ -11,7 +11,7 @@ the pruned model is smaller and faster, not masked.
 
 transformers 5 dropped `PreTrainedModel.prune_heads` and the `pruned_heads` config key that rebuilt a
 pruned model at load time, so a pruned model is saved like an int8 one: config and tokenizer, the
-weights as `pruned.pt`, and `pruning.json` naming the heads removed per layer; `load_pruned` (and
+weights as `pruned.pt`, and `pruning.json` naming the heads removed per layer; `training.model_formats.load_pruned` (and
 `lmforge evaluate --model`) rebuilds it.
 """
 from __future__ import annotations
