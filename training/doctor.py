@@ -246,20 +246,20 @@ def summarize(name: str, result: dict[str, Any], world: int, shape: ModelShape |
 
 
 def pretrain_check(work: Path, world: int, accelerator: str, steps: int, model: str, precision: str,
-                   gpu_name: str | None) -> dict[str, Any]:
+                   gpu_name: str | None, seq_len: int = 64, micro_batch_size: int = 8) -> dict[str, Any]:
     """Pretrain `steps` on `world` processes saving at half; on CUDA resume from there on the same and on another
     world size (training.doctor.resume_world) and compare each with the uninterrupted run."""
 
-    probe.say(f"building tiny shards from the bundled sample under {work / 'data'}")
-    shards, tok = probe.build_tiny_data(work / "data")
+    probe.say(f"building {seq_len}-token shards from the bundled sample under {work / 'data'}")
+    shards, tok = probe.build_tiny_data(work / "data", seq_len=seq_len)
     vocab = json.loads((shards / "manifest.json").read_text())["extra"]["vocab_size"]
     m = preset(model)
     half = steps // 2
-    base = dict(shards=str(shards), tokenizer=str(tok), model=model, steps=steps, micro_batch_size=8, lr=3e-3,
+    base = dict(shards=str(shards), tokenizer=str(tok), model=model, steps=steps, micro_batch_size=micro_batch_size, lr=3e-3,
                 log_every=half, save_every=half if accelerator == "cuda" else 0, eval_batches=2, dropout=0.0,
                 tensorboard=False, seed=0, bf16=precision == "bf16", fp16=precision == "fp16")
     tag = accelerator
-    probe.say(f"pretraining {model}: {steps} steps on {world} {tag} process(es)")
+    probe.say(f"pretraining {model}: {steps} steps of {micro_batch_size} x {seq_len} tokens on {world} {tag} process(es)")
     full_dir = work / f"{tag}-full"
     shutil.rmtree(full_dir, ignore_errors=True)
     full = probe.pretrain_once(PretrainConfig(output=str(full_dir), **base), world, accelerator)
@@ -284,7 +284,8 @@ def pretrain_check(work: Path, world: int, accelerator: str, steps: int, model: 
             runs.append(summarize(name, got, other, shape, gpu_name, problems))
     status = "failed" if any(r["status"] == "failed" for r in runs) else "ok"
     return {"status": status, "runs": runs,
-            "detail": f"tiny shards from samples/labeled/vader; {precision}; work under {work}"}
+            "detail": f"{model}, micro batch {micro_batch_size} x {seq_len} tokens, shards from samples/labeled/vader; "
+                      f"{precision}; work under {work}"}
 
 
 def nccl_check(world: int, max_mib: int, work: Path) -> dict[str, Any]:
@@ -304,7 +305,7 @@ def nccl_check(world: int, max_mib: int, work: Path) -> dict[str, Any]:
 
 
 def run_doctor(report_dir: str | Path, gpu_run: bool | None = None, cpu_run: bool = False, steps: int = 20,
-               model: str = "tiny", max_mib: int = 256) -> dict[str, Any]:
+               model: str = "tiny", max_mib: int = 256, seq_len: int = 64, micro_batch_size: int = 8) -> dict[str, Any]:
     """Every check this node allows; writes doctor.json and doctor.md under `report_dir` and returns the report."""
 
     out = Path(report_dir)
@@ -345,7 +346,7 @@ def run_doctor(report_dir: str | Path, gpu_run: bool | None = None, cpu_run: boo
     else:
         checks["nccl_allreduce"] = nccl_check(plan["nproc_per_node"], max_mib, work)
         checks["pretrain_gpu"] = pretrain_check(work, plan["nproc_per_node"], "cuda", steps, model,
-                                                plan["precisions"][0], names[0])
+                                                plan["precisions"][0], names[0], seq_len, micro_batch_size)
     if cpu_run:
         checks["pretrain_cpu"] = pretrain_check(work, 2, "cpu", 5, "tiny", "fp32", None)
     elif not cuda:
@@ -377,18 +378,25 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     "(default: %(default)s)")
     ap.add_argument("--model", default="tiny", help="model preset of the pretraining check; tiny measures the "
                     "plumbing, not the GPU: bert_small or larger gives an MFU worth reading (default: %(default)s)")
+    ap.add_argument("--seq-len", type=int, default=64, help="tokens per sequence of the pretraining check's shards "
+                    "(built once per length under --report; default: %(default)s)")
+    ap.add_argument("--micro-batch-size", type=int, default=8, help="sequences per GPU per step; the default keeps "
+                    "the check quick, an MFU worth reading needs a GPU's worth, e.g. --model bert_base --seq-len 128 "
+                    "--micro-batch-size 64 (default: %(default)s)")
     ap.add_argument("--max-mib", type=int, default=256, help="largest NCCL all-reduce, MiB; sizes 1, 4, 16, ... up "
                     "to it (default: %(default)s)")
     a = ap.parse_args(argv)
     if a.steps < 2 or a.steps % 2:
         ap.error(f"--steps must be even and >= 2 (saved and resumed at half), got {a.steps}")
+    if a.seq_len < 16 or a.micro_batch_size < 1:
+        ap.error(f"--seq-len must be >= 16 and --micro-batch-size >= 1, got {a.seq_len} and {a.micro_batch_size}")
     return a
 
 
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(list(sys.argv[1:] if argv is None else argv))
     report = run_doctor(a.report, gpu_run=a.gpu_run, cpu_run=a.cpu_run, steps=a.steps, model=a.model,
-                        max_mib=a.max_mib)
+                        max_mib=a.max_mib, seq_len=a.seq_len, micro_batch_size=a.micro_batch_size)
     return 0 if report["verdict"] == "ok" else 1
 
 

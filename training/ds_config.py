@@ -58,7 +58,11 @@ def deepspeed_config(cfg: Any, load_universal: bool = False) -> dict[str, Any]:
         "zero_optimization": {"stage": cfg.zero_stage},
         # torch AdamW / LAMB as the client optimizer: DeepSpeed's CPU Adam would JIT-compile C++ for ~2 min.
         "zero_allow_untested_optimizer": True,
-        "bf16": {"enabled": cfg.bf16},
+        # bf16 has fp32's exponent range, so no loss scale and nothing to skip: DeepSpeed's per-gradient overflow
+        # check (amax + amin + isfinite on each of ~200 gradients, 1,000+ kernel launches a step) cost 21 of
+        # bert_base's 89 ms a step on an H200 (docs/BENCHMARKS.md, GPU). A non-finite loss or gradient norm stops
+        # the run at the next log step instead (training.pretrain.check_finite). fp16 keeps DeepSpeed's check.
+        "bf16": {"enabled": cfg.bf16, **({"check_grad_overflow": False} if cfg.bf16 else {})},
         "steps_per_print": 1 << 30,  # we log ourselves
     }
     if cfg.fp16:  # dynamic loss scaling (loss_scale 0), DeepSpeed's defaults otherwise

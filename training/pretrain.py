@@ -57,7 +57,7 @@ from training.recipe import (
     schedule_fn,
 )
 from training.resume import plan_resume
-from training.step_stats import StepStats
+from training.step_stats import StepStats, check_finite
 from training.telemetry import Telemetry, peak_rss_mb
 
 TRAINABLE = (*MLM_OBJECTIVES, "causal", "t5_span")
@@ -315,6 +315,7 @@ def run(cfg: PretrainConfig) -> Path:
             if step % cfg.log_every == 0 or step == total:
                 steps = cfg.log_every if step % cfg.log_every == 0 else step % cfg.log_every
                 window, norms = stats.take_window()  # the one all-reduce and host read of the window
+                check_finite(step - steps + 1, step, window, norms)
                 dt = time.time() - t_log
                 t_log = time.time()
                 rss = torch.tensor([peak_rss_mb()], dtype=torch.float64, device=engine.device)
@@ -477,7 +478,12 @@ def main(argv: list[str] | None = None) -> Path:
     cfg = config_from_args(PretrainConfig, ns)
     rank = int(os.environ.get("RANK", "0"))
     setup_logs(logging.INFO if rank == 0 else logging.WARNING, f"%(asctime)s [rank{rank}] %(name)s: %(message)s")
-    return run(cfg)
+    out = run(cfg)
+    import torch.distributed as dist
+
+    if dist.is_initialized():  # NCCL warns of leaked communicators at exit otherwise (seen on an H100)
+        dist.destroy_process_group()
+    return out
 
 
 if __name__ == "__main__":

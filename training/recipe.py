@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import logging
 import math
+import os
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -79,19 +81,37 @@ def check_optimizer(name: str, zero_stage: int, mixed_precision: bool) -> None:
                          "--optimizer adamw, or --zero-stage 0 in fp32 for LAMB")
 
 
+def deepspeed_arch_list(value: str) -> str:
+    """TORCH_CUDA_ARCH_LIST as DeepSpeed's JIT builder can parse it: torch accepts family and arch-specific
+    targets ("9.0a", "10.0f"), DeepSpeed 0.19's builder reads each part as an int and fails on them ("invalid
+    literal for int() with base 10: '0a'", seen on an H200 whose image sets 9.0a). The plain capability builds
+    the same fused optimizer kernels, which use no sm_90a-only instruction; "+PTX" is kept."""
+    parts = [p for p in value.replace(" ", ";").split(";") if p]
+    plain = [re.sub(r"^(\d+\.\d+)[a-z]+", r"\1", p) for p in parts]
+    return ";".join(dict.fromkeys(plain))
+
+
 def fused_op_loads(op: str) -> bool:
     """Whether DeepSpeed's fused `op` (FusedLambBuilder, FusedAdamBuilder) can be used here: prebuilt, or
-    compatible and buildable now (its JIT needs nvcc). Never raises."""
+    compatible and buildable now (its JIT needs nvcc). Never raises; why not is logged."""
+    arch = os.environ.get("TORCH_CUDA_ARCH_LIST")
     try:
         from deepspeed.ops import op_builder
 
         builder = getattr(op_builder, op)()
         if not builder.is_compatible(verbose=False):
+            log.info("DeepSpeed's %s is not compatible here (CPU-only torch, or no nvcc)", op)
             return False
+        if arch:
+            os.environ["TORCH_CUDA_ARCH_LIST"] = deepspeed_arch_list(arch)
         builder.load(verbose=False)
         return True
-    except Exception:  # a missing nvcc, a CPU-only torch, an op DeepSpeed lacks  # noqa: BLE001
+    except Exception as e:  # a missing nvcc, a CPU-only torch, an op DeepSpeed lacks, a failed build  # noqa: BLE001
+        log.info("DeepSpeed's %s does not load: %s: %s", op, type(e).__name__, str(e).strip()[:300])
         return False
+    finally:
+        if arch:
+            os.environ["TORCH_CUDA_ARCH_LIST"] = arch
 
 
 def optimizer_choice(name: str, accelerator: str, fused_lamb: bool | None = None) -> str:
@@ -117,8 +137,8 @@ def build_optimizer(name: str, groups: list[dict[str, Any]], lr: float, accelera
         return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, fused=True)
     if choice == "pytorch_optimizer.Lamb":
         if accelerator == "cuda":
-            log.warning("DeepSpeed's FusedLamb does not load here (no prebuilt op, and its JIT build needs nvcc): "
-                        "using pytorch-optimizer's Lamb, which is correct and slower")
+            log.warning("DeepSpeed's FusedLamb does not load here (no prebuilt op, and its JIT build failed or "
+                        "needs nvcc; the reason is logged above): using pytorch-optimizer's Lamb, correct and slower")
         from pytorch_optimizer import Lamb
 
         return Lamb(groups, lr=lr, betas=betas, eps=eps, max_grad_norm=0.0)

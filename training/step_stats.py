@@ -12,6 +12,7 @@ Counters are named (FIELDS), never positions.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,3 +98,15 @@ class StepStats:
         """Continue a run: its whole-run sums (saved in FIELDS order) and loss curve."""
         self.seen = dict(zip(FIELDS, (float(x) for x in seen)))
         self.curve = list(curve)
+
+
+def check_finite(first_step: int, last_step: int, window: dict[str, float], norms: list[float]) -> None:
+    """Stop a diverged run at its log step: bf16 runs skip no step on a non-finite gradient (training.ds_config
+    turns DeepSpeed's per-gradient check off), so a NaN reaches the weights and stays; every rank holds the same
+    all-reduced window, so every rank stops here together instead of one waiting in a collective."""
+    loss = window["loss_sum"] / max(window["micro_batches"], 1)
+    bad = [f"loss {loss}"] if not math.isfinite(loss) else []
+    bad += [f"gradient norm {n}" for n in norms if not math.isfinite(n)][:1]
+    if bad:
+        raise FloatingPointError(f"steps {first_step}-{last_step}: {', '.join(bad)}: the run diverged; resume from "
+                                 "the last checkpoint (--resume) with a lower --lr, or train with --fp32")

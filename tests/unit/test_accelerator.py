@@ -73,7 +73,7 @@ def test_dry_run_prints_the_plan_and_the_deepspeed_config_without_running():
     assert gpu["nnodes"] == 2 and not Path(ROOT, "o").exists()  # nothing ran, nothing was written
     assert here["optimizer"] == gpu["optimizer"] == "torch.optim.AdamW(fused)"  # nothing to compile
     # a GPU plan trains in its best precision unless told: bf16 from compute capability 8.0
-    assert gpu["deepspeed_config"]["bf16"] == {"enabled": True} and here["deepspeed_config"]["bf16"] == {"enabled": False}
+    assert gpu["deepspeed_config"]["bf16"] == {"enabled": True, "check_grad_overflow": False} and here["deepspeed_config"]["bf16"] == {"enabled": False}
     assert _dry_run("--gpus-per-node", "2", "--fp32")["deepspeed_config"]["bf16"] == {"enabled": False}
     lamb = _dry_run("--optimizer", "lamb", "--gpus-per-node", "2", "--zero-stage", "0", "--fp32")
     assert lamb["optimizer"] == "deepspeed.ops.lamb.FusedLamb" and lamb["deepspeed_config"]["zero_optimization"]["stage"] == 0

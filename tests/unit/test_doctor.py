@@ -154,7 +154,7 @@ def test_gpu_pretrain_check_on_8_gpus_resumes_on_8_and_4(tmp_path, monkeypatch):
         return {"metrics": m, "counts": {"masked_tokens": 15, "sequences": 1, "tokens": 64}, "seconds": 1.0,
                 "last_record": {"tokens_per_s": 5e5, "samples_per_s": 1e4}}
 
-    monkeypatch.setattr(probe, "build_tiny_data", lambda work: (shards, tok))
+    monkeypatch.setattr(probe, "build_tiny_data", lambda work, seq_len: (shards, tok))
     monkeypatch.setattr(probe, "pretrain_once", fake_launch)
     monkeypatch.setattr(probe, "crash_copy", lambda run, step, to: copied.append((run.name, step)) or to)
     got = doctor.pretrain_check(tmp_path, 8, "cuda", 20, "tiny", "bf16", "NVIDIA H100 80GB HBM3")
@@ -199,7 +199,7 @@ def test_gpu_pretrain_check_on_one_gpu_says_another_count_needs_two(tmp_path, mo
     shards = tmp_path / "shards"
     shards.mkdir()
     (shards / "manifest.json").write_text(json.dumps({"extra": {"vocab_size": 2000}}))
-    monkeypatch.setattr(probe, "build_tiny_data", lambda work: (shards, tmp_path / "tok"))
+    monkeypatch.setattr(probe, "build_tiny_data", lambda work, seq_len: (shards, tmp_path / "tok"))
     monkeypatch.setattr(probe, "pretrain_once", lambda cfg, nproc, accelerator: {"error": "boom", "seconds": 0.1})
     got = doctor.pretrain_check(tmp_path, 1, "cuda", 20, "tiny", "bf16", "NVIDIA H100 PCIe")
     assert got["status"] == "failed" and got["runs"] == [

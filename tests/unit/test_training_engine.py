@@ -306,3 +306,23 @@ def test_heldout_loss_is_per_token_not_a_mean_of_batch_means():
     assert held.loss == pytest.approx((2.0 * 1 + 5.0 * 3) / 4) and held.tokens == 4 and held.accuracy == 0.25
     assert heldout_loss(lambda b: (b["loss"], b["n"], 0), batches).tokens == 13  # limit 0: every batch
     assert heldout_loss(lambda b: (0.0, 0, 0), batches).loss is None
+
+
+def test_deepspeed_arch_list_drops_suffixes_deepspeed_cannot_parse():
+    from training.recipe import deepspeed_arch_list
+
+    assert deepspeed_arch_list("9.0a") == "9.0"
+    assert deepspeed_arch_list("8.0 9.0a;9.0+PTX") == "8.0;9.0;9.0+PTX"
+    assert deepspeed_arch_list("10.0f;9.0a;9.0") == "10.0;9.0"
+    assert deepspeed_arch_list("7.5;8.6") == "7.5;8.6"
+
+
+def test_check_finite_stops_a_diverged_window():
+    from training.step_stats import check_finite
+
+    window = {"loss_sum": 6.0, "micro_batches": 2.0}
+    check_finite(1, 10, window, [1.5, 2.0])  # finite: nothing
+    with pytest.raises(FloatingPointError, match=r"steps 11-20: loss nan.*--resume"):
+        check_finite(11, 20, {"loss_sum": float("nan"), "micro_batches": 2.0}, [1.0])
+    with pytest.raises(FloatingPointError, match="gradient norm inf"):
+        check_finite(11, 20, window, [1.0, float("inf")])
