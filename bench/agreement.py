@@ -39,8 +39,8 @@ def lmforge_config(datatrove_line_ends: bool = False):
     """The paper variant; with `datatrove_line_ends`, FineWeb's line-end marks are datatrove's
     (needs datatrove installed)."""
     from pipelines.corpus.config import CorpusConfig
-    from pipelines.corpus.filters import C4Config
-    from pipelines.corpus.quality import FineWebConfig
+    from pipelines.corpus.steps.c4 import C4Config
+    from pipelines.corpus.steps.fineweb import FineWebConfig
 
     fineweb = FineWebConfig()
     if datatrove_line_ends:
@@ -56,8 +56,10 @@ def lmforge_configs() -> dict[str, Any]:
 
 def lmforge_family(family: str, text: str, cfg: Any) -> tuple[str | None, str]:
     """(reason it drops the page or None, the text the next family sees)."""
-    from pipelines.corpus.filters import clean_page
-    from pipelines.corpus.quality import fineweb_quality, gopher_quality, gopher_repetition
+    from pipelines.corpus.steps.c4 import clean_page
+    from pipelines.corpus.steps.fineweb import fineweb_quality
+    from pipelines.corpus.steps.gopher_quality import gopher_quality
+    from pipelines.corpus.steps.gopher_repetition import gopher_repetition
 
     if family == "c4":
         page, reason = clean_page(text, cfg.c4)

@@ -16,6 +16,7 @@ from prefect.artifacts import (
     create_table_artifact,
 )
 
+from schemas.card import Card, table_rows
 from schemas.manifest import MANIFEST_NAME, read_manifest, sha256_file
 
 
@@ -115,26 +116,16 @@ def publish_note(run_name: str, what: str, text: str) -> None:
 
 def publish_card(run_name: str, card: Path, models: dict[str, str]) -> None:
     """The evaluation card: markdown, a table of every model's quality and cost, links to its HTML and plots."""
-    report = json.loads((card / "report.json").read_text())
+    report = Card.read(card / "report.json")
     create_markdown_artifact(key=artifact_key(run_name, "card"), markdown=(card / "report.md").read_text(),
                              description=f"quality and cost of every model of the run ({card})")
-    names = {v: k for k, v in models.items()}
-    rows = []
-    for e in report["models"]:
-        q, c = e["quality"], e["cost"]
-        t = q.get("task")
-        rows.append({"model": names.get(e["path"], e["path"]), "kind": e["kind"],
-                     "task score": f"{t['primary']} {t['metrics'][t['primary']]:.4f}" if t else None,
-                     "held-out LM loss": q.get("value"), "parameters": c["parameters"]["total"],
-                     "disk MiB": round(c["disk_bytes"] / (1 << 20), 2),
-                     "inputs/s (batch 32)": c["with_head"]["inputs_per_second_median"],
-                     "p95 ms (batch 1)": c["with_head"]["latency_ms_p95"]})
+    rows = table_rows(report.models, {v: k for k, v in models.items()})  # the headline columns of schemas.card
     create_table_artifact(key=artifact_key(run_name, "card-table"), table=rows,
                           description="quality and cost together (MOROCCO's protocol, training/resources.py)")
     create_link_artifact(key=artifact_key(run_name, "card-html"), link=(card / "report.html").resolve().as_uri(),
                          link_text=f"evaluation card with plots ({card / 'report.html'})")
     # the plots themselves, inline: a file:// address would not load in a browser on another machine
-    for name in report.get("images", []):
+    for name in report.images:
         png = card / name
         if png.exists():
             create_image_artifact(image_url=image_data_uri(png), key=artifact_key(run_name, f"card-{png.stem}"),

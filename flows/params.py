@@ -21,12 +21,16 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from flows.presets import PRESETS
 from flows.stage_table import stage_entry
+from pipelines.tokenizer import MODELS
+from schemas.objectives import MLM_OBJECTIVES
 
 NAME_PATTERN = r"^[A-Za-z0-9._-]+$"
 # Choices, shared by the models and the flow signatures (the UI's form shows them as drop-downs).
 Preset = Literal["demo", "tiny"]
-TokenizerKind = Literal["", "wordpiece", "bpe", "byte_bpe", "unigram"]
-MaskObjective = Literal["", "mlm", "whole_word", "span"]
+# derived from the registries (schemas.objectives, pipelines.tokenizer MODELS), so a new objective or tokenizer
+# family shows up in the form; the DAG distils and evaluates masked LMs, so only MLM objectives are offered
+TokenizerKind = Literal[("", *MODELS)]
+MaskObjective = Literal[("", *MLM_OBJECTIVES)]
 TaskKind = Literal["", "classification", "regression", "tokens"]
 ClusterKind = Literal["local", "k8s", "pytorchjob", "slurm"]
 DATA_ROOT_ENV = "LMFORGE_DATA_ROOT"
@@ -44,7 +48,6 @@ WIRED = {
     "compress": {"model", "output", "method", "task_config"},
     "card": {"run", "output", "model", "shards", "task_config", "probe_corpus", "pretrain", "finetune", "distill"},
 }
-MLM_CHOICES = ("mlm", "whole_word", "span")
 
 
 class ParamError(ValueError):

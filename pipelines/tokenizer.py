@@ -23,53 +23,30 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from common.config import config_to_dict, opt, require
+from pipelines.tokenizer_families import (  # noqa: F401  (BERT, ROBERTA, T5, MODELS: re-exported)
+    BERT,
+    FAMILIES,
+    LAYOUTS,
+    MODELS,
+    ROBERTA,
+    SPECIALS,
+    T5,
+    continuation_tokens,
+    family,
+    sentinel,
+)
 from schemas.hf import portable_tokenizer_config
 from schemas.manifest import Manifest, describe_outputs, input_ref, read_manifest, sha256_file, write_manifest
 
-MODELS = ("wordpiece", "bpe", "byte_bpe", "unigram")
-
-
-@dataclass(frozen=True)
-class Specials:
-    """One model family's special tokens: `tokens` take ids 0.. in this order; `roles` name them for transformers."""
-
-    tokens: tuple[str, ...]
-    roles: dict[str, str] = field(hash=False)
-    single: str
-    """TemplateProcessing for one text; `pair` for two."""
-    pair: str
-
-
-BERT = Specials(("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"),
-                {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]",
-                 "mask_token": "[MASK]"},
-                "[CLS] $A [SEP]", "[CLS] $A [SEP] $B:1 [SEP]:1")
-# RoBERTa's order (<s>=0 <pad>=1 </s>=2 <unk>=3); it names <s>/</s> both bos/eos and cls/sep.
-ROBERTA = Specials(("<s>", "<pad>", "</s>", "<unk>", "<mask>"),
-                   {"bos_token": "<s>", "eos_token": "</s>", "cls_token": "<s>", "sep_token": "</s>",
-                    "pad_token": "<pad>", "unk_token": "<unk>", "mask_token": "<mask>"},
-                   "<s> $A </s>", "<s> $A </s> </s> $B </s>")
-# T5's order (<pad>=0 </s>=1 <unk>=2); no bos, no mask: span corruption uses the sentinels instead.
-T5 = Specials(("<pad>", "</s>", "<unk>"), {"pad_token": "<pad>", "eos_token": "</s>", "unk_token": "<unk>"},
-              "$A </s>", "$A </s> $B </s>")
-SPECIALS = {"wordpiece": BERT, "bpe": ROBERTA, "byte_bpe": ROBERTA, "unigram": T5}
-
-
-def sentinel(i: int) -> str:
-    return f"<extra_id_{i}>"
-
 
 def min_vocab(model: str, extra_ids: int) -> int:
-    """Special tokens + what the model cannot do without + 100 learned pieces.
-
-    byte_bpe starts from all 256 bytes (so it never needs <unk>); unigram also holds the sentinels.
-    """
-    return len(SPECIALS[model].tokens) + 100 + {"byte_bpe": 256, "unigram": extra_ids}.get(model, 0)
+    """Special tokens + what the model cannot do without + 100 learned pieces (pipelines.tokenizer_families)."""
+    return family(model).min_vocab(extra_ids)
 
 
 @dataclass
@@ -78,7 +55,7 @@ class TokenizerConfig:
     corpus: str = opt("", "corpus stage directory to train on (reads data/<lang>/*.parquet)")
     from_model: str = opt("", "adopt the tokenizer of this Hugging Face model directory instead of training one "
                           "(for continued pretraining with --init-from; its special tokens and ids are kept)", alias="--from")
-    model: str = opt("wordpiece", "wordpiece (BERT) | bpe | byte_bpe (GPT-2/RoBERTa) | unigram (SentencePiece/T5)")
+    model: str = opt("wordpiece", " | ".join(f"{f.name} ({f.summary})" for f in FAMILIES.values()))
     vocab_size: int = opt(8000, "vocabulary size, special tokens (and unigram's sentinels) included")
     min_frequency: int = opt(2, "ignore pieces seen fewer times (wordpiece, bpe, byte_bpe; unigram prunes by likelihood)")
     sample: int = opt(0, "train on this many documents, those with the smallest hash of (seed, id); 0 = all")
@@ -91,7 +68,7 @@ class TokenizerConfig:
                 "(adopt a model's tokenizer), one of the two")
         require(self.model in MODELS, f"model {self.model!r} is not one of {', '.join(MODELS)}")
         require(self.extra_ids >= 0, "extra_ids must be >= 0")
-        low = min_vocab(self.model, self.extra_ids if self.model == "unigram" else 0)
+        low = min_vocab(self.model, self.extra_ids)
         require(self.vocab_size >= low, f"vocab_size {self.vocab_size} is too small for {self.model} (at least {low})")
         require(self.min_frequency >= 1, "min_frequency must be >= 1")
         require(self.sample >= 0, "sample must be >= 0 (0 = every document)")
@@ -166,49 +143,8 @@ def sample_texts(files: list[Path], n: int = 0, seed: int = 0,
 # ---- the model families -------------------------------------------------------------------------
 
 def build(model: str, vocab_size: int, min_frequency: int = 2, extra_ids: int = 100):
-    """An untrained tokenizer of this family and its trainer.
-
-    Normalisation is NFC without lowercasing or accent stripping (BERT's uncased normaliser
-    strips accents, which would turn Russian "й" into "и"); byte_bpe has none, as GPT-2 and
-    RoBERTa: bytes in, the same bytes out, so decode(encode(x)) == x for any string.
-    """
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
-
-    specials = list(SPECIALS[model].tokens)
-    nfc = normalizers.NFC()
-    if model == "wordpiece":
-        tok = Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=100))
-        tok.normalizer = normalizers.Sequence([nfc, normalizers.Strip()])
-        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-        tok.decoder = decoders.WordPiece()
-        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                                            special_tokens=specials, show_progress=False)
-    elif model == "byte_bpe":
-        tok = Tokenizer(models.BPE())
-        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-        tok.decoder = decoders.ByteLevel()
-        trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=specials,
-                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    elif model == "bpe":
-        # Character BPE over "▁"-marked words (SentencePiece BPE style): the Metaspace decoder
-        # restores the spaces; characters never seen in training become <unk>.
-        tok = Tokenizer(models.BPE(unk_token="<unk>"))
-        tok.normalizer = nfc
-        tok.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="always")
-        tok.decoder = decoders.Metaspace(prepend_scheme="always")
-        trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=specials,
-                                      show_progress=False)
-    elif model == "unigram":
-        tok = Tokenizer(models.Unigram())
-        tok.normalizer = nfc
-        tok.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="always")
-        tok.decoder = decoders.Metaspace(prepend_scheme="always")
-        # The sentinels are added after training (see `finish`), so the trainer fills the rest.
-        trainer = trainers.UnigramTrainer(vocab_size=vocab_size - extra_ids, special_tokens=specials,
-                                          unk_token="<unk>", show_progress=False)
-    else:
-        raise ValueError(f"model {model!r} is not one of {', '.join(MODELS)}")
-    return tok, trainer
+    """(untrained tokenizers.Tokenizer, trainer) of a family (pipelines.tokenizer_families)."""
+    return family(model).build(vocab_size, min_frequency, extra_ids)
 
 
 def finish(tok, model: str, extra_ids: int = 100) -> None:
@@ -220,7 +156,7 @@ def finish(tok, model: str, extra_ids: int = 100) -> None:
     from tokenizers import processors
 
     spec = SPECIALS[model]
-    if model == "unigram" and extra_ids:
+    if family(model).sentinels and extra_ids:
         tok.add_special_tokens([sentinel(i) for i in reversed(range(extra_ids))])
     in_templates = {piece.split(":")[0] for piece in f"{spec.single} {spec.pair}".split()}
     tok.post_processor = processors.TemplateProcessing(single=spec.single, pair=spec.pair, special_tokens=[
@@ -228,57 +164,6 @@ def finish(tok, model: str, extra_ids: int = 100) -> None:
 
 
 Texts = Callable[[], Iterable[str]] | Sequence[str]
-
-
-def continuation_tokens(tok, texts: Iterable[str]) -> list[str]:
-    """WordPiece's "##c" for every character c that follows another inside a pre-tokenized word.
-
-    Why: `tokenizers`' BPE/WordPiece trainer creates these tokens while iterating a hash map, so
-    their ids, and with them the tie-breaks between merges of equal count, change from run to
-    run (huggingface/tokenizers#1794, fix pending in PR #2066): two trainings on the same text
-    gave different vocabularies. Passing them to the trainer up front, sorted, fixes their ids.
-    """
-    seen: set[str] = set()
-    for text in texts:
-        for word, _ in tok.pre_tokenizer.pre_tokenize_str(tok.normalizer.normalize_str(text)):
-            seen.update(word[1:])
-    return ["##" + c for c in sorted(seen)]
-
-
-def canonical_unigram(tok, step: float = 1e-4):
-    """The Unigram vocabulary in a canonical form, so that training twice gives the same bytes.
-
-    Two things in `tokenizers`' trainer follow hash-map order: (1) float sums, so scores differ
-    in the last bits and pieces of equal score swap ids; (2) characters the EM step dropped are
-    re-added with invented scores min_score + k * 1e-4 in hash-set order (`finalize` in
-    tokenizers/src/models/unigram/trainer.rs). Here (2) is undone by giving that block of
-    single characters the same scores in character order, then scores are rounded to 1e-6
-    (SentencePiece's .model stores float32, about 7 significant digits) and pieces sorted by
-    (-score, piece).
-    """
-    from tokenizers import Tokenizer
-
-    spec = json.loads(tok.to_str())
-    specials = SPECIALS["unigram"].tokens
-    head = [p for p in spec["model"]["vocab"] if p[0] in specials]
-    rest = {p: s for p, s in spec["model"]["vocab"] if p not in specials}
-    singles = [(s, p) for p, s in rest.items() if len(p) == 1]
-    if singles:
-        s0 = min(singles)[0]  # the block starts at the model's lowest score, so at the lowest character
-        grid: dict[int, list[str]] = {}
-        for s, p in singles:
-            k = (s - s0) / step
-            if abs(k - round(k)) < 1e-3:
-                grid.setdefault(round(k), []).append(p)
-        # Characters the model kept at exactly min_score share k = 0 with the first invented one,
-        # so the whole block, ties included, is re-dealt: its scores, ascending, to its characters in order.
-        k_end = next(k for k in range(len(grid) + 1) if k not in grid)  # the block is k = 0, 1, ... without gaps
-        block = sorted(c for k in range(k_end) for c in grid[k])
-        for c, score in zip(block, sorted(rest[c] for c in block)):
-            rest[c] = score
-    ordered = sorted(([p, round(s, 6)] for p, s in rest.items()), key=lambda x: (-x[1], x[0]))
-    spec["model"]["vocab"] = head + ordered
-    return Tokenizer.from_str(json.dumps(spec))
 
 
 def train(texts: Texts, model: str = "wordpiece", vocab_size: int = 8000, min_frequency: int = 2,
@@ -293,10 +178,11 @@ def train(texts: Texts, model: str = "wordpiece", vocab_size: int = 8000, min_fr
     if not callable(texts) and not isinstance(texts, Sequence):
         raise TypeError("texts must be a list or a function returning an iterable (training may read them twice)")
     passes = texts if callable(texts) else lambda: texts
-    extra_ids = extra_ids if model == "unigram" else 0
-    tok, trainer = build(model, vocab_size, min_frequency, extra_ids)
+    fam = family(model)
+    extra_ids = extra_ids if fam.sentinels else 0
+    tok, trainer = fam.build(vocab_size, min_frequency, extra_ids)
     seeded: list[str] = []
-    if model == "wordpiece":
+    if fam.seed_continuations:
         seeded = continuation_tokens(tok, passes())
         trainer.special_tokens = [*SPECIALS[model].tokens, *seeded]
     tok.train_from_iterator(passes(), trainer=trainer)
@@ -304,8 +190,8 @@ def train(texts: Texts, model: str = "wordpiece", vocab_size: int = 8000, min_fr
         spec = json.loads(tok.to_str())
         spec["added_tokens"] = [t for t in spec["added_tokens"] if t["content"] in SPECIALS[model].tokens]
         tok = Tokenizer.from_str(json.dumps(spec))
-    if model == "unigram":
-        tok = canonical_unigram(tok)
+    if fam.canonical is not None:
+        tok = fam.canonical(tok)
     finish(tok, model, extra_ids)
     for t in SPECIALS[model].tokens:  # trainers put special tokens first; the id contract relies on it
         assert tok.token_to_id(t) == SPECIALS[model].tokens.index(t), (t, tok.token_to_id(t))
@@ -321,18 +207,18 @@ def special_ids(tok: Any) -> dict[str, Any]:
     Missing roles are None.
     """
     vocab: Mapping[str, int] = tok if isinstance(tok, Mapping) else tok.get_vocab()
-    family = next((m for m in ("wordpiece", "byte_bpe", "unigram") if all(t in vocab for t in SPECIALS[m].tokens)), None)
-    if family is None:
+    layout = next((lay for lay in LAYOUTS if all(t in vocab for t in lay.tokens)), None)
+    if layout is None:
         raise ValueError("not an lmforge tokenizer: its vocabulary holds none of the special token sets "
-                         + "; ".join(" ".join(s.tokens) for s in (BERT, ROBERTA, T5)))
-    roles = SPECIALS[family].roles
+                         + "; ".join(" ".join(s.tokens) for s in LAYOUTS))
+    roles = layout.roles
     ids: dict[str, Any] = {r.removesuffix("_token"): vocab[roles[f"{r}_token"]] if f"{r}_token" in roles else None
                            for r in ("pad", "unk", "mask", "cls", "sep", "bos", "eos")}
-    if family == "unigram":
+    if layout.sep_is_eos:
         ids["sep"] = ids["eos"]
     n = sum(1 for t in vocab if re.fullmatch(r"<extra_id_\d+>", t))
     ids["sentinels"] = [vocab[sentinel(i)] for i in range(n)]
-    ids["family"] = {"wordpiece": "bert", "byte_bpe": "roberta", "unigram": "t5"}[family]
+    ids["family"] = layout.layout
     return ids
 
 
@@ -374,13 +260,13 @@ def model_family(tok) -> str:
     """The tokenizer stage's name for a `tokenizers.Tokenizer`'s model: wordpiece, bpe, byte_bpe or unigram."""
     spec = json.loads(tok.to_str())
     kind = spec["model"]["type"]
-    if kind == "BPE":
-        pre = json.dumps(spec.get("pre_tokenizer") or {})
-        return "byte_bpe" if "ByteLevel" in pre else "bpe"
-    names = {"WordPiece": "wordpiece", "Unigram": "unigram"}
-    if kind not in names:
-        raise ValueError(f"tokenizer model {kind!r} is not one lmforge encodes (WordPiece, BPE, Unigram)")
-    return names[kind]
+    byte_level = "ByteLevel" in json.dumps(spec.get("pre_tokenizer") or {})
+    found = [f for f in FAMILIES.values() if f.hf_model == kind]
+    if not found:
+        raise ValueError(f"tokenizer model {kind!r} is not one lmforge encodes "
+                         f"({', '.join(dict.fromkeys(f.hf_model for f in FAMILIES.values()))})")
+    # a model type with a byte-level and a plain family (BPE) is told apart by its pre-tokenizer
+    return next((f for f in found if f.byte_level == byte_level), found[0]).name
 
 
 def adopt(model_dir: str | Path, out: Path) -> tuple[Any, str, list[Path]]:

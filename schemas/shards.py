@@ -41,15 +41,32 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from schemas.objectives import MLM_OBJECTIVES, OBJECTIVES  # noqa: F401  (re-exported: readers import them from here)
+from schemas.objectives import objective as objective_record
+
 SHARD_SCHEMA_VERSION = "lmforge.token_shard/v3"
 READABLE_SCHEMA_VERSIONS = ("lmforge.token_shard/v1", "lmforge.token_shard/v2", SHARD_SCHEMA_VERSION)
 """v1 and v2 files (no `lmforge.mask_token_bits`; v1 also without the v2 keys) read with the
 defaults in `ShardMeta.from_schema`: int32 mask tokens, BERT MLM, concat packing."""
 
-OBJECTIVES = ("mlm", "whole_word", "span", "t5_span", "causal")
-MLM_OBJECTIVES = ("mlm", "whole_word", "span")
-"""Objectives whose batches are (input_ids, attention_mask, labels) for a masked LM such as BERT."""
-FAMILIES = ("bert", "roberta", "t5")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A tokenizer family's special-token layout (`lmforge.family`): which special ids (roles of
+    pipelines.tokenizer.special_ids) frame each document in a packed row."""
+
+    name: str
+    prefix: tuple[str, ...]
+    suffix: tuple[str, ...]
+
+
+LAYOUTS: dict[str, Layout] = {lay.name: lay for lay in (
+    Layout("bert", ("cls",), ("sep",)),
+    Layout("roberta", ("cls",), ("sep",)),  # special_ids names <s>/</s> cls/sep for RoBERTa
+    Layout("t5", (), ("eos",)),
+)}
+FAMILIES = tuple(LAYOUTS)
 PACKINGS = ("concat", "document")
 
 TOKEN_SHARD_SCHEMA = pa.schema(
@@ -155,9 +172,7 @@ def shard_schema(seq_len: int, num_variants: int, objective: str, *, family: str
                  pad_id: int = 0, eos_id: int | None = None, max_encoder_len: int | None = None,
                  max_target_len: int | None = None, mask_token_bits: int = 32) -> pa.Schema:
     """The shard schema with the facts a reader needs in its metadata."""
-    if objective not in OBJECTIVES:
-        raise ValueError(f"objective {objective!r} is not one of {', '.join(OBJECTIVES)}")
-    if objective == "t5_span" and (max_encoder_len is None or max_target_len is None):
-        raise ValueError("t5_span shards need max_encoder_len and max_target_len")
+    if objective_record(objective).bounded_lengths and (max_encoder_len is None or max_target_len is None):
+        raise ValueError(f"{objective} shards need max_encoder_len and max_target_len")
     return ShardMeta(SHARD_SCHEMA_VERSION, seq_len, num_variants, objective, family, packing, pad_id, eos_id,
                      max_encoder_len, max_target_len, mask_token_bits).schema()

@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from schemas.card import CardEntry, markdown_table
 from training.model_formats import load_model
 from training.model_kinds import KINDS, check_tokenizer, max_tokens, model_kind, task_head_kind
 
@@ -58,8 +59,8 @@ def lm_quality(model_dir: str, kind: str, shards: str | None, batch_size: int = 
             rows = np.arange(b * batch_size, min((b + 1) * batch_size, table.num_rows))
             batch = build_batch(table, rows, variant=0)
             labels = batch.pop("labels")
-            logits = model(**batch, **({"labels": labels} if kind == "seq2seq" else {})).logits
-            if kind == "causal_lm":  # predict token t+1 from tokens <= t
+            logits = model(**batch, **({"labels": labels} if KINDS[kind].encoder_decoder else {})).logits
+            if KINDS[kind].shift_labels:  # predict token t+1 from tokens <= t
                 logits, labels = logits[:, :-1], labels[:, 1:]
             per_token = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), labels.reshape(-1),
                                                           ignore_index=-100, reduction="none")
@@ -70,7 +71,7 @@ def lm_quality(model_dir: str, kind: str, shards: str | None, batch_size: int = 
     mean, se = float(x.mean()), float(x.std(ddof=1) / math.sqrt(x.size))
     out = {"applies": True, "figure": KINDS[kind].lm_figure, "value": round(mean, 4), "standard_error": round(se, 4),
            "tokens": int(x.size), "rows": int(min(table.num_rows, n_batches * batch_size))}
-    if kind == "causal_lm":
+    if KINDS[kind].perplexity:
         out["perplexity"] = round(math.exp(min(mean, 50)), 2)
     return out
 
@@ -118,7 +119,8 @@ def resources(model_dir: str, ids, lengths, threads: int, inputs_count: int, rep
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def card_entry(model_dir: str, cfg) -> dict[str, Any]:
+def card_entry(model_dir: str, cfg) -> CardEntry:
+    """One model's entry (schemas.card): the quality figures its kind has, and its cost."""
 
     model_kind(model_dir)  # a clear error for a directory that is not a model, before anything loads
     check_tokenizer(model_dir)
@@ -154,32 +156,15 @@ def card_entry(model_dir: str, cfg) -> dict[str, Any]:
                 for lang in cfg.probe_languages}
     ids, lengths = resource_inputs(model_dir, cfg.shards or None, cfg.texts or None, cfg.max_length)
     cost = resources(model_dir, ids, lengths, cfg.threads, cfg.cost_inputs, cfg.cost_repeats, cfg.latency_inputs)
-    return {"path": model_dir, "kind": kind, "quality": quality, "cost": cost}
+    return CardEntry(model_dir, kind, quality, cost)
 
 
-def render(entries: list[dict[str, Any]]) -> str:
-    def mib(b: int) -> str:
-        return f"{b / (1 << 20):.1f}"
-
-    lines = ["# lmforge evaluation card", "",
-             "| model | kind | quality | params (w/o emb.) | disk MiB | peak RSS MiB (over imports) | init s | inputs/s, batch 32 "
-             "(encoder / +head) | p50 / p95 ms, batch 1 (+head) |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+def render(entries: list[CardEntry]) -> str:
+    """report.md: the headline table (schemas.card.CARD_METRICS), each model's figures in words, probing, shares."""
+    lines = ["# lmforge evaluation card", "", *markdown_table(entries), ""]
     for e in entries:
-        q, c = e["quality"], e["cost"]
-        qual = f"{q['value']:.3f} ± {q['standard_error']:.3f}" if q.get("applies") else (
-            f"test {q['task']['primary']} {q['task']['metrics'][q['task']['primary']]:.4f}" if q.get("task") else "n/a")
-        enc = c.get("encoder_only", {}).get("inputs_per_second_median")
-        head = c["with_head"]
-        lines.append(f"| `{e['path']}` | {e['kind']} | {qual} | {c['parameters']['total']:,} "
-                     f"({c['parameters']['without_embeddings']:,}) | {mib(c['disk_bytes'])} | {mib(c['peak_rss_bytes'])} "
-                     f"({mib(c['peak_rss_over_imports_bytes']) if c['peak_rss_over_imports_bytes'] is not None else '-'}) | "
-                     f"{c['init_seconds']:.2f} | {enc if enc is not None else '-'} / {head['inputs_per_second_median']} | "
-                     f"{head['latency_ms_p50']:.1f} / {head['latency_ms_p95']:.1f} |")
-    lines.append("")
-    for e in entries:
-        q = e["quality"]
-        lines.append(f"- `{e['path']}`: " + (f"{q['figure']}, {q['tokens']:,} tokens of {q['rows']:,} held-out rows"
+        q = e.quality
+        lines.append(f"- `{e.path}`: " + (f"{q['figure']}, {q['tokens']:,} tokens of {q['rows']:,} held-out rows"
                                             + (f", perplexity {q['perplexity']}" if "perplexity" in q else "")
                                             if q.get("applies") else f"no language-model figure: {q['why']}")
                      + "".join(f"; pseudo-perplexity ({lang}, {p['sentences']} held-out sentences): {p['original']['pppl']:.1f}"
@@ -192,9 +177,9 @@ def render(entries: list[dict[str, Any]]) -> str:
                            if q["task"].get("controls") else "") if q.get("task") else "")
                      + ".")
     for e in entries:
-        for lang, tasks in (e["quality"].get("probing") or {}).items():
+        for lang, tasks in (e.quality.get("probing") or {}).items():
             n = len(next(v for k, v in tasks.items() if k != "sentences")["layers"])
-            lines += ["", f"Probing `{e['path']}` ({lang}, {tasks['sentences']:,} held-out sentences; accuracy of a "
+            lines += ["", f"Probing `{e.path}` ({lang}, {tasks['sentences']:,} held-out sentences; accuracy of a "
                           "logistic-regression probe on each layer's mean-pooled states, layer 0 = embeddings):", "",
                       "| task | classes | train / test | " + " | ".join(f"L{i}" for i in range(n))
                       + " | chance | majority | bag of embeddings |",
@@ -205,17 +190,16 @@ def render(entries: list[dict[str, Any]]) -> str:
                 lines.append(f"| {name} | {len(t['classes'])} | {t['train']} / {t['test']} | "
                              + " | ".join(f"{a:.3f}" for a in t["layers"])
                              + f" | {t['chance']:.3f} | {t['majority']:.3f} | {t['bag_of_embeddings']:.3f} |")
-    scores = {str(Path(e["path"]).resolve()): e["quality"]["task"]["metrics"][e["quality"]["task"]["primary"]]
-              for e in entries if e["quality"].get("task")}
+    scores = {str(Path(e.path).resolve()): e.task_score for e in entries if e.task}
     shares = []
     for e in entries:
-        t = e["quality"].get("task") or {}
+        t = e.task or {}
         ref = str(Path(t["reference"]).resolve()) if t.get("reference") else None
         if ref in scores and scores[ref]:
-            shares.append(f"`{e['path']}` {100 * t['metrics'][t['primary']] / scores[ref]:.1f}% of `{t['reference']}`")
+            shares.append(f"`{e.path}` {100 * t['metrics'][t['primary']] / scores[ref]:.1f}% of `{t['reference']}`")
     if shares:
         lines += ["", "Task score as a share of the model it was compressed or distilled from: " + "; ".join(shares) + "."]
-    c = entries[0]["cost"] if entries else {}
+    c = entries[0].cost if entries else {}
     if c:
         lines += ["", f"Cost: {c['inputs']:,} inputs of {c['seq_len']} tokens, {c['repeats']} repeats (median), "
                       f"{c['threads']} torch threads; each model measured in a fresh process (MOROCCO's protocol)."]

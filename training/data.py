@@ -39,7 +39,8 @@ import pyarrow.compute as pc
 import torch
 
 from schemas.manifest import MANIFEST_NAME, read_manifest, sha256_file
-from schemas.shards import MLM_OBJECTIVES, READABLE_SCHEMA_VERSIONS, SHARD_SCHEMA_VERSION, ShardMeta
+from schemas.objectives import objective as objective_record
+from schemas.shards import READABLE_SCHEMA_VERSIONS, SHARD_SCHEMA_VERSION, ShardMeta
 
 log = logging.getLogger(__name__)
 
@@ -217,7 +218,7 @@ def _check_rows(path: Path, table: pa.Table, seq_len: int | None, num_variants: 
     if len(flat) and (pc.min(flat).as_py() < 0 or pc.max(flat).as_py() >= seq_len):
         raise ValueError(f"{path}: a mask position lies outside [0, {seq_len})")
     flat_tok = pc.list_flatten(tokens)
-    if objective in MLM_OBJECTIVES and len(flat_tok) and pc.min(flat_tok).as_py() < 0:
+    if objective_record(objective).writes_mask and len(flat_tok) and pc.min(flat_tok).as_py() < 0:
         raise ValueError(f"{path}: a {objective} mask token is negative (-1 marks t5_span spans only)")
 
 
@@ -234,16 +235,28 @@ def build_batch(table: pa.Table, rows: np.ndarray, variant: int, *, objective: s
     ids = pc.list_flatten(sub["input_ids"]).to_numpy().astype(np.int64).reshape(sub.num_rows, -1)
     lengths = sub["length"].to_numpy()
     attention = (np.arange(ids.shape[1])[None, :] < lengths[:, None]).astype(np.int64)
-    if objective in MLM_OBJECTIVES:
-        inputs, labels = _mlm(sub, ids, variant)
-        out = {"input_ids": inputs, "attention_mask": attention, "labels": labels}
-    elif objective == "causal":
-        out = {"input_ids": ids, "attention_mask": attention, "labels": np.where(attention == 1, ids, IGNORE_INDEX)}
-    elif objective == "t5_span":
-        out = _t5(sub, ids, lengths, variant, meta, rows)
-    else:
-        raise ValueError(f"no batches for objective {objective!r}")
+    kind = objective_record(objective).model_kind
+    if kind not in BATCHES:
+        raise ValueError(f"no batches for objective {objective!r} (model kind {kind})")
+    out = BATCHES[kind](sub, ids, lengths, attention, variant, meta, rows)
     return {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in out.items()}
+
+
+def _masked_lm_batch(sub, ids, lengths, attention, variant, meta, rows) -> dict[str, np.ndarray]:
+    inputs, labels = _mlm(sub, ids, variant)
+    return {"input_ids": inputs, "attention_mask": attention, "labels": labels}
+
+
+def _causal_lm_batch(sub, ids, lengths, attention, variant, meta, rows) -> dict[str, np.ndarray]:
+    return {"input_ids": ids, "attention_mask": attention, "labels": np.where(attention == 1, ids, IGNORE_INDEX)}
+
+
+def _seq2seq_batch(sub, ids, lengths, attention, variant, meta, rows) -> dict[str, np.ndarray]:
+    return _t5(sub, ids, lengths, variant, meta, rows)
+
+
+BATCHES = {"masked_lm": _masked_lm_batch, "causal_lm": _causal_lm_batch, "seq2seq": _seq2seq_batch}
+"""Per model kind (schemas.objectives `model_kind`): the batch of a table's rows, as numpy arrays."""
 
 
 def _variant(sub: pa.Table, variant: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -404,7 +417,7 @@ class RankLoader:
         self.table, self.rank, self.world, self.batch_size = table, rank, world, batch_size
         self.seed, self.num_variants = seed, num_variants
         objective = ShardMeta.from_schema(table.schema).objective
-        self.view = MlmView(table) if objective in MLM_OBJECTIVES and table.num_rows else None
+        self.view = MlmView(table) if objective_record(objective).writes_mask and table.num_rows else None
         self.global_batch = batch_size * world
         self.batches_per_epoch = table.num_rows // self.global_batch
         self.position: tuple[int, int] = (0, 0)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from common.config import config_to_dict, opt, parse_config, require
+from schemas.card import Card
 from schemas.manifest import (
     Manifest,
     atomic_write_bytes,
@@ -244,10 +245,10 @@ def run_card(cfg: EvaluateConfig, t0: float) -> Path:
     from training.card_plots import loss_curves, probing, quality_cost, write_html
 
     md = render(entries)
-    images = [p for p in (quality_cost(entries, out / "quality_cost.png"), probing(entries, out / "probing.png"),
-                          loss_curves(entries, out / "loss_curves.png")) if p]
-    report = {"models": entries, "images": [p.name for p in images]}
-    atomic_write_json(out / "report.json", report)
+    plain = [e.to_dict() for e in entries]
+    images = [p for p in (quality_cost(plain, out / "quality_cost.png"), probing(plain, out / "probing.png"),
+                          loss_curves(plain, out / "loss_curves.png")) if p]
+    atomic_write_json(out / "report.json", Card(entries, [p.name for p in images]).to_dict())
     atomic_write_bytes(out / "report.md", (md + "".join(f"\n![{p.stem}]({p.name})\n" for p in images)).encode())
     write_html(md, images, out / "report.html")
     write_manifest(out, Manifest(

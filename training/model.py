@@ -15,12 +15,11 @@ import torch
 import torch.nn.functional as F
 from transformers import BertConfig, BertForMaskedLM
 
-from schemas.shards import MLM_OBJECTIVES
+from schemas.objectives import objective as objective_record
+from schemas.objectives import objectives_of_kind
 from training.model_formats import refuse_quantized
+from training.model_kinds import KINDS
 from training.recipe import masked_accuracy, param_groups  # noqa: F401  (param_groups: re-exported)
-
-FAMILIES = {"any": None, "roberta": MLM_OBJECTIVES, "gpt2": ("causal",), "t5": ("t5_span",)}
-"""Preset family -> the shard objectives it trains on (None: any)."""
 
 
 @dataclass(frozen=True)
@@ -49,8 +48,8 @@ class ModelConfig:
     LM), `gpt2` (causal shards) or `t5` (t5_span shards)."""
 
     def __post_init__(self) -> None:
-        if self.family not in FAMILIES:
-            raise ValueError(f"family must be one of {sorted(FAMILIES)}, got {self.family!r}")
+        if self.family not in MODEL_FAMILIES:
+            raise ValueError(f"family must be one of {sorted(MODEL_FAMILIES)}, got {self.family!r}")
         if self.hidden_size % self.num_heads:
             raise ValueError(f"hidden_size {self.hidden_size} is not a multiple of num_heads {self.num_heads}")
         if min(self.hidden_size, self.num_layers, self.num_heads, self.intermediate_size) < 1:
@@ -184,41 +183,80 @@ def t5_config(m: ModelConfig, vocab_size: int, pad_id: int, eos_id: int | None):
                     eos_token_id=eos_id, decoder_start_token_id=pad_id, tie_word_embeddings=True)
 
 
+# ---- model families: which HF model a preset's sizes become, per model kind -----------------------
+
+Builder = Callable[[ModelConfig, int, int, "int | None"], torch.nn.Module]
+"""(preset, vocab_size, pad_id, eos_id) -> the training module (forward(**batch) -> loss, `.hf` to export)."""
+
+
+def _prenorm_mlm(m: ModelConfig, vocab_size: int, pad_id: int) -> torch.nn.Module:
+    from transformers import RobertaPreLayerNormForMaskedLM
+
+    return SparseMLM(instantiate(RobertaPreLayerNormForMaskedLM, prenorm_config(m, vocab_size, pad_id, m.max_position)))
+
+
+def _bert_mlm(m: ModelConfig, vocab_size: int, pad_id: int, eos_id: int | None) -> torch.nn.Module:
+    if m.prenorm:
+        return _prenorm_mlm(m, vocab_size, pad_id)
+    return SparseMLM(build_model(bert_config(m, vocab_size, pad_id, m.max_position)))
+
+
+def _roberta_mlm(m: ModelConfig, vocab_size: int, pad_id: int, eos_id: int | None) -> torch.nn.Module:
+    if m.prenorm:
+        return _prenorm_mlm(m, vocab_size, pad_id)
+    from transformers import RobertaConfig, RobertaForMaskedLM
+
+    c = prenorm_config(m, vocab_size, pad_id, m.max_position).to_dict()
+    for k in ("model_type", "architectures", "transformers_version"):
+        c.pop(k, None)
+    return SparseMLM(instantiate(RobertaForMaskedLM, RobertaConfig(**c)))
+
+
+def _gpt2(m: ModelConfig, vocab_size: int, pad_id: int, eos_id: int | None) -> torch.nn.Module:
+    from transformers import GPT2LMHeadModel
+
+    return HFLoss(instantiate(GPT2LMHeadModel, gpt2_config(m, vocab_size, pad_id, eos_id, m.max_position)), shift=True)
+
+
+def _t5(m: ModelConfig, vocab_size: int, pad_id: int, eos_id: int | None) -> torch.nn.Module:
+    from transformers import T5ForConditionalGeneration
+
+    return HFLoss(instantiate(T5ForConditionalGeneration, t5_config(m, vocab_size, pad_id, eos_id)))
+
+
+MODEL_FAMILIES: dict[str, dict[str, Builder]] = {
+    "any": {"masked_lm": _bert_mlm, "causal_lm": _gpt2, "seq2seq": _t5},
+    "roberta": {"masked_lm": _roberta_mlm},
+    "gpt2": {"causal_lm": _gpt2},
+    "t5": {"seq2seq": _t5},
+}
+"""Preset family (ModelConfig.family) -> the builder of each model kind (training.model_kinds) it has: `any`
+follows the shards' objective, the others build one architecture. Adding a family: its builders here."""
+
+
 def build_for_objective(objective: str, m: ModelConfig, vocab_size: int, pad_id: int, eos_id: int | None,
                         seq_len: int) -> torch.nn.Module:
     """The training module for the shards' objective: forward(**batch) -> loss, `.hf` the HF model to export.
     Positions: the preset's max_position (at least the rows' seq_len)."""
-    allowed = FAMILIES[m.family]
-    if allowed is not None and objective not in allowed:
+    obj = objective_record(objective)
+    builders = MODEL_FAMILIES[m.family]
+    if obj.model_kind not in builders:
+        allowed = [o for kind in builders for o in objectives_of_kind(kind)]
         raise ValueError(f"a {m.family} preset trains on {'/'.join(allowed)} shards, these are {objective}; "
                          "choose a preset of that objective's family (or an `any` preset such as demo)")
-    if m.prenorm and objective not in MLM_OBJECTIVES:
+    if m.prenorm and not obj.writes_mask:
         raise ValueError(f"prenorm chooses the masked LM's layout; the {objective} model (GPT-2 / T5) is pre-LN already")
-    if objective != "t5_span" and m.max_position < seq_len:
+    if obj.absolute_positions and m.max_position < seq_len:
         raise ValueError(f"max_position {m.max_position} is shorter than the shards' rows ({seq_len} tokens)")
-    max_position = m.max_position
-    if objective in MLM_OBJECTIVES:
-        if m.prenorm:
-            from transformers import RobertaPreLayerNormForMaskedLM
+    return builders[obj.model_kind](m, vocab_size, pad_id, eos_id)
 
-            return SparseMLM(instantiate(RobertaPreLayerNormForMaskedLM, prenorm_config(m, vocab_size, pad_id, max_position)))
-        if m.family == "roberta":
-            from transformers import RobertaConfig, RobertaForMaskedLM
 
-            c = prenorm_config(m, vocab_size, pad_id, max_position).to_dict()
-            for k in ("model_type", "architectures", "transformers_version"):
-                c.pop(k, None)
-            return SparseMLM(instantiate(RobertaForMaskedLM, RobertaConfig(**c)))
-        return SparseMLM(build_model(bert_config(m, vocab_size, pad_id, max_position)))
-    if objective == "causal":
-        from transformers import GPT2LMHeadModel
-
-        return HFLoss(instantiate(GPT2LMHeadModel, gpt2_config(m, vocab_size, pad_id, eos_id, max_position)), shift=True)
-    if objective == "t5_span":
-        from transformers import T5ForConditionalGeneration
-
-        return HFLoss(instantiate(T5ForConditionalGeneration, t5_config(m, vocab_size, pad_id, eos_id)))
-    raise ValueError(f"no model for objective {objective!r}")
+WRAPPERS: dict[str, Callable[[torch.nn.Module], torch.nn.Module]] = {
+    "masked_lm": lambda model: SparseMLM(model) if SparseMLM.head_of(model) is not None else HFLoss(model),
+    "causal_lm": lambda model: HFLoss(model, shift=True),
+    "seq2seq": lambda model: HFLoss(model),
+}
+"""A loaded HF model of each language-model kind -> the training module around it."""
 
 
 def load_for_objective(objective: str, model_dir: str, vocab_size: int, pad_id: int, seq_len: int) -> torch.nn.Module:
@@ -228,7 +266,8 @@ def load_for_objective(objective: str, model_dir: str, vocab_size: int, pad_id: 
     compared by the caller) and positions for seq_len tokens. Weights the checkpoint lacks (a
     sentence-embedding model has no MLM head) are initialised by transformers and listed in the log.
     """
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM
+    import transformers
+    from transformers import AutoConfig
 
     refuse_quantized(model_dir, "continued pretraining (--init-from)")
     config = AutoConfig.from_pretrained(model_dir)
@@ -243,17 +282,10 @@ def load_for_objective(objective: str, model_dir: str, vocab_size: int, pad_id: 
     if problems:
         raise ValueError(f"--init-from {model_dir} does not fit the shards: " + "; ".join(problems)
                          + " (make the tokenizer with `lmforge tokenizer --from` the same model and rebuild the shards)")
-    if objective in MLM_OBJECTIVES:
-        model, info = AutoModelForMaskedLM.from_pretrained(model_dir, output_loading_info=True)
-        wrapped = SparseMLM(model) if SparseMLM.head_of(model) is not None else HFLoss(model)
-    elif objective == "causal":
-        model, info = AutoModelForCausalLM.from_pretrained(model_dir, output_loading_info=True)
-        wrapped = HFLoss(model, shift=True)
-    elif objective == "t5_span":
-        model, info = AutoModelForSeq2SeqLM.from_pretrained(model_dir, output_loading_info=True)
-        wrapped = HFLoss(model)
-    else:
-        raise ValueError(f"no model for objective {objective!r}")
+    kind = objective_record(objective).model_kind
+    auto = getattr(transformers, KINDS[kind].auto_class)
+    model, info = auto.from_pretrained(model_dir, output_loading_info=True)
+    wrapped = WRAPPERS[kind](model)
     wrapped.loading_info = {k: sorted(v) for k, v in info.items() if v}
     return wrapped
 

@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from schemas.shards import MLM_OBJECTIVES
+from schemas.objectives import objectives_of_kind
 
 
 @dataclass(frozen=True)
@@ -29,21 +29,32 @@ class ModelKind:
     """It carries a task head: its quality is a task score (accuracy, F1), measured on the labelled set."""
     task_head_for: tuple[str, ...] = ()
     """The labelled-set tasks (schemas.finetune) whose head it is."""
-    lm_objectives: tuple[str, ...] = ()
-    """Shard objectives whose valid split gives its language-model loss on the card (none: it has no such loss)."""
     lm_figure: str = ""
-    """What that loss is, as the card names it."""
+    """What its language-model loss is, as the card names it (empty: it has none)."""
+    shift_labels: bool = False
+    """Position t predicts token t + 1 (a causal LM): the loss shifts logits and labels by one."""
+    encoder_decoder: bool = False
+    """An encoder-decoder: its forward pass needs decoder inputs (built from the labels when scoring, a start token
+    when timing), and `get_encoder()` is its encoder."""
+    perplexity: bool = False
+    """The card also reports exp(loss), the perplexity."""
     pseudo_perplexity: bool = False
     """Its pseudo-perplexity applies (each token masked in turn: a masked LM)."""
 
+    @property
+    def lm_objectives(self) -> tuple[str, ...]:
+        """Shard objectives whose valid split gives its language-model loss on the card (schemas.objectives
+        records of this kind; none: it has no such loss)."""
+        return objectives_of_kind(self.name)
+
 
 KINDS: dict[str, ModelKind] = {k.name: k for k in (
-    ModelKind("masked_lm", ("ForMaskedLM",), "AutoModelForMaskedLM", lm_objectives=MLM_OBJECTIVES,
+    ModelKind("masked_lm", ("ForMaskedLM",), "AutoModelForMaskedLM",
               lm_figure="held-out masked-token cross-entropy (nats)", pseudo_perplexity=True),
-    ModelKind("causal_lm", ("ForCausalLM", "LMHeadModel"), "AutoModelForCausalLM", lm_objectives=("causal",),
-              lm_figure="held-out next-token cross-entropy (nats)"),
-    ModelKind("seq2seq", ("ForConditionalGeneration",), "AutoModelForSeq2SeqLM", lm_objectives=("t5_span",),
-              lm_figure="held-out span-corruption target cross-entropy (nats)"),
+    ModelKind("causal_lm", ("ForCausalLM", "LMHeadModel"), "AutoModelForCausalLM",
+              lm_figure="held-out next-token cross-entropy (nats)", shift_labels=True, perplexity=True),
+    ModelKind("seq2seq", ("ForConditionalGeneration",), "AutoModelForSeq2SeqLM",
+              lm_figure="held-out span-corruption target cross-entropy (nats)", encoder_decoder=True),
     ModelKind("classifier", ("ForSequenceClassification",), "AutoModelForSequenceClassification", True,
               ("classification", "regression")),
     ModelKind("token_classifier", ("ForTokenClassification",), "AutoModelForTokenClassification", True, ("tokens",)),

@@ -37,7 +37,7 @@ import torch
 from common.config import add_config_args, config_from_args, config_to_dict, opt, require
 from common.logs import setup as setup_logs
 from schemas.manifest import MANIFEST_NAME
-from schemas.shards import MLM_OBJECTIVES
+from schemas.objectives import OBJECTIVES
 from training import cpu_dropout, processes
 from training.budget import BudgetClock
 from training.data import RankLoader, ShardSet
@@ -60,8 +60,9 @@ from training.resume import plan_resume
 from training.step_stats import StepStats, check_finite
 from training.telemetry import Telemetry, peak_rss_mb
 
-TRAINABLE = (*MLM_OBJECTIVES, "causal", "t5_span")
-"""MLM shards train a BERT, causal a GPT-2, t5_span a T5 (training.model.build_for_objective)."""
+TRAINABLE = OBJECTIVES
+"""Every registered objective: MLM shards train a BERT, causal a GPT-2, t5_span a T5 (training.model.build_for_objective
+builds the model of the objective's kind; tests/unit/test_registries.py checks each kind has a builder)."""
 
 log = logging.getLogger("lmforge.pretrain")
 

@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from training.model_kinds import KINDS
+
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt")
 
 
@@ -94,7 +96,7 @@ def measure(model_dir: str, ids, lengths, threads: int = 2, repeats: int = 5, in
     model, kind = load_model(model_dir)
     model.eval()
     init = time.perf_counter() - t0
-    encoder = model.get_encoder() if kind == "seq2seq" else (model.base_model if model.base_model is not model else None)
+    encoder = model.get_encoder() if KINDS[kind].encoder_decoder else (model.base_model if model.base_model is not model else None)
     runs = {"with_head": model, "encoder_only": encoder}
     out: dict[str, Any] = {"kind": kind, "threads": threads, "init_seconds": round(init, 3),
                            "parameters": count_parameters(model), "disk_bytes": disk_bytes(model_dir),
@@ -104,7 +106,7 @@ def measure(model_dir: str, ids, lengths, threads: int = 2, repeats: int = 5, in
         if m is None:
             continue
         # an encoder-decoder's full forward needs a decoder input: one start token per input
-        dec = kind == "seq2seq" and m is model
+        dec = KINDS[kind].encoder_decoder and m is model
         feeds = [{**f, "decoder_input_ids": torch.full((f["input_ids"].shape[0], 1), start)} if dec else f
                  for f in _batches(ids, lengths, batch)]
         _forward(m, feeds[0])  # warm-up

@@ -26,10 +26,10 @@ from pipelines.corpus.beam_dedup import ExtendIndex, NearDedup, ReadIndex, sign_
 from pipelines.corpus.clean import DROPPED, KEPT, QUARANTINED, process_document
 from pipelines.corpus.config import CorpusConfig
 from pipelines.corpus.dedup import exact_key, quality, quality_of_rank, rank_key, split_band_keys
-from pipelines.corpus.filters import clean_page
 from pipelines.corpus.linededup import line_keys, losers, remove_lines
 from pipelines.corpus.readers import read_file
 from pipelines.corpus.staging import staged_name, staged_rows, where, write_staged
+from pipelines.corpus.steps.c4 import clean_page
 from pipelines.io import shard_of, write_jsonl_rows, write_parquet_rows
 from schemas import storage
 from schemas.records import CLEAN_DOC_SCHEMA, DROPPED_SCHEMA, DUPLICATE_SCHEMA, Quarantined

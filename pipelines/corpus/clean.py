@@ -1,18 +1,13 @@
 """Pure per-document cleaning: RawDocument -> kept record, or a drop reason, or a quarantine.
 
-The steps, in this fixed order (each filter family can be switched off in CorpusConfig):
-
   1. decode + extract   HTML bytes -> text (JSONL/WET text is taken as is); the charset comes
                         from the BOM, HTTP header or <meta>, else UTF-8, else detection (text.py)
   2. normalise          NFC, single spaces, one blank line between paragraphs
-  3. C4                 line cleaning, then page rules (filters.py; tfds or paper variant)
-  4. language id        py3langid; drop low scores and languages not kept
-  5. C4 bad words       the LDNOOBW list of the identified language (filters.has_bad_words)
-  6. Gopher repetition  (quality.py)
-  7. Gopher quality     (quality.py; the stop-word rule needs the language from step 4)
-  8. FineWeb            (quality.py)
+  3. the steps          steps/registry.py STEPS, in order, each switched on or off by its options:
+                        C4 line cleaning and page rules, language id, C4 bad words, Gopher
+                        repetition, Gopher quality, FineWeb; the first reason given drops the page
 
-C4 runs before the others because it rewrites the text (drops lines); the later rules see the
+C4 runs before the others because it rewrites the text (drops lines); the later steps see the
 cleaned page, which is the text that is kept. With every family off, a kept document's text
 is the normalised text. Paragraphs are the blocks between blank lines: resiliparse puts a blank
 line around <p> and <h1>-<h6>, normalize_text and C4 keep one, and Gopher's duplicate-paragraph
@@ -24,9 +19,9 @@ from __future__ import annotations
 from typing import Any
 
 from pipelines.corpus.config import CorpusConfig
-from pipelines.corpus.filters import clean_page, has_bad_words
-from pipelines.corpus.quality import fineweb_quality, gopher_quality, gopher_repetition
-from pipelines.corpus.text import DecodeError, decode_html, html_to_text, identify_language, normalize_text
+from pipelines.corpus.steps.base import Page
+from pipelines.corpus.steps.registry import STEPS
+from pipelines.corpus.text import DecodeError, decode_html, html_to_text, normalize_text
 from schemas.records import Quarantined, RawDocument
 
 KEPT, DROPPED, QUARANTINED = "kept", "dropped", "quarantined"
@@ -46,27 +41,14 @@ def process_document(doc: RawDocument, cfg: CorpusConfig) -> tuple[str, Any]:
         text = html_to_text(decoded.text)
     if "\x00" in text:
         return QUARANTINED, Quarantined(doc.source, doc.offset, "nul_bytes", "text contains NUL bytes", doc.id)
-    page = normalize_text(text)
-    if not page:
+    page: Page | None = Page(normalize_text(text))
+    if not page.text:
         return DROPPED, (doc, "empty_text")
-    if cfg.c4.enabled:
-        page, reason = clean_page(page, cfg.c4)
-        if page is None:
-            return DROPPED, (doc, reason)
-    if cfg.language_id:
-        lang, score = identify_language(page)
-        if score < cfg.min_language_score:
-            return DROPPED, (doc, "low_language_score")
-        if lang not in cfg.languages:
-            return DROPPED, (doc, "language_not_kept")
-    else:  # dedup-only runs on already-clean text: one partition, no language-dependent rules
-        lang, score = "und", 1.0
-    if cfg.c4.enabled and cfg.c4.bad_words and has_bad_words(page, lang):
-        return DROPPED, (doc, "c4_bad_words")
-    reason = ((cfg.gopher_repetition.enabled and gopher_repetition(page, cfg.gopher_repetition))
-              or (cfg.gopher_quality.enabled and gopher_quality(page, cfg.gopher_quality, lang))
-              or (cfg.fineweb.enabled and fineweb_quality(page, cfg.fineweb)))
-    if reason:
-        return DROPPED, (doc, reason)
-    return KEPT, {"id": doc.id, "url": doc.url, "text": page, "language": lang,
-                  "language_score": score, "source": doc.source}
+    for step in STEPS:
+        options = step.options(cfg)
+        if step.enabled(options):
+            page, reason = step.apply(page, options)
+            if page is None:
+                return DROPPED, (doc, reason)
+    return KEPT, {"id": doc.id, "url": doc.url, "text": page.text, "language": page.language,
+                  "language_score": page.language_score, "source": doc.source}

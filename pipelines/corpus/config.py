@@ -1,14 +1,41 @@
-"""The corpus stage's typed config."""
+"""The corpus stage's typed config: its own options, then one field per cleaning rule family.
+
+The families' fields come from the chain (steps/registry.py STEPS): a step's options dataclass
+becomes the field named after it (`c4`, `gopher_repetition`, ...), so its flags are
+`--<name>-<option>` and its `--config` key is `<name>`, and adding a family needs no edit here.
+"""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, is_dataclass
+from typing import TypeVar
 
 from common.config import opt, require
-from pipelines.corpus.filters import C4Config
-from pipelines.corpus.quality import FineWebConfig, GopherQualityConfig, GopherRepetitionConfig
+from pipelines.corpus.steps.base import Step
+from pipelines.corpus.steps.registry import STEPS, step_configs
+
+T = TypeVar("T")
+
+
+def with_step_options(steps: tuple[Step, ...]) -> Callable[[type[T]], type[T]]:
+    """Add to a class, before @dataclass reads it, one field per rule family of `steps`, in chain
+    order after the fields it declares: `<step.name>: <step.config>` with the step's help."""
+    def add(cls: type[T]) -> type[T]:
+        annotations = cls.__dict__.get("__annotations__")
+        if annotations is None:
+            annotations = {}
+            cls.__annotations__ = annotations
+        for name, step in step_configs(steps).items():
+            if name in annotations:
+                raise ValueError(f"step {name!r} would replace the option {cls.__name__}.{name}")
+            annotations[name] = step.config
+            setattr(cls, name, field(default_factory=step.config, metadata={"help": step.help}))
+        return cls
+    return add
 
 
 @dataclass
+@with_step_options(STEPS)  # c4, gopher_repetition, gopher_quality, fineweb: each has `enabled`
 class CorpusConfig:
     input: list[str] = opt(help="input files, directories or globs (WARC/WET .gz, JSONL, Parquet)")
     output: str = opt(help="stage directory to write (data/, duplicates/, dropped/, quarantine/, manifest.json)")
@@ -28,13 +55,6 @@ class CorpusConfig:
     index_wait: float = opt(0.0, "seconds to wait for another run that holds --index's lock (one run writes an index at a time); 0 = fail at once naming the holder")
     cc_rounds: int = opt(6, "large-star/small-star rounds for near-duplicate clusters; nodes not settled after them are counted in the manifest (cc_unconverged_nodes)")
     num_shards: int = opt(2, "Parquet files per language")
-    # Quality filters, applied in this order by clean.process_document; each has `enabled`.
-    c4: C4Config = field(default_factory=C4Config, metadata={"help": "C4 line and page rules (tfds or paper variant)"})
-    gopher_repetition: GopherRepetitionConfig = field(default_factory=GopherRepetitionConfig,
-                                                      metadata={"help": "Gopher repetition rules (Rae et al. 2021, Table A1)"})
-    gopher_quality: GopherQualityConfig = field(default_factory=GopherQualityConfig,
-                                                metadata={"help": "Gopher quality rules (Rae et al. 2021, A.1.1)"})
-    fineweb: FineWebConfig = field(default_factory=FineWebConfig, metadata={"help": "FineWeb quality rules (Penedo et al. 2024)"})
 
     def __post_init__(self) -> None:
         require(bool(self.input), "corpus: --input needs at least one file, directory or glob")
@@ -44,7 +64,6 @@ class CorpusConfig:
         require(self.index_wait >= 0, "index_wait must be >= 0 seconds")
         require(not self.index or self.near_dedup, "--index needs near_dedup: the index stores MinHash band keys")
         require(all(len(x) == 2 for x in self.languages), f"languages must be ISO 639-1 codes, got {self.languages}")
-        for name, cls in (("c4", C4Config), ("gopher_repetition", GopherRepetitionConfig),
-                          ("gopher_quality", GopherQualityConfig), ("fineweb", FineWebConfig)):
-            if isinstance(getattr(self, name), dict):
-                setattr(self, name, cls(**getattr(self, name)))
+        for f in fields(self):  # a family's options given as a JSON object: its field's default_factory is its class
+            if isinstance(getattr(self, f.name), dict) and is_dataclass(f.default_factory):
+                setattr(self, f.name, f.default_factory(**getattr(self, f.name)))

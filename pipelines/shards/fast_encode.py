@@ -76,12 +76,12 @@ def bytes_to_unicode() -> list[str]:
 
 
 def pre_tokenizer_kind(tok: Any) -> tuple[str | None, str | None]:
-    """("bert", None) for BertPreTokenizer, ("metaspace", replacement) for a splitting Metaspace that
+    """("bert_pre", None) for BertPreTokenizer, ("metaspace", replacement) for a splitting Metaspace that
     always prepends, else (None, why not)."""
     pre = getattr(tok, "pre_tokenizer", None)
     name = type(pre).__name__ if pre is not None else None
     if name == "BertPreTokenizer":
-        return "bert", None
+        return "bert_pre", None
     if name == "Metaspace":
         spec = json.loads(tok.to_str()).get("pre_tokenizer") or {}
         rep = spec.get("replacement", "")
@@ -113,7 +113,7 @@ def why_not(tok: Any) -> str | None:
     return None
 
 
-NFC_ONLY = {"bert": ("NFC", "Strip"), "metaspace": ("NFC",), "bytelevel": ("NFC",)}
+NFC_ONLY = {"bert_pre": ("NFC", "Strip"), "metaspace": ("NFC",), "bytelevel": ("NFC",)}
 """Normalizers that leave a text of NFC-inert characters with the same words (see `nfc_inert`), by
 pre-tokenizer: Strip only removes whitespace BERT's drops anyway, but Metaspace turns it into words."""
 
@@ -188,7 +188,7 @@ class WordCacheEncoder:
         # Python's str.split() cuts at these, but the pre-tokenizer keeps them inside words
         # (U+001C..U+001F): a text holding one is cut into words by the pattern instead
         self.odd_space: tuple[str, ...] = ()
-        if self.kind == "bert":
+        if self.kind == "bert_pre":
             py_space = [c for c in range(0x3001) if chr(c).isspace()]  # U+3000 is the last
             self._learn_chars([chr(c) for c in py_space])
             self.odd_space = tuple(chr(c) for c in py_space if self.char_class[c] != 1)
@@ -238,12 +238,12 @@ class WordCacheEncoder:
             for cp in np.flatnonzero(np.bincount(codes)).tolist():
                 if cp not in self.char_class:
                     grew |= self._learn(cp)
-        if grew and self.kind == "bert":
+        if grew and self.kind == "bert_pre":
             self._compile()
 
     def _learn(self, cp: int) -> bool:
         """Record the pre-tokenizer's class of `cp`; True if it is whitespace or punctuation."""
-        cls = self.char_class[cp] = self._classify(cp) if self.kind == "bert" else 0
+        cls = self.char_class[cp] = self._classify(cp) if self.kind == "bert_pre" else 0
         if self.nfc_only and not nfc_inert(cp):
             self.non_inert.add(cp)
         if cls == 1:
@@ -255,7 +255,7 @@ class WordCacheEncoder:
     def _normalize(self, texts: Sequence[str]) -> list[str]:
         """The normalizer's output for each text, with every character of it classified."""
         if self.normalizer is None:
-            if self.kind == "bert":  # the splitting pattern needs each character's class
+            if self.kind == "bert_pre":  # the splitting pattern needs each character's class
                 self._learn_chars(texts)
             return list(texts)
         norm = self.normalizer.normalize_str

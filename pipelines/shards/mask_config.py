@@ -9,17 +9,14 @@ from typing import Any
 import numpy as np
 
 from common.config import opt, require
+from schemas.objectives import OBJECTIVES, help_text, objective, tokenizer_problem
 
-OBJECTIVES = ("mlm", "whole_word", "span", "t5_span", "causal")
-MASKED_LM = ("mlm", "whole_word", "span")  # the objectives that write [MASK]
-NEEDS_WORDS = ("whole_word", "span")
 MAX_SEQ_LEN = int(np.iinfo(np.int16).max) + 1  # positions are int16: rows up to 32,768 tokens
 
 
 @dataclass
 class MaskConfig:
-    objective: str = opt("mlm", "mlm (BERT) | whole_word (BERT WWM) | span (SpanBERT) | t5_span (T5 span corruption) "
-                                "| causal (no masks)")
+    objective: str = opt("mlm", help_text())
     num_variants: int = opt(10, "K mask variants per row; the loader uses variant epoch % K (BERT's dupe factor is 10)")
     rate: float = opt(0.15, "mlm/whole_word/span: fraction of maskable tokens selected per variant; "
                             "t5_span: noise density")
@@ -42,7 +39,7 @@ class MaskConfig:
 
     def variants(self) -> int:
         """How many variants the stage stores per row: none for causal."""
-        return 0 if self.objective == "causal" else self.num_variants
+        return self.num_variants if objective(self.objective).stores_variants else 0
 
 
 @dataclass(frozen=True)
@@ -90,10 +87,7 @@ class MaskVocab:
 
 
 def check_objective(cfg: MaskConfig, vocab: MaskVocab) -> None:
-    """Fail before the first row if the tokenizer cannot serve the objective."""
-    if cfg.objective in MASKED_LM and vocab.mask_id is None:
-        raise ValueError(f"objective {cfg.objective} needs a mask token and this vocabulary has none "
-                         "(a T5 tokenizer? use t5_span)")
-    if cfg.objective == "t5_span" and not vocab.sentinel_ids:
-        raise ValueError("objective t5_span needs sentinel ids <extra_id_N> and this vocabulary has none "
-                         "(train a unigram tokenizer with extra_ids > 0)")
+    """Fail before the first row if the tokenizer cannot serve the objective (schemas.objectives' one check)."""
+    problem = tokenizer_problem(cfg.objective, vocab.mask_id is not None, bool(vocab.sentinel_ids))
+    if problem:
+        raise ValueError(problem)

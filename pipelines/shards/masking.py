@@ -60,17 +60,47 @@ from typing import NamedTuple
 import numpy as np
 
 from pipelines.shards.mask_config import MAX_SEQ_LEN, MaskConfig, MaskVocab, check_objective
+from schemas.objectives import objective
 
 # ---- one row, K variants --------------------------------------------------------------------------
 
+class Row(NamedTuple):
+    """One row as a masking function sees it: the ids up to its length, which are special, which maskable, the
+    budget of positions, and where it is (for errors and the per-variant generators)."""
+
+    input_ids: np.ndarray
+    length: int
+    ids: np.ndarray
+    special: np.ndarray
+    maskable: np.ndarray
+    budget: int
+    shard: int
+    row: int
+    word_starts: np.ndarray | None
+    where: str
+
+    def rngs(self, cfg: MaskConfig) -> list[np.random.Generator]:
+        return [np.random.default_rng([cfg.seed, self.shard, self.row, k]) for k in range(cfg.num_variants)]
+
+    def words(self, cfg: MaskConfig) -> Words:
+        if self.word_starts is None or len(self.word_starts) < self.length:
+            raise ValueError(f"{self.where}: objective {cfg.objective} needs word_starts for the row's "
+                             f"{self.length} tokens")
+        return row_words(np.asarray(self.word_starts, bool)[:self.length], self.special)
+
+
+Variants = tuple[list[np.ndarray], list[np.ndarray]]
+
+
 def mask_variants(input_ids: np.ndarray, length: int, vocab: MaskVocab, cfg: MaskConfig, shard: int, row: int,
-                  word_starts: np.ndarray | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """K (positions int16, tokens int32) pairs for one row ([], [] for causal).
+                  word_starts: np.ndarray | None = None) -> Variants:
+    """K (positions int16, tokens int32) pairs for one row ([], [] for an objective that stores none).
 
     word_starts: bool per token of input_ids, True where a token begins a word (from tokenizers'
-    Encoding.word_ids); required by whole_word and span. Special tokens count as their own word.
+    Encoding.word_ids); required by objectives that mask words (schemas.objectives `needs_word_starts`).
+    Special tokens count as their own word.
     """
-    if cfg.objective == "causal":
+    if not objective(cfg.objective).stores_variants:
         return [], []
     check_objective(cfg, vocab)
     where = f"shard {shard} row {row}"
@@ -82,33 +112,46 @@ def mask_variants(input_ids: np.ndarray, length: int, vocab: MaskVocab, cfg: Mas
     special = vocab.is_special[ids]
     maskable = np.flatnonzero(~special)
     budget = max(1, round(cfg.rate * maskable.size)) if maskable.size else 0
-    if cfg.objective == "mlm":
-        pos, tok, counts = mlm_block(np.asarray(input_ids)[None, :], np.array([length]), vocab, cfg, shard,
-                                     np.array([row]))
-        cuts = np.cumsum(counts)[:-1]
-        return np.split(pos, cuts), np.split(tok, cuts)
-    rngs = [np.random.default_rng([cfg.seed, shard, row, k]) for k in range(cfg.num_variants)]
-    if cfg.objective == "t5_span":
-        pairs = [_t5_noise(rng, maskable, vocab, cfg, where) for rng in rngs]
-        return [p for p, _ in pairs], [t for _, t in pairs]
-    if word_starts is None or len(word_starts) < length:
-        raise ValueError(f"{where}: objective {cfg.objective} needs word_starts for the row's {length} tokens")
-    words = row_words(np.asarray(word_starts, bool)[:length], special)
+    r = Row(np.asarray(input_ids), length, ids, special, maskable, budget, shard, row, word_starts, where)
+    return MASKERS[cfg.objective](r, vocab, cfg)
+
+
+def _mask_tokens(r: Row, vocab: MaskVocab, cfg: MaskConfig) -> Variants:
+    """mlm: one row through `mlm_block`, the group path (so a row alone and in its group mask alike)."""
+    pos, tok, counts = mlm_block(r.input_ids[None, :], np.array([r.length]), vocab, cfg, r.shard, np.array([r.row]))
+    cuts = np.cumsum(counts)[:-1]
+    return np.split(pos, cuts), np.split(tok, cuts)
+
+
+def _mask_t5(r: Row, vocab: MaskVocab, cfg: MaskConfig) -> Variants:
+    pairs = [_t5_noise(rng, r.maskable, vocab, cfg, r.where) for rng in r.rngs(cfg)]
+    return [p for p, _ in pairs], [t for _, t in pairs]
+
+
+def _mask_whole_words(r: Row, vocab: MaskVocab, cfg: MaskConfig) -> Variants:
+    words = r.words(cfg)
     positions, tokens = [], []
-    for rng in rngs:
-        if cfg.objective == "whole_word":
-            pos = whole_word_positions(rng, words, budget)
-            u = rng.random(pos.size)
-        else:
-            spans = span_plan(rng, words, budget, cfg)
-            span_of_word = np.full(len(words.start), -1)
-            for i, (first, _, taken) in enumerate(spans):
-                span_of_word[first:first + taken] = i
-            unit = span_of_word[words.of_token]
-            pos = np.flatnonzero(unit >= 0)
-            u = rng.random(len(spans))[unit[pos]]  # one decision per span
+    for rng in r.rngs(cfg):
+        pos = whole_word_positions(rng, words, r.budget)
+        u = rng.random(pos.size)  # 80/10/10 per token
         positions.append(pos.astype(np.int16))
-        tokens.append(_replace(ids[pos], u, rng.random(pos.size), vocab, cfg))
+        tokens.append(_replace(r.ids[pos], u, rng.random(pos.size), vocab, cfg))
+    return positions, tokens
+
+
+def _mask_spans(r: Row, vocab: MaskVocab, cfg: MaskConfig) -> Variants:
+    words = r.words(cfg)
+    positions, tokens = [], []
+    for rng in r.rngs(cfg):
+        spans = span_plan(rng, words, r.budget, cfg)
+        span_of_word = np.full(len(words.start), -1)
+        for i, (first, _, taken) in enumerate(spans):
+            span_of_word[first:first + taken] = i
+        unit = span_of_word[words.of_token]
+        pos = np.flatnonzero(unit >= 0)
+        u = rng.random(len(spans))[unit[pos]]  # one decision per span
+        positions.append(pos.astype(np.int16))
+        tokens.append(_replace(r.ids[pos], u, rng.random(pos.size), vocab, cfg))
     return positions, tokens
 
 
@@ -421,3 +464,11 @@ def apply_t5(input_ids: np.ndarray, length: int, positions: np.ndarray, tokens: 
     if vocab.eos_id is not None:
         target = np.append(target, vocab.eos_id)
     return ids[keep], target.astype(np.int64)
+
+
+# ---- the masking functions of schemas.objectives' records --------------------------------------------
+
+MASKERS = {"mlm": _mask_tokens, "whole_word": _mask_whole_words, "span": _mask_spans, "t5_span": _mask_t5}
+"""One row's K variants, per objective that stores variants (schemas.objectives `stores_variants`)."""
+BLOCK_MASKERS = {"mlm": mlm_block}
+"""Objectives that mask a whole group of rows at once (pipelines/shards/rows.py takes that path for them)."""

@@ -26,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from schemas.shards import PACKINGS
+from schemas.objectives import objective as objective_record
+from schemas.shards import LAYOUTS, PACKINGS
 
 
 @dataclass(frozen=True)
@@ -40,16 +41,15 @@ class Frame:
 def frame_for(ids: Mapping[str, Any], objective: str) -> Frame:
     """The frame for a tokenizer's special ids (`pipelines.tokenizer.special_ids`) and an objective."""
     family = ids["family"]
-    if objective == "causal":
+    if objective_record(objective).eos_frame:
         end = ids.get("eos") if ids.get("eos") is not None else ids.get("sep")
         if end is None:
-            raise ValueError(f"causal packing needs an eos or sep token; the {family} tokenizer has neither")
+            raise ValueError(f"{objective} packing needs an eos or sep token; the {family} tokenizer has neither")
         return Frame((), (int(end),))
-    if family == "t5":
-        return Frame((), (int(ids["eos"]),))
-    if family in ("bert", "roberta"):  # special_ids names <s>/</s> cls/sep for RoBERTa
-        return Frame((int(ids["cls"]),), (int(ids["sep"]),))
-    raise ValueError(f"unknown tokenizer family {family!r}")
+    if family not in LAYOUTS:
+        raise ValueError(f"unknown tokenizer family {family!r}")
+    layout = LAYOUTS[family]
+    return Frame(tuple(int(ids[r]) for r in layout.prefix), tuple(int(ids[r]) for r in layout.suffix))
 
 
 def word_starts(word_ids: Sequence[int | None]) -> np.ndarray:

@@ -21,15 +21,17 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from pipelines.shards.mask_config import NEEDS_WORDS, MaskConfig, MaskVocab
+from pipelines.shards.mask_config import MaskConfig, MaskVocab
 from pipelines.shards.mask_config import check_objective as check_vocab
-from pipelines.shards.masking import mask_variants, mlm_block, t5_lengths
+from pipelines.shards.masking import BLOCK_MASKERS, mask_variants, t5_lengths
 from pipelines.shards.packing import Frame, frame_for, pack, word_starts
 from pipelines.shards.write import split_parts
 from pipelines.tokenizer import special_ids
 from schemas import storage
 from schemas.manifest import atomic_write_bytes
-from schemas.shards import MLM_OBJECTIVES, SHARD_SCHEMA_VERSION, ShardMeta, mask_token_bits, shard_file_name
+from schemas.objectives import objective as objective_record
+from schemas.objectives import tokenizer_problem
+from schemas.shards import SHARD_SCHEMA_VERSION, ShardMeta, mask_token_bits, shard_file_name
 
 VALID_SHARD_OFFSET = 1_000_000
 """Masks of valid rows are seeded with shard + this, so they never repeat a train shard's."""
@@ -51,23 +53,19 @@ class ShardSpec:
 
 def needs_words(objective: str) -> bool:
     """whole_word and span masking need word starts from the tokenizer; the others do not pay for them."""
-    return objective in NEEDS_WORDS
+    return objective_record(objective).needs_word_starts
 
 
 def check_objective(ids: Mapping[str, Any], objective: str, where: str) -> None:
     """A clear error when the tokenizer (its `special_ids`) cannot serve the objective."""
-    family = ids["family"]
-    if objective in MLM_OBJECTIVES and ids.get("mask") is None:
-        raise ValueError(f"{where}: objective {objective!r} needs a mask token, and this {family} tokenizer has none; "
-                         "train a wordpiece, bpe or byte_bpe tokenizer, or choose t5_span or causal")
-    if objective == "t5_span" and not ids.get("sentinels"):
-        raise ValueError(f"{where}: objective 't5_span' needs <extra_id_N> sentinels, and this {family} tokenizer "
-                         "has none; train a unigram tokenizer with extra_ids > 0")
+    problem = tokenizer_problem(objective, ids.get("mask") is not None, bool(ids.get("sentinels")), ids["family"])
+    if problem:
+        raise ValueError(f"{where}: {problem}")
 
 
 def shard_meta(ids: Mapping[str, Any], seq_len: int, cfg: MaskConfig, packing: str, vocab_size: int) -> ShardMeta:
     """The facts every shard file carries in its schema metadata (mask tokens int16 when the vocabulary fits)."""
-    enc, tgt = t5_lengths(seq_len, cfg) if cfg.objective == "t5_span" else (None, None)
+    enc, tgt = t5_lengths(seq_len, cfg) if objective_record(cfg.objective).bounded_lengths else (None, None)
     return ShardMeta(SHARD_SCHEMA_VERSION, seq_len, cfg.variants(), cfg.objective, ids["family"], packing,
                      int(ids["pad"]), None if ids.get("eos") is None else int(ids["eos"]), enc, tgt,
                      mask_token_bits(vocab_size))
@@ -111,10 +109,10 @@ def group_table(ids: Sequence[Sequence[int]], words: Sequence[Sequence[bool]] | 
                 vocab: MaskVocab, cfg: MaskConfig, mask_shard: int) -> tuple[pa.Table, dict[str, int]]:
     """The group's rows, masked, and counts (documents, empty documents, rows, tokens, masked positions)."""
     packed = pack(ids, spec.seq_len, spec.frame, spec.pad_id, spec.packing, words)
-    if cfg.objective == "mlm":  # the whole group in a few numpy calls
+    block = BLOCK_MASKERS.get(cfg.objective)
+    if block is not None:  # the whole group in a few numpy calls
         check_vocab(cfg, vocab)
-        pos, tok, per_variant = mlm_block(packed.input_ids, packed.length, vocab, cfg, mask_shard,
-                                          np.arange(packed.rows))
+        pos, tok, per_variant = block(packed.input_ids, packed.length, vocab, cfg, mask_shard, np.arange(packed.rows))
         table = build_table_flat(packed.input_ids, packed.length, packed.doc_starts, pos, tok, per_variant,
                                  np.full(packed.rows, cfg.num_variants, np.int64), spec.schema)
         masked = int(pos.size)

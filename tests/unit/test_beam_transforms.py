@@ -99,7 +99,7 @@ def test_read_and_clean_dofns_route_every_record(tmp_path):
 
     from pipelines.corpus.beam_corpus import CleanAndSign, ReadFiles
     from pipelines.corpus.config import CorpusConfig
-    from pipelines.corpus.filters import C4Config
+    from pipelines.corpus.steps.c4 import C4Config
 
     data = warc_bytes([("https://a.invalid/1", html(EN.replace(". ", ".</p><p>")), "text/html; charset=utf-8"),
                        ("https://a.invalid/2", html(EN * 30), "text/html")])
@@ -174,3 +174,27 @@ def test_default_beam_args_pick_a_mode_and_refuse_multi_threading():
         "--direct_running_mode=multi_processing", "--direct_num_workers=2"]
     with pytest.raises(ValueError, match="multi_threading"):
         default_beam_args(["--direct_running_mode=multi_threading"])
+
+
+def test_a_step_appended_to_the_list_has_its_drops_counted_by_reason(monkeypatch):
+    """CleanAndSign counts a new family's drops as `dropped_<reason>` and writes them to dropped/ with
+    the reason, as every other family's (the step and its config: test_corpus_steps.py)."""
+    from collections import Counter
+    from types import SimpleNamespace
+
+    from test_corpus_steps import TOY_STEPS, doc, toy_config
+
+    from pipelines.corpus import beam_corpus, clean
+
+    counted: Counter = Counter()
+
+    class Metrics:  # Beam's Metrics, recording instead of reporting to a runner
+        @staticmethod
+        def counter(namespace: str, name: str) -> SimpleNamespace:
+            return SimpleNamespace(inc=lambda n=1: counted.update({f"{namespace}:{name}": n}))
+
+    monkeypatch.setattr(clean, "STEPS", TOY_STEPS)
+    monkeypatch.setattr(beam_corpus, "Metrics", Metrics)
+    out = list(beam_corpus.CleanAndSign(toy_config(), 4, 4).process(("f", 0, [doc("spam spam"), doc("more spam")])))
+    assert counted == {"corpus:dropped_toy_word": 2}
+    assert [(o.tag, o.value["reason"]) for o in out] == [("dropped", "toy_word")] * 2

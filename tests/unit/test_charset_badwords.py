@@ -17,8 +17,8 @@ import pytest
 from common.config import add_config_args, config_from_args
 from pipelines.corpus.clean import DROPPED, KEPT, process_document
 from pipelines.corpus.config import CorpusConfig
-from pipelines.corpus.filters import C4Config, bad_words_regex, has_bad_words
 from pipelines.corpus.readers import read_file
+from pipelines.corpus.steps.c4 import C4Config, bad_words_regex, has_bad_words
 from pipelines.corpus.text import decode_html, detect_charset
 from schemas.records import RawDocument
 

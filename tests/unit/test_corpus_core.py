@@ -21,9 +21,9 @@ from pipelines.corpus.dedup import (
     shingles,
     signatures,
 )
-from pipelines.corpus.filters import C4Config, clean_line, clean_page
-from pipelines.corpus.quality import GopherQualityConfig
 from pipelines.corpus.readers import read_file
+from pipelines.corpus.steps.c4 import C4Config, clean_line, clean_page
+from pipelines.corpus.steps.gopher_quality import GopherQualityConfig
 from pipelines.corpus.text import Decoded, DecodeError, decode_html, identify_language, normalize_text
 from schemas.records import Quarantined, RawDocument
 
@@ -195,8 +195,10 @@ def test_minhash_finds_near_duplicates_and_separates_different_texts():
 
 
 def test_every_filter_family_can_be_switched_off_for_dedup_only_runs():
-    from pipelines.corpus.filters import C4Config as C4
-    from pipelines.corpus.quality import FineWebConfig, GopherQualityConfig, GopherRepetitionConfig
+    from pipelines.corpus.steps.c4 import C4Config as C4
+    from pipelines.corpus.steps.fineweb import FineWebConfig
+    from pipelines.corpus.steps.gopher_quality import GopherQualityConfig
+    from pipelines.corpus.steps.gopher_repetition import GopherRepetitionConfig
 
     cfg = CorpusConfig(input=["-"], output="-", language_id=False, c4=C4(enabled=False),
                        gopher_repetition=GopherRepetitionConfig(enabled=False),

@@ -18,18 +18,16 @@ import pytest
 from common.config import add_config_args, config_from_args
 from pipelines.corpus.clean import DROPPED, KEPT, process_document
 from pipelines.corpus.config import CorpusConfig
-from pipelines.corpus.filters import C4Config, clean_line, clean_lines, clean_page
-from pipelines.corpus.quality import (
-    FineWebConfig,
-    GopherQualityConfig,
+from pipelines.corpus.readers import read_file
+from pipelines.corpus.steps.c4 import C4Config, clean_line, clean_lines, clean_page
+from pipelines.corpus.steps.fineweb import FineWebConfig, fineweb_quality
+from pipelines.corpus.steps.gopher_quality import GopherQualityConfig, gopher_quality
+from pipelines.corpus.steps.gopher_repetition import (
     GopherRepetitionConfig,
     dup_ngram_chars,
-    fineweb_quality,
-    gopher_quality,
     gopher_repetition,
     top_ngram_chars,
 )
-from pipelines.corpus.readers import read_file
 from pipelines.corpus.text import DecodeError, decode_html, html_to_text, normalize_text
 from pipelines.corpus.words import english, tokens
 from schemas.records import RawDocument
@@ -172,7 +170,7 @@ def test_ngram_counts_equal_datatrove_loops_on_shuffled_real_words(pages):
     import random
     from collections import Counter
 
-    from pipelines.corpus.quality import NGramKeys
+    from pipelines.corpus.steps.gopher_repetition import NGramKeys
 
     def dt_top(words, n):
         grams = [" ".join(words[i:i + n]) for i in range(len(words) - n + 1)]
@@ -567,7 +565,7 @@ def test_c4_paper_end_marks_add_the_single_quote(pages):
 def test_c4_a_kept_line_is_at_least_one_sentence(pages):
     """TFDS and datatrove split each kept line into sentences and a line without a recognised end is one
     sentence; a line ending in '."' counted none here before."""
-    from pipelines.corpus.filters import sentences
+    from pipelines.corpus.steps.c4 import sentences
 
     plain = lines_of(page(pages, KERNEL))[:5]
     quoted = [f'The handbook says "{ln}"' for ln in plain]

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.corpus.filters import C4Config, clean_lines, clean_page, sentences
 from pipelines.corpus.readers import read_file
+from pipelines.corpus.steps.c4 import C4Config, clean_lines, clean_page, sentences
 from pipelines.corpus.text import DecodeError, decode_html, html_to_text, normalize_text
 from pipelines.corpus.words import english, sentence_count, tokens
 from schemas.records import RawDocument

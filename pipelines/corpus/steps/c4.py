@@ -1,4 +1,4 @@
-"""C4 cleaning rules as pure functions, in the TFDS variant and the C4 paper's variant.
+"""The C4 family: its config, its rules as pure functions (TFDS and paper variants) and two steps.
 
 `clean_page(text, cfg)` returns (cleaned text, None) to keep or (None, reason) to drop. Line
 rules remove lines; page rules drop the page. Both variants share every rule but three numbers:
@@ -23,19 +23,21 @@ within that margin of a threshold; `bench corpus` lists them). The 200-character
 (`min_chars`, too_short) is lmforge's own, not C4's.
 `bench corpus` measures keep/drop agreement with datatrove's filters (docs/BENCHMARKS.md).
 The bad-words page rule (both variants: TFDS and the paper's section 2.2) needs the page's
-language, so `has_bad_words` is a separate step that clean.process_document runs after language
-id. The lists are LDNOOBW per language, shipped in data/badwords/ (see SOURCE.md there).
-Gopher and FineWeb rules live in `quality.py`.
+language, so it is a step of its own, BAD_WORDS, which registry.STEPS puts after the language
+step; CLEAN (line cleaning and the other page rules) comes before it, so that language id reads
+the cleaned page. Both read CorpusConfig.c4. The lists are LDNOOBW per language, shipped in
+data/badwords/ (see SOURCE.md there).
 """
 from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 
 from common.config import opt, require
+from pipelines.corpus.steps.base import Decision, Page, Step, filter_step
 from pipelines.corpus.words import sentence_count
 
 _CITATION = re.compile(r"\[\d*\]|\[edit\]|\[citation needed\]", re.I)
@@ -190,3 +192,20 @@ def has_bad_words(text: str, language: str) -> bool:
     """True if the lower-cased text contains an entry of `language`'s list (False without a list)."""
     rx = bad_words_regex(language)
     return rx is not None and rx.search(text.lower()) is not None
+
+
+# ---------------------------------------------------------------------------------------------
+# The steps
+# ---------------------------------------------------------------------------------------------
+
+def _clean_step(page: Page, cfg: C4Config) -> Decision:
+    text, reason = clean_page(page.text, cfg)
+    return (None, reason) if text is None else (replace(page, text=text), None)
+
+
+HELP = "C4 line and page rules (tfds or paper variant)"
+CLEAN = Step("c4", _clean_step, C4Config, HELP)
+"""Line cleaning and the page rules: rewrites the page (the later steps see the kept lines)."""
+BAD_WORDS = Step("c4", filter_step(lambda page, cfg: "c4_bad_words" if has_bad_words(page.text, page.language) else None),
+                 C4Config, HELP, enabled=lambda cfg: cfg.enabled and cfg.bad_words)
+"""The LDNOOBW list of the page's language: after the language step."""

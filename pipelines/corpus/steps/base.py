@@ -1,0 +1,84 @@
+"""The contract every cleaning step keeps, and two helpers the rule families share.
+
+A step is `apply(page, options) -> (page, None)` to pass the page on (rewritten or not) or
+`(None, reason)` to drop it; `reason` is the drop reason the stage records and counts
+(`dropped_<reason>`). `options` is the step's own config: `CorpusConfig.<step.name>`. A filter
+that only decides (None keeps, a reason drops) is a step through `filter_step`, as a datatrove
+filter implements only `filter(doc)` and its base class does the rest.
+
+The page carries its language: "und" until the language step sets it (and with --no-language-id),
+so a step after it in `registry.STEPS` can use the identified language.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from common.config import require
+
+
+@dataclass(frozen=True)
+class Page:
+    """A document as the steps see it: its text so far, and its language once identified."""
+    text: str
+    language: str = "und"  # ISO 639-1 once the language step has run
+    language_score: float = 1.0
+
+
+Decision = tuple[Page | None, str | None]
+"""(the page to pass on, None) or (None, the drop reason)."""
+
+
+def _enabled(options: Any) -> bool:
+    return options.enabled
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of the cleaning chain (registry.STEPS)."""
+    name: str
+    """The CorpusConfig field holding its options: flags `--<name>-<option>`, `--config` key `<name>`.
+    Steps of one family share it (C4's line cleaning and bad words: `c4`)."""
+    apply: Callable[[Page, Any], Decision]
+    config: type | None = None
+    """Its options dataclass, `enabled` among them; None: the options are CorpusConfig's own fields
+    (the language step, whose flags --language-id, --languages, --min-language-score are older)."""
+    help: str = ""
+    """What the family is, with its source (the help of its CorpusConfig field)."""
+    enabled: Callable[[Any], bool] = _enabled
+    """Whether it runs, from its options (default: `options.enabled`)."""
+
+    def options(self, cfg: Any) -> Any:
+        """This step's options in the corpus config `cfg`."""
+        return cfg if self.config is None else getattr(cfg, self.name)
+
+
+def filter_step(decide: Callable[[Page, Any], str | None]) -> Callable[[Page, Any], Decision]:
+    """A pure decision (None keeps, a reason drops) as a step's `apply`: a kept page passes unchanged."""
+    def apply(page: Page, options: Any) -> Decision:
+        reason = decide(page, options)
+        return (None, reason) if reason else (page, None)
+    return apply
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared by the rule families
+# ---------------------------------------------------------------------------------------------
+
+def fraction(name: str, value: float) -> None:
+    """Config validation: `value` is a fraction in [0, 1]."""
+    require(0.0 <= value <= 1.0, f"{name} must be a fraction in [0, 1], got {value}")
+
+
+def duplicates(items: list[str]) -> tuple[int, int]:
+    """(number of items equal to an earlier item, characters in them): datatrove's find_duplicates."""
+    seen: set[str] = set()
+    n = chars = 0
+    for x in items:
+        if x in seen:
+            n += 1
+            chars += len(x)
+        else:
+            seen.add(x)
+    return n, chars

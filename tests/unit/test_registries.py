@@ -1,0 +1,133 @@
+"""The registries (docs/ARCHITECTURE.md "Registries"): names of objectives, tokenizer families, model families and
+model kinds are compared only inside their registries, and every record has its entry in each function table
+keyed by it."""
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+
+from pipelines.shards.masking import BLOCK_MASKERS, MASKERS
+from pipelines.tokenizer_families import FAMILIES as TOKENIZER_FAMILIES
+from pipelines.tokenizer_families import LAYOUTS as SPECIAL_LAYOUTS
+from schemas.objectives import REGISTRY as OBJECTIVES
+from schemas.shards import LAYOUTS
+from training.data import BATCHES
+from training.model import MODEL_FAMILIES, WRAPPERS
+from training.model_kinds import KINDS
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = ("common", "schemas", "pipelines", "training", "flows", "lmforge", "bench")
+REGISTRY_FILES = {"schemas/objectives.py", "schemas/shards.py", "pipelines/tokenizer_families.py",
+                  "training/model.py", "training/model_kinds.py"}
+"""Where the records are written: they may name (and so compare) their own names."""
+NAMES = {
+    "objective": set(OBJECTIVES),
+    "tokenizer family": set(TOKENIZER_FAMILIES),
+    "special-token layout": set(LAYOUTS),
+    "model family": set(MODEL_FAMILIES) - {"any"},  # "any" is an ordinary word in other comparisons
+    "model kind": set(KINDS),
+}
+
+
+def _strings(node: ast.AST) -> list[str]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        return [s for e in node.elts for s in _strings(e)]
+    return []
+
+
+def string_comparisons(path: Path) -> list[tuple[int, str, str]]:
+    """(line, what, name) for every `x == "name"`, `!=`, `in ("name", ...)` of a registered name."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.Compare):
+            continue
+        if not any(isinstance(op, ast.Eq | ast.NotEq | ast.In | ast.NotIn) for op in node.ops):
+            continue
+        for s in [s for part in (node.left, *node.comparators) for s in _strings(part)]:
+            for what, names in NAMES.items():
+                if s in names:
+                    found.append((node.lineno, what, s))
+    return found
+
+
+def test_no_string_comparison_of_registered_names_outside_the_registries():
+    bad = []
+    for top in SOURCES:
+        for path in sorted((ROOT / top).rglob("*.py")):
+            rel = path.relative_to(ROOT).as_posix()
+            if rel in REGISTRY_FILES:
+                continue
+            bad += [f"{rel}:{line}: {what} {name!r}" for line, what, name in string_comparisons(path)]
+    assert not bad, "compared as strings; ask the registry instead:\n" + "\n".join(bad)
+
+
+def test_the_check_finds_a_comparison(tmp_path):
+    p = tmp_path / "x.py"
+    p.write_text('def f(o, k):\n    return o == "causal" or k in ("wordpiece", "other") or "seq2seq" != k\n')
+    assert [(w, n) for _, w, n in string_comparisons(p)] == [
+        ("objective", "causal"), ("tokenizer family", "wordpiece"), ("model kind", "seq2seq")]
+
+
+def test_every_objective_has_its_functions():
+    for name, o in OBJECTIVES.items():
+        assert o.model_kind in KINDS, name
+        assert o.model_kind in BATCHES and o.model_kind in WRAPPERS, name
+        assert o.model_kind in MODEL_FAMILIES["any"], name  # an `any` preset trains every objective
+        assert (name in MASKERS) == o.stores_variants, name
+    assert set(BLOCK_MASKERS) <= set(MASKERS)
+    for kind in (*BATCHES, *WRAPPERS):
+        assert kind in KINDS
+    for builders in MODEL_FAMILIES.values():
+        assert set(builders) <= set(KINDS)
+
+
+def test_every_tokenizer_family_has_a_layout_the_shards_know():
+    assert {s.layout for s in SPECIAL_LAYOUTS} == set(LAYOUTS)
+    for f in TOKENIZER_FAMILIES.values():
+        assert f.specials in SPECIAL_LAYOUTS, f.name
+
+
+def _entry(path="m", task=True):
+    from schemas.card import CardEntry
+
+    quality = {"applies": not task, "value": 2.5, "standard_error": 0.01}
+    if task:
+        quality["task"] = {"primary": "accuracy", "metrics": {"accuracy": 0.81, "macro_f1": 0.7}, "test_examples": 10}
+    cost = {"parameters": {"total": 1234, "without_embeddings": 1000}, "disk_bytes": 3 << 20, "peak_rss_bytes": 5 << 20,
+            "peak_rss_over_imports_bytes": None, "init_seconds": 0.5,
+            "with_head": {"inputs_per_second_median": 99.0, "latency_ms_p50": 1.0, "latency_ms_p95": 2.0}}
+    return CardEntry(path, "classifier" if task else "masked_lm", quality, cost)
+
+
+def test_card_metrics_render_markdown_and_the_prefect_table_from_one_description(tmp_path):
+    from schemas.card import CARD_METRICS, Card, Metric, markdown_table, table_rows
+
+    md = markdown_table([_entry("a"), _entry("b", task=False)])
+    assert md[0] == ("| model | kind | quality | params (w/o emb.) | disk MiB | peak RSS MiB (over imports) | init s | "
+                     "inputs/s, batch 32 (encoder / +head) | p50 / p95 ms, batch 1 (+head) |")
+    assert md[2] == "| `a` | classifier | test accuracy 0.8100 | 1,234 (1,000) | 3.0 | 5.0 (-) | 0.50 | - / 99.0 | 1.0 / 2.0 |"
+    assert "| 2.500 ± 0.010 |" in md[3]
+    rows = table_rows([_entry("a")], {"a": "student"})
+    assert rows == [{"model": "student", "kind": "classifier", "task score": "accuracy 0.8100", "held-out LM loss": 2.5,
+                     "parameters": 1234, "disk MiB": 3.0, "inputs/s (batch 32)": 99.0, "p95 ms (batch 1)": 2.0}]
+    # a new metric is one entry, in both renderings
+    extra = (*CARD_METRICS, Metric("macro-F1", lambda e: f"{e.task['metrics']['macro_f1']:.2f}", "macro-F1",
+                                   lambda e: e.task["metrics"]["macro_f1"]))
+    import schemas.card as card
+
+    card.CARD_METRICS, saved = extra, card.CARD_METRICS
+    try:
+        assert markdown_table([_entry()])[0].endswith("| macro-F1 |") and table_rows([_entry()])[0]["macro-F1"] == 0.7
+    finally:
+        card.CARD_METRICS = saved
+    p = tmp_path / "report.json"
+    p.write_text(json.dumps(Card([_entry()], ["x.png"]).to_dict()))
+    assert Card.read(p).models[0].task_score == 0.81
+    p.write_text('{"rows": []}')
+    with pytest.raises(ValueError, match="not an evaluation card"):
+        Card.read(p)
