@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from schemas.card import CardEntry, markdown_table
-from training.model_formats import load_model
+from training.model_formats import ModelHandle, load_model
 from training.model_kinds import KINDS, check_tokenizer, max_tokens, model_kind, task_head_kind
 
 
@@ -122,12 +122,11 @@ def resources(model_dir: str, ids, lengths, threads: int, inputs_count: int, rep
 def card_entry(model_dir: str, cfg) -> CardEntry:
     """One model's entry (schemas.card): the quality figures its kind has, and its cost."""
 
-    model_kind(model_dir)  # a clear error for a directory that is not a model, before anything loads
-    check_tokenizer(model_dir)
-    model, kind = load_model(model_dir)  # once, for every quality figure (cost loads it again, alone)
+    h = ModelHandle.open(model_dir)  # once, for every quality figure (cost loads it again, alone, in a fresh process)
+    model, kind = h.model, h.kind
     quality = lm_quality(model_dir, kind, cfg.shards or None, cfg.batch_size, cfg.max_batches, model)
     if cfg.task_config and KINDS[kind].scores_task:
-        quality["task"] = task_quality(model_dir, cfg.task_config, model=model)
+        quality["task"] = task_quality(model_dir, cfg.task_config, model=model, kind=kind)
         quality["task"]["controls"] = finetune_controls(model_dir)
         ref = task_reference(model_dir)
         if ref:
@@ -141,14 +140,12 @@ def card_entry(model_dir: str, cfg) -> CardEntry:
 
             vpm = int(read_manifest(cfg.shards)["config"].get("valid_per_mille", vpm))
         quality["probing"] = probe_model(model_dir, cfg.probe_corpus, cfg.probe_languages, vpm, cfg.probe_wc_words,
-                                         cfg.probe_min_per_class, model=model)
+                                         cfg.probe_min_per_class, model=model, tokenizer=h.tokenizer)
         if KINDS[kind].pseudo_perplexity and cfg.pppl_sentences:
-            from transformers import AutoTokenizer
-
             from training.pppl import pseudo_perplexity
             from training.probing import held_out_texts, sentences
 
-            tok = AutoTokenizer.from_pretrained(model_dir)
+            tok = h.tokenizer
             length = min(64, max_tokens(model.config) or 64)
             quality["pseudo_perplexity"] = {
                 lang: pseudo_perplexity(model, tok, sentences(held_out_texts(cfg.probe_corpus, lang, vpm, 100000))
@@ -206,7 +203,7 @@ def render(entries: list[CardEntry]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def task_quality(model_dir: str, task_config: str, batch_size: int = 64, model=None) -> dict[str, Any]:
+def task_quality(model_dir: str, task_config: str, batch_size: int = 64, model=None, kind: str | None = None) -> dict[str, Any]:
     """A fine-tuned model's score on the test split of the labelled data a `finetune --config` JSON names
     (the same deterministic split the finetune stage scored), with the same metrics."""
     from training.finetune import FinetuneConfig, load_data, load_tokenizer
@@ -222,7 +219,7 @@ def task_quality(model_dir: str, task_config: str, batch_size: int = 64, model=N
     data = load_data(cfg)
     if not data.test:
         raise ValueError(f"{task_config}: the labelled data has no test split to score")
-    model, kind = (model, model_kind(model_dir)) if model is not None else load_model(model_dir)
+    model, kind = (model, kind or model_kind(model_dir)) if model is not None else load_model(model_dir)
     want = task_head_kind(data.task)
     if kind != want:
         raise ValueError(f"{model_dir} is a {kind}; a {data.task} task is scored on a {want}")

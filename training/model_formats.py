@@ -9,17 +9,19 @@
   (transformers 5 dropped `prune_heads` and the `pruned_heads` config key); `load_pruned` rebuilds it.
 
 `load_model(dir)` loads any of them, or a plain HF directory with the Auto class of its kind
-(training.model_kinds).
+(training.model_kinds); `ModelHandle.open(dir)` does it once for a stage that asks several things of one
+model (the evaluation card: its kind, its weights, its tokenizer), which then passes the handle along.
 """
 from __future__ import annotations
 
 import json
 import os
 import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from training.model_kinds import auto_class, model_kind
+from training.model_kinds import auto_class, check_tokenizer, model_kind
 
 QUANT_FILE = "quantization.json"
 INT8_WEIGHTS = "int8.pt"
@@ -36,6 +38,33 @@ def load_model(model_dir: str | Path):
         return load_pruned(model_dir)
     kind = model_kind(model_dir)
     return auto_class(kind).from_pretrained(str(model_dir)), kind
+
+
+@dataclass
+class ModelHandle:
+    """One model folder opened once: its kind (read from the folder once), the loaded model and, on first use,
+    its tokenizer."""
+
+    path: str
+    kind: str
+    model: Any
+    _tokenizer: Any = field(default=None, repr=False)
+
+    @classmethod
+    def open(cls, model_dir: str | Path) -> ModelHandle:
+        """A clear error for a folder that is not a model or has no tokenizer, before any weights load."""
+        model_kind(model_dir)
+        check_tokenizer(model_dir)
+        model, kind = load_model(model_dir)
+        return cls(str(model_dir), kind, model)
+
+    @property
+    def tokenizer(self):
+        if self._tokenizer is None:
+            from transformers import AutoTokenizer
+
+            self._tokenizer = AutoTokenizer.from_pretrained(self.path)
+        return self._tokenizer
 
 
 # ---- int8 ------------------------------------------------------------------------------------------

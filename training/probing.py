@@ -186,14 +186,14 @@ def held_out_texts(corpus: str | Path, lang: str, valid_per_mille: int, limit: i
 
 
 def probe_model(model_dir: str, corpus: str, languages: list[str], valid_per_mille: int, wc_words: int = 20,
-                min_per_class: int = 10, max_length: int = 64, model=None) -> dict[str, Any]:
+                min_per_class: int = 10, max_length: int = 64, model=None, tokenizer=None) -> dict[str, Any]:
     from transformers import AutoTokenizer
 
     from training.model_formats import load_model
     from training.model_kinds import max_tokens
 
     model = model if model is not None else load_model(model_dir)[0]
-    tok = AutoTokenizer.from_pretrained(model_dir)
+    tok = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(model_dir)
     max_length = min(max_length, max_tokens(model.config) or max_length)
     out: dict[str, Any] = {}
     for lang in languages:
