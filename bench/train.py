@@ -94,7 +94,7 @@ def code_id() -> str:
     import transformers
 
     h = hashlib.sha256(f"{torch.__version__} {transformers.__version__} {deepspeed.__version__}".encode())
-    for f in sorted([*(ROOT / "training").glob("*.py"), ROOT / "lmforge" / "bench" / "train_hf.py"]):
+    for f in sorted([*(ROOT / "training").glob("*.py"), ROOT / "bench" / "train_hf.py"]):
         h.update(f.name.encode() + f.read_bytes())
     return h.hexdigest()[:12]
 

@@ -257,3 +257,10 @@ def test_the_dropout_free_diagnostic_row_is_shown_but_not_judged():
     text = render(fake_report(rows))
     assert "| mini-d0 (4 x 256) |" in text and "mini-d0 is the mini model with dropout 0" in text
     assert "on every preset (tiny, demo, mini) at 1 and 2 processes: **MET**" in text
+
+
+def test_code_id_hashes_the_files_it_names():
+    """The id that --resume compares: it reads training/*.py and the HF peer's script, wherever bench/ lives."""
+    from bench.train import code_id
+
+    assert len(code_id()) == 12
