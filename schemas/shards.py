@@ -41,7 +41,6 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from schemas.objectives import MLM_OBJECTIVES, OBJECTIVES  # noqa: F401  (re-exported: readers import them from here)
 from schemas.objectives import objective as objective_record
 
 SHARD_SCHEMA_VERSION = "lmforge.token_shard/v3"

@@ -40,7 +40,7 @@ from transformers.utils import logging as hf_logging
 from common.config import add_config_args, config_from_args, config_to_dict, opt, require
 from common.logs import setup as setup_logs
 from schemas.manifest import MANIFEST_NAME, Manifest, atomic_write_json, describe_outputs, input_ref, write_manifest
-from schemas.shards import MLM_OBJECTIVES
+from schemas.objectives import MLM_OBJECTIVES
 from training.accelerator import dist_backend
 from training.data import IGNORE_INDEX, RankLoader, ShardSet
 from training.export import HF_DIR, METRICS_NAME, check_tokenizer, load_tokenizer, loss_summary, save_hf

@@ -183,7 +183,7 @@ def run(cfg: EvaluateConfig) -> Path:
     import torch
 
     from schemas.finetune import FinetuneMetrics
-    from schemas.shards import MLM_OBJECTIVES
+    from schemas.objectives import MLM_OBJECTIVES
     from training.data import ShardSet
     from training.finetune import summary_table
 
