@@ -145,12 +145,16 @@ def options_to_argv(opts: dict[str, Any]) -> list[str]:
 
     None is left out (the field's default applies), booleans become --flag / --no-flag, lists
     become `--flag a b c` (an empty list is left out: argparse's nargs="+" cannot express it, so the
-    default stands), anything else `--flag value`; option names use dashes for underscores.
+    default stands), a dict (a nested options object) `--name-option value` per key, anything else
+    `--flag value`; option names use dashes for underscores.
     """
     argv: list[str] = []
     for name, value in opts.items():
         flag = "--" + name.replace("_", "-")
         if value is None:
+            continue
+        if isinstance(value, dict):  # a nested options object (a cleaning family's): its flags carry its name
+            argv += options_to_argv({f"{name}_{k}": v for k, v in value.items()})
             continue
         if isinstance(value, bool):
             argv.append(flag if value else "--no-" + flag[2:])

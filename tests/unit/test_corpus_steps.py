@@ -93,3 +93,16 @@ def test_an_appended_step_sees_what_the_steps_before_it_left(monkeypatch):
     status, rec = process_document(doc("One line that C4 removes\n" + EN), CorpusConfig(input=["x"], output="y"))
     assert status == KEPT and seen == [Page(EN, "en", rec["language_score"])] and rec["language_score"] > 0.9
 
+
+
+def test_a_family_given_as_an_object_becomes_its_flags():
+    """A Prefect override {"corpus": {"c4": {...}}} reaches the stage as --c4-<option> flags, not as one --c4 flag."""
+    from common.config import options_to_argv, parse_config
+    from pipelines.corpus.config import CorpusConfig
+
+    argv = options_to_argv({"input": ["x.jsonl"], "output": "out", "c4": {"variant": "paper", "bad_words": False},
+                            "fineweb": {"enabled": False}})
+    assert argv == ["--input", "x.jsonl", "--output", "out", "--c4-variant", "paper", "--no-c4-bad-words",
+                    "--no-fineweb-enabled"]
+    cfg = parse_config(CorpusConfig, "corpus", None, argv)
+    assert cfg.c4.variant == "paper" and not cfg.c4.bad_words and not cfg.fineweb.enabled
