@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
 from common.config import add_config_args, config_from_args, config_to_dict, opt, require
 from common.logs import setup as setup_logs
@@ -213,7 +214,6 @@ def check_same_tokenizer(tokenizer, model_dir: str) -> None:
 def run(cfg: PretrainConfig) -> Path:
     """setup -> fit -> validate -> save, on every rank; returns the output directory."""
     import deepspeed
-    import torch.distributed as dist
     from deepspeed.utils import logger as ds_logger
     from transformers.utils import logging as hf_logging
 
@@ -444,8 +444,6 @@ def evaluate(engine, shards: ShardSet, rank: int, world: int, cfg: PretrainConfi
     """Mean loss per labelled token and top-1 accuracy over up to eval_batches batches per rank (variant 0):
     masked tokens for MLM, target tokens for T5, real tokens for causal (each batch's loss weighted by its
     labels; GPT-2 averages over one position fewer per row, as it shifts the labels)."""
-    import torch.distributed as dist
-
     table = shards.read("valid") if shards.splits.get("valid") else None
     batch_size = min(cfg.micro_batch_size, table.num_rows // world) if table is not None else 0
     if batch_size < 1:
@@ -480,8 +478,6 @@ def main(argv: list[str] | None = None) -> Path:
     rank = int(os.environ.get("RANK", "0"))
     setup_logs(logging.INFO if rank == 0 else logging.WARNING, f"%(asctime)s [rank{rank}] %(name)s: %(message)s")
     out = run(cfg)
-    import torch.distributed as dist
-
     if dist.is_initialized():  # NCCL warns of leaked communicators at exit otherwise (seen on an H100)
         dist.destroy_process_group()
     return out
