@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-CORPUS_SCHEMA_VERSION = "lmforge.corpus/v3"  # v2: duplicates gain cluster_id; v3: kept_generation, exact similarity
+CORPUS_SCHEMA_VERSION = "lmforge.corpus/v4"  # v2: duplicates gain cluster_id; v3: kept_generation, exact similarity; v4: dropped gains detail
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,7 @@ DROPPED_SCHEMA = pa.schema(
         pa.field("url", pa.string()),
         pa.field("source", pa.string()),
         pa.field("reason", pa.string(), nullable=False),
+        pa.field("detail", pa.string()),  # what matched (a blocked domain, an evaluation item); null if nothing to add
     ],
     metadata={"lmforge.schema": CORPUS_SCHEMA_VERSION},
 )

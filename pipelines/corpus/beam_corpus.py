@@ -14,6 +14,7 @@ driver checks that in = kept + dropped + duplicates + quarantined before writing
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -94,19 +95,28 @@ class CleanAndSign(beam.DoFn):
 
     def process(self, item: tuple[str, int, list[Any]]) -> Iterable[Any]:
         source, batch_no, batch = item
-        kept = []
+        kept, rewritten = [], Counter()
         for doc in batch:
             status, value = process_document(doc, self.cfg)
             if status == KEPT:
+                for note in value.pop("notes"):
+                    rewritten[note.kind] += note.count
+                    if note.detail:
+                        yield TaggedOutput("matches", {"id": doc.id, "url": doc.url, "source": doc.source, "kind": note.kind,
+                                                       "action": "kept", "detail": note.detail})
                 kept.append({**value, "offset": doc.offset})
             elif status == DROPPED:
                 d, reason = value
+                detail = getattr(reason, "detail", None)
                 Metrics.counter(NS, f"dropped_{reason}").inc()
-                yield TaggedOutput("dropped", {"id": d.id, "url": d.url, "source": d.source, "reason": reason})
+                yield TaggedOutput("dropped", {"id": d.id, "url": d.url, "source": d.source, "reason": str(reason), "detail": detail})
             else:
                 assert status == QUARANTINED
                 Metrics.counter(NS, f"quarantined_{value.reason}").inc()
                 yield TaggedOutput("quarantine", _quarantine_row(value))
+        for kind, n in sorted(rewritten.items()):  # counted as cleaned, before dedup removes any of these pages
+            Metrics.counter(NS, f"rewritten_{kind}").inc(n)
+            yield TaggedOutput("tally", (f"rewritten:{kind}", n))
         if not kept:
             return
         signed = sign_records(kept, self.cfg, self.bands, self.rows) if self.cfg.near_dedup else [(None, None)] * len(kept)
@@ -245,6 +255,8 @@ def _write_group(item: tuple[Any, Iterable[dict]], out: str, kind: str, num_shar
         return write_parquet_rows(storage.join(out, "duplicates", part + ".parquet"), rows, DUPLICATE_SCHEMA)
     if kind == "dropped":
         return write_parquet_rows(storage.join(out, "dropped", part + ".parquet"), rows, DROPPED_SCHEMA)
+    if kind == "matches":
+        return write_jsonl_rows(storage.join(out, "matches", part + ".jsonl"), rows)
     return write_jsonl_rows(storage.join(out, "quarantine", part + ".jsonl"), rows)
 
 
@@ -274,13 +286,13 @@ class CorpusPipeline(beam.PTransform):
         # MultiOutput, not ParDo(...).with_outputs(...): Beam's DaskRunner mixes the tags (beam_tags.py).
         read = files | "Spread" >> beam.Reshuffle() | "ReadFiles" >> MultiOutput(ReadFiles(), main="docs", tags=("quarantine", "tally"))
         cleaned = (read.docs | "CleanAndSign" >> MultiOutput(CleanAndSign(cfg, bands, rows), main="slim",
-                                                             tags=("dropped", "quarantine", "lines")))
+                                                             tags=("dropped", "quarantine", "lines", "tally", "matches")))
         # Ids must be unique for the joins below; a repeated id keeps its first occurrence (by
         # source file, then offset) and quarantines the others.
         unique = (cleaned.slim | "KeyId" >> beam.Map(lambda r: (r["id"], r)) | "GroupIds" >> beam.GroupByKey()
                   | "UniqueIds" >> MultiOutput(first_of_id, main="kept", tags=("quarantine",)))
         kept = unique.kept
-        dup_lists, tallies, dropped = [], [read.tally], [cleaned.dropped]
+        dup_lists, tallies, dropped = [], [read.tally, cleaned.tally], [cleaned.dropped]
         index = None
         if plan is not None and plan.read:
             index = kept | "ReadIndex" >> ReadIndex(plan.band_files(), plan.doc_files())
@@ -329,7 +341,8 @@ class CorpusPipeline(beam.PTransform):
             written.append(rows_in | "ExtendIndex" >> ExtendIndex(str(plan.generation_dir(plan.write)), n, out))
         outputs = {"dropped": tuple(dropped),
                    "quarantine": (read.quarantine, cleaned.quarantine, unique.quarantine),
-                   "duplicates": tuple(dup_lists)}
+                   "duplicates": tuple(dup_lists),
+                   "matches": (cleaned.matches,)}
         for name, pcolls in outputs.items():
             if not pcolls:
                 continue

@@ -4,8 +4,9 @@
                         from the BOM, HTTP header or <meta>, else UTF-8, else detection (text.py)
   2. normalise          NFC, single spaces, one blank line between paragraphs
   3. the steps          steps/registry.py STEPS, in order, each switched on or off by its options:
-                        C4 line cleaning and page rules, language id, C4 bad words, Gopher
-                        repetition, Gopher quality, FineWeb; the first reason given drops the page
+                        URL filter, C4 line cleaning and page rules, language id, C4 bad words,
+                        Gopher repetition, Gopher quality, FineWeb, PII; the first reason given
+                        drops the page
 
 C4 runs before the others because it rewrites the text (drops lines); the later steps see the
 cleaned page, which is the text that is kept. With every family off, a kept document's text
@@ -28,7 +29,8 @@ KEPT, DROPPED, QUARANTINED = "kept", "dropped", "quarantined"
 
 
 def process_document(doc: RawDocument, cfg: CorpusConfig) -> tuple[str, Any]:
-    """(KEPT, record dict) | (DROPPED, (doc, reason)) | (QUARANTINED, Quarantined)."""
+    """(KEPT, record dict) | (DROPPED, (doc, reason)) | (QUARANTINED, Quarantined). A kept record's
+    `notes` are the steps' Notes (steps/base.py); a reason may be a Reason carrying a detail."""
     if doc.text is not None:
         text = doc.text
     elif doc.content_type not in ("text/html", "application/xhtml+xml"):
@@ -41,7 +43,7 @@ def process_document(doc: RawDocument, cfg: CorpusConfig) -> tuple[str, Any]:
         text = html_to_text(decoded.text)
     if "\x00" in text:
         return QUARANTINED, Quarantined(doc.source, doc.offset, "nul_bytes", "text contains NUL bytes", doc.id)
-    page: Page | None = Page(normalize_text(text))
+    page: Page | None = Page(normalize_text(text), url=doc.url or "")
     if not page.text:
         return DROPPED, (doc, "empty_text")
     for step in STEPS:
@@ -51,4 +53,4 @@ def process_document(doc: RawDocument, cfg: CorpusConfig) -> tuple[str, Any]:
             if page is None:
                 return DROPPED, (doc, reason)
     return KEPT, {"id": doc.id, "url": doc.url, "text": page.text, "language": page.language,
-                  "language_score": page.language_score, "source": doc.source}
+                  "language_score": page.language_score, "source": doc.source, "notes": page.notes}

@@ -3,7 +3,7 @@
     python -m pipelines.corpus.report runs/demo/corpus     # (re)write the report of a stage run
 
 What it shows: outcomes (in = kept + dropped + duplicates + quarantined), drops and quarantines
-per reason, kept documents per language, document lengths (characters and whitespace-separated
+per reason, what the steps rewrote (PII replaced, per kind), kept documents per language, document lengths (characters and whitespace-separated
 words, log-spaced bins, per language), duplicate-cluster sizes (a cluster is the kept document
 plus every document removed in its favour, so size = removed + 1), exact vs near duplicates,
 and the top domains of kept and of dropped documents.
@@ -173,6 +173,7 @@ def build_report(out_dir: str, counts: dict[str, Any]) -> dict[str, Any]:
         "stage_counts_disagree": sorted(k for k in found if stage[k] is not None and stage[k] != found[k]),
         "dropped_by_reason": dict(dropped["reasons"]),
         "quarantined_by_reason": dict(quarantine),
+        "rewritten": dict(counts.get("rewritten", {})),
         "kept_by_language": {
             lang: {"documents": s["documents"], "characters": s["characters"], "words": s["words"],
                    "min_characters": s["min_characters"], "max_characters": s["max_characters"],
@@ -310,6 +311,9 @@ def render_html(rep: dict[str, Any], images: list[str], title: str) -> str:
         "<h2>Dropped, per reason</h2>",
         _table(["reason", "documents", "% of in"], [[r, n, pct(n)] for r, n in top(Counter(rep["dropped_by_reason"]), 1000)]),
         img("dropped"),
+        "<h2>Rewritten while cleaning</h2>" if rep.get("rewritten") else "",
+        ("<p>Replacements in pages that passed the cleaning steps (before deduplication), per kind.</p>" +
+         _table(["kind", "replaced"], [[k, n] for k, n in sorted(rep["rewritten"].items())])) if rep.get("rewritten") else "",
         "<h2>Quarantined, per reason</h2>",
         _table(["reason", "records"], [[r, n] for r, n in top(Counter(rep["quarantined_by_reason"]), 1000)]),
         "<h2>Kept, per language</h2>",

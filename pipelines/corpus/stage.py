@@ -13,11 +13,12 @@ from pipelines.corpus.config import CorpusConfig
 from pipelines.corpus.dedup import MINHASH_SCHEME, detection_probability, lsh_params
 from pipelines.corpus.index import commit, index_lock, open_index, snapshot_fingerprint
 from pipelines.corpus.staging import STAGING, staging_dir
+from pipelines.corpus.steps.url_filter import url_filter_provenance, url_lists
 from pipelines.io import expand_inputs, parquet_rows
 from schemas import storage
 from schemas.manifest import MANIFEST_NAME, InputRef, Manifest, describe_outputs, stage_lock, write_manifest
 
-SUBDIRS = ("data", "dropped", "duplicates", "quarantine")
+SUBDIRS = ("data", "dropped", "duplicates", "quarantine", "matches")  # matches/: what a step matched on a page it kept
 
 
 def default_beam_args(beam_args: list[str], mode: str = "multi_processing") -> list[str]:
@@ -92,6 +93,7 @@ def collect_counts(out: str) -> dict:
         "duplicates_by_generation": dict(sorted(dups_by_gen.items())),
         "quarantined": sum(quarantined.values()),
         "quarantined_by_reason": dict(sorted(quarantined.items())),
+        "rewritten": {k.split(":", 1)[1]: v for k, v in sorted(tally.items()) if k.startswith("rewritten:")},
         "skipped_non_document_records": {k.split(":", 1)[1]: v for k, v in sorted(tally.items()) if k.startswith("skipped_record_type:")},
     }
     return counts
@@ -150,6 +152,8 @@ def _run(cfg: CorpusConfig, beam_args: list[str] | None) -> str | Path:
     files = expand_inputs(cfg.input)
     check_worker_paths(beam_args or [], [*files, cfg.output, *([cfg.index] if cfg.index else [])])
     out = str(cfg.output)
+    if cfg.url_filter.enabled:  # an unreadable list fails here, and the UT1 hashes are built once, not per worker
+        url_lists(cfg.url_filter)
     prepare_dir(out)
     args = default_beam_args(beam_args or [], mode="in_memory")
     bands, rows = lsh_params(cfg.jaccard_threshold, cfg.num_perm)
@@ -201,6 +205,7 @@ def _run(cfg: CorpusConfig, beam_args: list[str] | None) -> str | Path:
                                     "unconverged_nodes": _tally(out).get("cc_unconverged_nodes", 0),
                                     "chain_members_kept": _tally(out).get("near_chain_kept", 0),
                                     "representative": "indexed first, then best quality (language score, words), then smallest id"},
+            "url_filter": url_filter_provenance(cfg.url_filter),
             "index": None if plan is None else {"path": str(plan.root), "read": plan.read, "wrote": plan.write,
                                                 "fingerprint": plan.fingerprint},
             "beam_metrics": dict(sorted(result_metrics.items())),

@@ -15,7 +15,7 @@ from common.config import add_config_args, config_from_args, opt
 from pipelines.corpus import clean
 from pipelines.corpus.clean import DROPPED, KEPT, process_document
 from pipelines.corpus.config import CorpusConfig, with_step_options
-from pipelines.corpus.steps import c4, fineweb, gopher_quality, gopher_repetition, language
+from pipelines.corpus.steps import c4, fineweb, gopher_quality, gopher_repetition, language, pii, url_filter
 from pipelines.corpus.steps.base import Page, Step, filter_step
 from pipelines.corpus.steps.registry import STEPS, step_configs
 from schemas.records import RawDocument
@@ -38,7 +38,7 @@ TOY = Step("toy", filter_step(lambda page, cfg: toy_rule(page.text, cfg)), ToyCo
 # ... and its one entry in the list. The steps before it are switched off: a bare sentence passes.
 TOY_STEPS = (*STEPS, TOY)
 OTHERS_OFF = ["--no-language-id", "--no-c4-enabled", "--no-gopher-repetition-enabled", "--no-gopher-quality-enabled",
-              "--no-fineweb-enabled"]
+              "--no-fineweb-enabled", "--no-url-filter-enabled", "--no-pii-enabled"]
 
 
 @dataclass
@@ -58,12 +58,15 @@ def doc(text: str) -> RawDocument:
 
 
 def test_the_list_is_the_chain_and_names_the_config_fields():
-    assert STEPS == (c4.CLEAN, language.STEP, c4.BAD_WORDS, gopher_repetition.STEP, gopher_quality.STEP, fineweb.STEP)
+    assert STEPS == (url_filter.STEP, c4.CLEAN, language.STEP, c4.BAD_WORDS, gopher_repetition.STEP, gopher_quality.STEP,
+                     fineweb.STEP, pii.STEP)
     families = {name: s.config for name, s in step_configs().items()}
-    assert families == {"c4": c4.C4Config, "gopher_repetition": gopher_repetition.GopherRepetitionConfig,
-                        "gopher_quality": gopher_quality.GopherQualityConfig, "fineweb": fineweb.FineWebConfig}
+    assert families == {"url_filter": url_filter.UrlFilterConfig, "c4": c4.C4Config,
+                        "gopher_repetition": gopher_repetition.GopherRepetitionConfig,
+                        "gopher_quality": gopher_quality.GopherQualityConfig, "fineweb": fineweb.FineWebConfig,
+                        "pii": pii.PiiConfig}
     fields = {f.name: f for f in dataclasses.fields(CorpusConfig)}
-    assert list(fields)[-4:] == list(families)  # after the stage's own options, in chain order
+    assert list(fields)[-len(families):] == list(families)  # after the stage's own options, in chain order
     assert all(isinstance(getattr(CorpusConfig(input=["x"], output="y"), n), cls) for n, cls in families.items())
     assert fields["gopher_repetition"].metadata["help"] == "Gopher repetition rules (Rae et al. 2021, Table A1)"
     with pytest.raises(ValueError, match="disagree"):
@@ -91,7 +94,7 @@ def test_an_appended_step_sees_what_the_steps_before_it_left(monkeypatch):
     spy = Step("c4", filter_step(lambda page, cfg: seen.append(page)), c4.C4Config)  # shares C4's switch
     monkeypatch.setattr(clean, "STEPS", (*STEPS, spy))
     status, rec = process_document(doc("One line that C4 removes\n" + EN), CorpusConfig(input=["x"], output="y"))
-    assert status == KEPT and seen == [Page(EN, "en", rec["language_score"])] and rec["language_score"] > 0.9
+    assert status == KEPT and seen == [Page(EN, "en", rec["language_score"], url="https://a.invalid/d")] and rec["language_score"] > 0.9
 
 
 

@@ -6,8 +6,16 @@ A step is `apply(page, options) -> (page, None)` to pass the page on (rewritten 
 that only decides (None keeps, a reason drops) is a step through `filter_step`, as a datatrove
 filter implements only `filter(doc)` and its base class does the rest.
 
-The page carries its language: "und" until the language step sets it (and with --no-language-id),
-so a step after it in `registry.STEPS` can use the identified language.
+The page carries its URL (for the URL filter; "" when the input has none) and its language: "und"
+until the language step sets it (and with --no-language-id), so a step after it in `registry.STEPS`
+can use the identified language.
+
+What a step does besides keeping or dropping is recorded, not printed:
+  - a drop reason may be a `Reason`, a str that also carries what matched (the blocked domain, the
+    evaluation item); the stage writes it to the dropped row's `detail`;
+  - a page passed on may carry `Note`s: counts of what a step rewrote (PII replaced, by kind), or a
+    match kept on purpose (decontamination's mark mode); the stage tallies them (`rewritten`) and
+    writes the matches beside the corpus.
 """
 from __future__ import annotations
 
@@ -18,16 +26,42 @@ from typing import Any
 from common.config import require
 
 
+class Reason(str):
+    """A drop reason (counted by its text, as every reason) with what matched: `Reason("url_domain",
+    "example.com")`. Equal to the plain string, so counting and tests see the reason only."""
+    detail: str
+
+    def __new__(cls, reason: str, detail: str = "") -> Reason:
+        out = super().__new__(cls, reason)
+        out.detail = detail
+        return out
+
+    def __reduce__(self):  # pickled with its detail (Beam moves DoFn outputs between processes)
+        return Reason, (str(self), self.detail)
+
+
+@dataclass(frozen=True)
+class Note:
+    """What a step did to a page it passed on: `count` occurrences of `kind` (the tally
+    `rewritten.<kind>`), and, for a match worth a row of its own, `detail` (JSON text)."""
+    kind: str
+    count: int = 1
+    detail: str = ""
+
+
 @dataclass(frozen=True)
 class Page:
-    """A document as the steps see it: its text so far, and its language once identified."""
+    """A document as the steps see it: its text so far, its URL, its language once identified,
+    and the notes steps left on it."""
     text: str
     language: str = "und"  # ISO 639-1 once the language step has run
     language_score: float = 1.0
+    url: str = ""
+    notes: tuple[Note, ...] = ()
 
 
 Decision = tuple[Page | None, str | None]
-"""(the page to pass on, None) or (None, the drop reason)."""
+"""(the page to pass on, None) or (None, the drop reason: a str or a Reason)."""
 
 
 def _enabled(options: Any) -> bool:

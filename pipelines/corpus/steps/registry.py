@@ -10,16 +10,18 @@ are recorded and counted (`dropped_<reason>`) as every other's.
 """
 from __future__ import annotations
 
-from pipelines.corpus.steps import c4, fineweb, gopher_quality, gopher_repetition, language
+from pipelines.corpus.steps import c4, fineweb, gopher_quality, gopher_repetition, language, pii, url_filter
 from pipelines.corpus.steps.base import Step
 
 STEPS: tuple[Step, ...] = (
+    url_filter.STEP,         # FineWeb's URL filter: judges where the page came from, before its text
     c4.CLEAN,                # C4 line cleaning and page rules: rewrites the page
     language.STEP,           # py3langid: sets the page's language
     c4.BAD_WORDS,            # C4's LDNOOBW list of that language
     gopher_repetition.STEP,  # Gopher Table A1
     gopher_quality.STEP,     # Gopher A.1.1 (its stop-word rule reads the language)
     fineweb.STEP,            # FineWeb's custom filters
+    pii.STEP,                # FineWeb's PII formatter: rewrites what is kept, so it comes last
 )
 
 
