@@ -1,4 +1,5 @@
-"""Corpus-stage benchmarks: cleaning speed against datatrove's filters, MinHash signature speed
+"""Corpus-stage benchmarks: cleaning speed against datatrove's filters, the URL filter and PII steps
+against datatrove's (bench/url_pii.py), decontamination against datatrove's (bench/decont.py), MinHash signature speed
 against datasketch-naive and rensa, and near-duplicate quality against brute-force Jaccard on
 planted duplicates.
 
@@ -314,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="where the FOLDOC package for the encyclopedic agreement set is downloaded (default: samples/.cache/bench-encyclopedic)")
     a = ap.parse_args(argv)
     pages = english_pages(a.crawl)
-    agreement = encyclopedic = None
+    agreement = encyclopedic = url_results = pii_results = decont_results = None
     try:
         from bench.agreement import CHAIN, MATCHING, compare, judge
         from bench.agreement import render as render_agreement
@@ -335,6 +336,19 @@ def main(argv: list[str] | None = None) -> int:
                 f"{len(enc):,} short encyclopedic texts (FOLDOC entries of >= 200 characters, Debian dict-foldoc, GFDL; "
                 "bench/encyclopedic.py)", encyclopedic)
         agreement_text += "\n" + judge({"samples/crawl": agreement, **({"FOLDOC": encyclopedic} if encyclopedic else {})})
+        from bench import url_pii
+
+        print("bench corpus: URL filter and PII against datatrove ...", flush=True)
+        ut1_domains, ut1_listed = url_pii.ut1_urls()
+        url_results = url_pii.compare_urls({"crawl": url_pii.crawl_urls(a.crawl), "ut1": ut1_domains, "ut1_urls": ut1_listed})
+        pii_results = url_pii.compare_pii([p for _, p in pages])
+        agreement_text += "\n" + url_pii.render(url_results, pii_results)
+        from bench.decont import bench_decont
+        from bench.decont import render as render_decont
+
+        print("bench corpus: decontamination against datatrove ...", flush=True)
+        decont_results = bench_decont([p for _, p in pages], a.cache / "decont")
+        agreement_text += "\n" + render_decont(decont_results)
     except ImportError:
         agreement_text = "datatrove is not installed (`pip install -e '.[bench]'`): keep/drop agreement not measured.\n"
     raw = extracted_english(a.crawl, a.docs)
@@ -349,6 +363,7 @@ def main(argv: list[str] | None = None) -> int:
             + "\n" + render(mh, dq, len(texts)))
     write_section(Path(a.out), "corpus: cleaning, MinHash and near-duplicate quality", body,
                   {"cleaning_docs_per_s": cl, "minhash_docs_per_s": mh, "dedup_quality": dq,
-                   "agreement": _as_dict(agreement), "agreement_encyclopedic": _as_dict(encyclopedic)})
+                   "agreement": _as_dict(agreement), "agreement_encyclopedic": _as_dict(encyclopedic),
+                   "url_filter": url_results, "pii": pii_results, "decontamination": decont_results})
     print(body)
     return 0

@@ -67,7 +67,7 @@ def add_config_args(parser: argparse.ArgumentParser, cls: type, prefix: str = ""
             help_text += f" (default: {default})"
         else:
             help_text += " (required)"
-        flags = [flag, *([f.metadata["alias"]] if f.metadata.get("alias") and not prefix else [])]
+        flags = [flag, *([f.metadata["alias"]] if f.metadata.get("alias") else [])]  # a nested option's alias is a whole flag too
         if tp is bool and not is_list:
             parser.add_argument(*flags, dest=dest, action=argparse.BooleanOptionalAction, default=None, help=help_text)
         else:

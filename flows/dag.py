@@ -227,7 +227,7 @@ def cluster_options(p: TrainParams, run: Path) -> dict[str, Any] | None:
 
 
 def train_and_evaluate(p: TrainParams, run: Path, shards: str, tokenizer: str, init_from: str = "",
-                       previous: str = "", corpus: str | None = None) -> dict[str, str | None]:
+                       previous: str = "", corpus: str | None = None, labeled: str | None = None) -> dict[str, str | None]:
     """pretrain -> (labeled -> finetune -> int8, pruned), distill (-> the student fine-tuned on the task) ->
     evaluate and the card, then the
     artifacts. Shared by every flow."""
@@ -244,7 +244,8 @@ def train_and_evaluate(p: TrainParams, run: Path, shards: str, tokenizer: str, i
         failed[t.name] = str(state.result(raise_on_failure=False))[:2000]
         return None
 
-    labeled = independent(labeled_task, p.labeled, run) if p.labeled in SOURCES else p.labeled
+    if labeled is None:  # not prepared before the corpus stage (lmforge-train has none)
+        labeled = independent(labeled_task, p.labeled, run) if p.labeled in SOURCES else p.labeled
     finetune = independent(finetune_task, pretrain, labeled, run, opts["finetune"]) if labeled else None
     distill = independent(distill_task, pretrain, shards, run, opts["distill"])
     task = task_config(labeled, opts["finetune"], run) if finetune else ""
@@ -277,10 +278,34 @@ def train_and_evaluate(p: TrainParams, run: Path, shards: str, tokenizer: str, i
     return result
 
 
-def corpus_stage(p, run: Path, crawl: list[str], index: Path, own_index: bool, snapshot: str = "") -> str:
+def prepare_labeled(p, run: Path) -> str | None:
+    """The fine-tune task's data before the corpus stage, which checks the crawl against its evaluation
+    splits: a known source prepared under the run, else the path given; None if preparing it failed
+    (fine-tune then fails on its own, and the corpus goes unchecked, as its manifest says)."""
+    if p.labeled not in SOURCES:
+        return p.labeled or None
     limit = {"timeout_seconds": p.stage_timeout_minutes * 60}
-    corpus = corpus_task.with_options(**limit)(crawl, run, index, own_index, p.stage_options()["corpus"], p.beam_args,
-                                               p.index_wait, snapshot)
+    state = labeled_task.with_options(**limit)(p.labeled, run, return_state=True)
+    return state.result() if state.is_completed() else None
+
+
+def decontamination(p, labeled: str | None, opts: dict) -> dict:
+    """The corpus stage's decontaminate options: the prepared task folder's validation and test splits
+    (its finetune.json names the columns), merged under any the overrides give."""
+    given = dict(opts.get("decontaminate") or {})
+    if given.get("files") or not p.decontaminate or not labeled or not Path(labeled, "finetune.json").exists():
+        return given
+    return {**given, "files": [str(labeled)]}
+
+
+def corpus_stage(p, run: Path, crawl: list[str], index: Path, own_index: bool, snapshot: str = "",
+                 labeled: str | None = None) -> str:
+    limit = {"timeout_seconds": p.stage_timeout_minutes * 60}
+    opts = dict(p.stage_options()["corpus"])
+    decont = decontamination(p, labeled, opts)
+    if decont:
+        opts["decontaminate"] = decont
+    corpus = corpus_task.with_options(**limit)(crawl, run, index, own_index, opts, p.beam_args, p.index_wait, snapshot)
     artifacts.publish_corpus(p.run_name, Path(corpus))
     return corpus
 
@@ -306,15 +331,17 @@ def lmforge_dag(run_name: str = D.run_name, runs_dir: str = D.runs_dir, crawl: l
                 cluster_namespace: str = D.cluster_namespace, cluster_gpus: int = D.cluster_gpus, labeled: str = D.labeled,
                 task: TaskKind = D.task, text_column: str = D.text_column, text_pair_column: str = D.text_pair_column,
                 label_column: str = D.label_column, dedup_index: str = D.dedup_index, index_wait: float = D.index_wait,
+                decontaminate: bool = D.decontaminate,
                 beam_args: list[str] = D.beam_args, stage_timeout_minutes: float = D.stage_timeout_minutes,
                 overrides: dict[str, dict[str, Any]] = D.overrides) -> dict[str, str | None]:
     p = DagParams(**{k: v for k, v in locals().items()})
     run = p.run_dir
     run.mkdir(parents=True, exist_ok=True)
     index = Path(p.dedup_index).resolve() if p.dedup_index else run / "minhash_index"
-    corpus = corpus_stage(p, run, p.crawl, index, own_index=not p.dedup_index)
+    labeled = prepare_labeled(p, run)
+    corpus = corpus_stage(p, run, p.crawl, index, own_index=not p.dedup_index, labeled=labeled)
     tokenizer, shards = token_stages(p, run, corpus, adopt_from=p.init_from)
-    return {"corpus": corpus, **train_and_evaluate(p, run, shards, tokenizer, p.init_from, corpus=corpus)}
+    return {"corpus": corpus, **train_and_evaluate(p, run, shards, tokenizer, p.init_from, corpus=corpus, labeled=labeled)}
 
 
 @flow(name="lmforge-train", persist_result=True, log_prints=True, flow_run_name=flow_run_name)

@@ -255,6 +255,11 @@ class CorpusParams(BaseModel):
         "causal and t5_span shards are trained with `lmforge shards/pretrain` directly")
     index_wait: float = Field(3600.0, ge=0, description="seconds the corpus stage waits for another run holding the "
                               "band index before it fails")
+    decontaminate: bool = Field(True, description="check the crawl against the validation and test splits of the "
+                                "fine-tune task (`labeled`, a known source or a prepared folder): pages sharing a 12-word "
+                                "n-gram with an item are dropped, and the card says how many items the crawl held. A "
+                                "labelled data file or config is checked when overrides give {'corpus': {'decontaminate': "
+                                "{'files': [...]}}}")
     beam_args: list[str] = Field([], description="Beam pipeline options for the corpus and shards stages, passed "
                                  "as given, e.g. ['--direct_num_workers=2']")
 

@@ -24,7 +24,7 @@ from typing import Any
 from prefect import flow, task
 
 from flows import artifacts
-from flows.dag import corpus_stage, flow_run_name, token_stages, train_and_evaluate
+from flows.dag import corpus_stage, flow_run_name, prepare_labeled, token_stages, train_and_evaluate
 from flows.params import ClusterKind, MaskObjective, Preset, RefreshParams, TaskKind, TokenizerKind, flow_doc
 from pipelines.corpus.snapshots import indexed_snapshots, next_snapshot
 from schemas.manifest import read_manifest
@@ -78,7 +78,7 @@ def lmforge_refresh(run_name: str = R.run_name, runs_dir: str = R.runs_dir, craw
                     text_column: str = R.text_column,
                     text_pair_column: str = R.text_pair_column, label_column: str = R.label_column,
                     dedup_index: str = R.dedup_index, replay_fraction: float = R.replay_fraction,
-                    index_wait: float = R.index_wait, beam_args: list[str] = R.beam_args,
+                    index_wait: float = R.index_wait, decontaminate: bool = R.decontaminate, beam_args: list[str] = R.beam_args,
                     stage_timeout_minutes: float = R.stage_timeout_minutes,
                     overrides: dict[str, dict[str, Any]] = R.overrides) -> dict[str, Any]:
     p = RefreshParams(**{k: v for k, v in locals().items()})
@@ -97,7 +97,8 @@ def lmforge_refresh(run_name: str = R.run_name, runs_dir: str = R.runs_dir, craw
     prev_model = str(prev / "pretrain" / "hf") if prev else ""
     start = prev_model or p.init_from
     crawl = [str(Path(p.crawl_root, snap).resolve())]
-    corpus = corpus_stage(p, run, crawl, index, own_index=False, snapshot=snap)
+    labeled = prepare_labeled(p, run)
+    corpus = corpus_stage(p, run, crawl, index, own_index=False, snapshot=snap, labeled=labeled)
     m = read_manifest(Path(corpus))
     if m["extra"]["index"]["wrote"] is None:  # the stage ran now and found this snapshot's pages indexed
         return _stop(p, snap, f"snapshot {snap} was already in the band index {index} (indexed by another run); "
@@ -110,7 +111,7 @@ def lmforge_refresh(run_name: str = R.run_name, runs_dir: str = R.runs_dir, craw
     earlier = [str(base / s / "corpus") for s in indexed_snapshots(index)
                if s != snap and (base / s / "corpus" / "manifest.json").exists()]
     tokenizer, shards = token_stages(p, run, corpus, adopt_from=start, replay=earlier, replay_fraction=p.replay_fraction)
-    result = train_and_evaluate(p, run, shards, tokenizer, init_from=start, previous=prev_model, corpus=corpus)
+    result = train_and_evaluate(p, run, shards, tokenizer, init_from=start, previous=prev_model, corpus=corpus, labeled=labeled)
     switch_latest(base, snap)
     summary = (f"# refresh {p.run_name}: {snap}\n\n{why}. Continued from "
                + (f"the previous snapshot's model `{prev_model}` (its tokenizer adopted)" if prev_model

@@ -19,6 +19,8 @@ STAGE_TABLE = {
     "distill": ("training.distill:DistillConfig", "training.distill:run", "training.distill", False),
     "evaluate": ("training.evaluate:EvaluateConfig", "training.evaluate:run", "training.evaluate", False),
     "compress": ("training.compress:CompressConfig", "training.compress:run", "training.compress", False),
+    "contamination": ("pipelines.corpus.contamination:ContaminationConfig", "pipelines.corpus.contamination:run",
+                      "pipelines.corpus.contamination", False),
 }
 
 

@@ -32,6 +32,7 @@ SUMMARIES = {
     "distill": "DistilBERT-style student from the pretrained teacher",
     "compress": "int8 dynamic quantization of a model's Linear layers, for CPU inference",
     "evaluate": "MLM loss, accuracy, parameters, throughput -> eval/report.{json,md}",
+    "contamination": "check a finished corpus against evaluation sets (their validation and test items) without cleaning it again",
     "labeled": "real labelled datasets (VADER, Reuters-21578, ...) as files finetune reads: labeled list | prepare NAME",
     "run": "a Prefect flow (no server needed): the whole DAG, training from shards (--flow train), or a refresh (--flow refresh)",
     "alerts": "a Prefect automation that POSTs to a webhook when a refresh fails (needs a Prefect server)",

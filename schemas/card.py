@@ -73,9 +73,12 @@ class Card:
     models: list[CardEntry]
     images: list[str] = field(default_factory=list)
     """The plots written beside report.json (file names)."""
+    contamination: dict[str, Any] | None = None
+    """What the pretraining corpus held of the evaluation sets (training/card_contamination.py); None: unknown."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema": CARD_VERSION, "models": [e.to_dict() for e in self.models], "images": self.images}
+        return {"schema": CARD_VERSION, "models": [e.to_dict() for e in self.models], "images": self.images,
+                "contamination": self.contamination}
 
     @classmethod
     def read(cls, path: str | Path) -> Card:
@@ -83,7 +86,7 @@ class Card:
         d = json.loads(Path(path).read_text())
         if d.get("schema", CARD_VERSION) != CARD_VERSION or "models" not in d:
             raise ValueError(f"{path}: not an evaluation card ({CARD_VERSION})")
-        return cls([CardEntry.from_dict(e) for e in d["models"]], list(d.get("images", [])))
+        return cls([CardEntry.from_dict(e) for e in d["models"]], list(d.get("images", [])), d.get("contamination"))
 
 
 # ---- the headline table: one description, two renderings ---------------------------------------------

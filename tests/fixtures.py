@@ -8,6 +8,7 @@ tokenizer stage and `pipelines.shards.stage.run_local` (the shards stage without
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,8 @@ from pipelines.shards.masking import mask_variants
 from schemas.manifest import Manifest, describe_outputs, write_manifest
 from schemas.shards import shard_file_name, shard_schema
 
-VADER = Path(__file__).resolve().parents[1] / "samples" / "labeled" / "vader"
+ROOT = Path(__file__).resolve().parents[1]
+VADER = ROOT / "samples" / "labeled" / "vader"
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
@@ -170,3 +172,52 @@ def tiny_bert_dir(out_dir: str | Path, hidden: int = 32, layers: int = 2, vocab_
                         intermediate_size=2 * hidden, max_position_embeddings=128, pad_token_id=0)
     BertForMaskedLM(config).save_pretrained(out_dir)
     return out_dir
+
+
+HANDBOOK_ADDRESSES = "Mail for the zone goes to admin@falcot.com, and its name server answers at 212.94.201.10."
+"""The Debian handbook's example zone contact and server address (sect.domain-name-servers.html), as a sentence."""
+
+
+def planted_pages(path: str | Path, vader_folder: str | Path, crawl: str | Path = ROOT / "samples" / "crawl" / "news-000.warc.gz") -> dict:
+    """A JSONL crawl file of three real news pages that pass the default cleaning, each given one thing
+    a cleaning step must catch: a UT1-listed URL (pornhub.com), the handbook's addresses (PII), and a
+    VADER test sentence of the prepared task at `vader_folder` (decontamination). Returns what was
+    planted: {"ids": [...], "sentence": ..., "item": VADER id}."""
+    from pipelines.corpus.clean import KEPT, process_document
+    from pipelines.corpus.config import CorpusConfig
+    from pipelines.corpus.readers import read_file
+    from pipelines.corpus.text import normalize_text
+    from schemas.records import RawDocument
+
+    cfg = CorpusConfig(input=["-"], output="-", languages=["en"])
+    kept = []
+    for d in read_file(str(crawl)):
+        if isinstance(d, RawDocument) and process_document(d, cfg)[0] == KEPT:
+            kept.append((d, normalize_text(process_document(d, cfg)[1]["text"])))
+        if len(kept) == 3:
+            break
+    rows = [json.loads(x) for x in (Path(vader_folder) / "data.jsonl").read_text().splitlines()]
+    item = next(r for r in rows if r["split"] == "test" and len(r["text"].split()) >= 20)
+    (d1, t1), (d2, t2), (d3, t3) = kept
+    docs = [{"id": "planted-url", "url": "http://www.pornhub.com/view_video.php", "text": t1},
+            {"id": "planted-pii", "url": d2.url, "text": t2 + "\n\n" + HANDBOOK_ADDRESSES},
+            {"id": "planted-test", "url": d3.url, "text": t3 + "\n\n" + item["text"].upper().replace(",", " ;")}]
+    Path(path).write_text("".join(json.dumps(x) + "\n" for x in docs))
+    return {"ids": [x["id"] for x in docs], "sentence": item["text"], "item": item["id"]}
+
+
+def tiny_pages() -> list[str]:
+    """The text of every HTML page of tests/data/tiny/tiny.warc.gz, extracted and normalised as the
+    corpus stage sees it before its cleaning steps (pages that do not decode are left out)."""
+    from pipelines.corpus.readers import read_file
+    from pipelines.corpus.text import DecodeError, decode_html, html_to_text, normalize_text
+    from schemas.records import RawDocument
+
+    out = []
+    for d in read_file(str(ROOT / "tests" / "data" / "tiny" / "tiny.warc.gz")):
+        if isinstance(d, RawDocument) and d.html:
+            try:
+                out.append(normalize_text(html_to_text(decode_html(d.html, d.charset).text)))
+            except DecodeError:
+                continue
+    return [t for t in out if t]

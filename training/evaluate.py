@@ -242,13 +242,15 @@ def run_card(cfg: EvaluateConfig, t0: float) -> Path:
     for m in cfg.model:
         print(f"evaluate: {m} ...", flush=True)
         entries.append(card_entry(m, cfg))
+    from training.card_contamination import contamination, lines
     from training.card_plots import loss_curves, probing, quality_cost, write_html
 
-    md = render(entries)
+    found = contamination(cfg.shards or None, cfg.task_config)
+    md = render(entries) + "\n" + "\n\n".join(lines(found)) + "\n"
     plain = [e.to_dict() for e in entries]
     images = [p for p in (quality_cost(plain, out / "quality_cost.png"), probing(plain, out / "probing.png"),
                           loss_curves(plain, out / "loss_curves.png")) if p]
-    atomic_write_json(out / "report.json", Card(entries, [p.name for p in images]).to_dict())
+    atomic_write_json(out / "report.json", Card(entries, [p.name for p in images], found).to_dict())
     atomic_write_bytes(out / "report.md", (md + "".join(f"\n![{p.stem}]({p.name})\n" for p in images)).encode())
     write_html(md, images, out / "report.html")
     write_manifest(out, Manifest(

@@ -95,12 +95,12 @@ class CleanAndSign(beam.DoFn):
 
     def process(self, item: tuple[str, int, list[Any]]) -> Iterable[Any]:
         source, batch_no, batch = item
-        kept, rewritten = [], Counter()
+        kept, noted = [], Counter()
         for doc in batch:
             status, value = process_document(doc, self.cfg)
             if status == KEPT:
                 for note in value.pop("notes"):
-                    rewritten[note.kind] += note.count
+                    noted[note.kind] += note.count
                     if note.detail:
                         yield TaggedOutput("matches", {"id": doc.id, "url": doc.url, "source": doc.source, "kind": note.kind,
                                                        "action": "kept", "detail": note.detail})
@@ -114,9 +114,9 @@ class CleanAndSign(beam.DoFn):
                 assert status == QUARANTINED
                 Metrics.counter(NS, f"quarantined_{value.reason}").inc()
                 yield TaggedOutput("quarantine", _quarantine_row(value))
-        for kind, n in sorted(rewritten.items()):  # counted as cleaned, before dedup removes any of these pages
-            Metrics.counter(NS, f"rewritten_{kind}").inc(n)
-            yield TaggedOutput("tally", (f"rewritten:{kind}", n))
+        for kind, n in sorted(noted.items()):  # counted as cleaned, before dedup removes any of these pages
+            Metrics.counter(NS, f"noted_{kind}").inc(n)
+            yield TaggedOutput("tally", (f"noted:{kind}", n))
         if not kept:
             return
         signed = sign_records(kept, self.cfg, self.bands, self.rows) if self.cfg.near_dedup else [(None, None)] * len(kept)

@@ -3,7 +3,7 @@
     python -m pipelines.corpus.report runs/demo/corpus     # (re)write the report of a stage run
 
 What it shows: outcomes (in = kept + dropped + duplicates + quarantined), drops and quarantines
-per reason, what the steps rewrote (PII replaced, per kind), kept documents per language, document lengths (characters and whitespace-separated
+per reason, what the steps noted (PII replaced, per kind; pages marked contaminated), kept documents per language, document lengths (characters and whitespace-separated
 words, log-spaced bins, per language), duplicate-cluster sizes (a cluster is the kept document
 plus every document removed in its favour, so size = removed + 1), exact vs near duplicates,
 and the top domains of kept and of dropped documents.
@@ -173,7 +173,8 @@ def build_report(out_dir: str, counts: dict[str, Any]) -> dict[str, Any]:
         "stage_counts_disagree": sorted(k for k in found if stage[k] is not None and stage[k] != found[k]),
         "dropped_by_reason": dict(dropped["reasons"]),
         "quarantined_by_reason": dict(quarantine),
-        "rewritten": dict(counts.get("rewritten", {})),
+        "noted": dict(counts.get("noted", {})),
+        "contamination": counts.get("contamination"),
         "kept_by_language": {
             lang: {"documents": s["documents"], "characters": s["characters"], "words": s["words"],
                    "min_characters": s["min_characters"], "max_characters": s["max_characters"],
@@ -287,6 +288,20 @@ def _num(n: int | None) -> str:
     return "unknown" if n is None else f"{n:,}"
 
 
+def contamination_html(per_task: dict[str, dict] | None) -> list[str]:
+    """The decontamination table: per evaluation task, its items, those too short to have an n-gram,
+    those found in the crawl, and what became of the pages that held them."""
+    if not per_task:
+        return []
+    rows = [[task, t["items"], t["too_short"], t["found"], ", ".join(f"{s} {n}" for s, n in t["found_by_split"].items()) or "-",
+             t["pages_dropped"], t["pages_kept"]] for task, t in sorted(per_task.items())]
+    return ["<h2>Evaluation items found in the crawl (decontamination)</h2>",
+            "<p>An item is found when a page shares one of its word n-grams; an item with fewer words than n has none "
+            "and cannot be checked. Pages dropped are not in the corpus; pages kept were marked (mode mark) and are "
+            "listed in matches/.</p>",
+            _table(["task", "items", "too short to check", "found", "found, by split", "pages dropped", "pages kept (marked)"], rows)]
+
+
 def render_html(rep: dict[str, Any], images: list[str], title: str) -> str:
     o, d, dom = rep["outcomes"], rep["duplicates"], rep["domains"]
 
@@ -311,9 +326,10 @@ def render_html(rep: dict[str, Any], images: list[str], title: str) -> str:
         "<h2>Dropped, per reason</h2>",
         _table(["reason", "documents", "% of in"], [[r, n, pct(n)] for r, n in top(Counter(rep["dropped_by_reason"]), 1000)]),
         img("dropped"),
-        "<h2>Rewritten while cleaning</h2>" if rep.get("rewritten") else "",
-        ("<p>Replacements in pages that passed the cleaning steps (before deduplication), per kind.</p>" +
-         _table(["kind", "replaced"], [[k, n] for k, n in sorted(rep["rewritten"].items())])) if rep.get("rewritten") else "",
+        "<h2>Noted while cleaning</h2>" if rep.get("noted") else "",
+        ("<p>What the steps did to pages they passed on, counted before deduplication: PII replaced, per kind; pages marked as sharing an n-gram with an evaluation set (decontamination's mark mode).</p>" +
+         _table(["kind", "count"], [[k, n] for k, n in sorted(rep["noted"].items())])) if rep.get("noted") else "",
+        *contamination_html(rep.get("contamination")),
         "<h2>Quarantined, per reason</h2>",
         _table(["reason", "records"], [[r, n] for r, n in top(Counter(rep["quarantined_by_reason"]), 1000)]),
         "<h2>Kept, per language</h2>",

@@ -13,6 +13,7 @@ from pipelines.corpus.config import CorpusConfig
 from pipelines.corpus.dedup import MINHASH_SCHEME, detection_probability, lsh_params
 from pipelines.corpus.index import commit, index_lock, open_index, snapshot_fingerprint
 from pipelines.corpus.staging import STAGING, staging_dir
+from pipelines.corpus.steps import decontaminate
 from pipelines.corpus.steps.url_filter import url_filter_provenance, url_lists
 from pipelines.io import expand_inputs, parquet_rows
 from schemas import storage
@@ -93,10 +94,23 @@ def collect_counts(out: str) -> dict:
         "duplicates_by_generation": dict(sorted(dups_by_gen.items())),
         "quarantined": sum(quarantined.values()),
         "quarantined_by_reason": dict(sorted(quarantined.items())),
-        "rewritten": {k.split(":", 1)[1]: v for k, v in sorted(tally.items()) if k.startswith("rewritten:")},
+        "noted": {k.split(":", 1)[1]: v for k, v in sorted(tally.items()) if k.startswith("noted:")},
         "skipped_non_document_records": {k.split(":", 1)[1]: v for k, v in sorted(tally.items()) if k.startswith("skipped_record_type:")},
     }
     return counts
+
+
+def contamination_details(out: str) -> list[tuple[str, str]]:
+    """(action, detail JSON) of every page the decontamination step flagged: dropped rows with its
+    reason, and matches/ rows of its kind (mark mode)."""
+    found = []
+    for f in storage.files_under(storage.join(out, "dropped"), "*.parquet"):
+        t = storage.parquet_file(f).read(columns=["reason", "detail"]).to_pydict()
+        found += [("dropped", d) for r, d in zip(t["reason"], t["detail"]) if r == decontaminate.REASON and d]
+    for f in storage.files_under(storage.join(out, "matches"), "*.jsonl"):
+        rows = map(json.loads, storage.read_text(f).splitlines())
+        found += [("kept", r["detail"]) for r in rows if r["kind"] == decontaminate.REASON]
+    return found
 
 
 def reconcile(counts: dict) -> None:
@@ -150,10 +164,15 @@ def _run(cfg: CorpusConfig, beam_args: list[str] | None) -> str | Path:
 
     t0 = time.time()
     files = expand_inputs(cfg.input)
-    check_worker_paths(beam_args or [], [*files, cfg.output, *([cfg.index] if cfg.index else [])])
+    check_worker_paths(beam_args or [], [*files, cfg.output, *([cfg.index] if cfg.index else []), *cfg.decontaminate.files])
     out = str(cfg.output)
     if cfg.url_filter.enabled:  # an unreadable list fails here, and the UT1 hashes are built once, not per worker
         url_lists(cfg.url_filter)
+    decont = decontaminate.summary(cfg.decontaminate)  # an unreadable or empty evaluation set fails here
+    if decont:
+        print(f"corpus: decontaminating against {sum(decont['items'].values()):,} evaluation items of "
+              f"{', '.join(decont['items'])} ({decont['n_grams']}-grams; {sum(decont['too_short'].values()):,} items "
+              f"too short to check), mode {decont['mode']}", flush=True)
     prepare_dir(out)
     args = default_beam_args(beam_args or [], mode="in_memory")
     bands, rows = lsh_params(cfg.jaccard_threshold, cfg.num_perm)
@@ -177,6 +196,8 @@ def _run(cfg: CorpusConfig, beam_args: list[str] | None) -> str | Path:
         pass
     counts = collect_counts(out)
     reconcile(counts)
+    if decont:
+        counts["contamination"] = decontaminate.contamination(decont, contamination_details(out))
     try:
         if result_metrics:  # runners that report no metrics skip this cross-check
             check_shuffles(result_metrics)
@@ -206,6 +227,7 @@ def _run(cfg: CorpusConfig, beam_args: list[str] | None) -> str | Path:
                                     "chain_members_kept": _tally(out).get("near_chain_kept", 0),
                                     "representative": "indexed first, then best quality (language score, words), then smallest id"},
             "url_filter": url_filter_provenance(cfg.url_filter),
+            "decontamination": decont,
             "index": None if plan is None else {"path": str(plan.root), "read": plan.read, "wrote": plan.write,
                                                 "fingerprint": plan.fingerprint},
             "beam_metrics": dict(sorted(result_metrics.items())),

@@ -134,25 +134,32 @@ def stage_files(root: Path, dirs: tuple[str, ...]) -> dict[str, bytes]:
 def test_corpus_and_shards_on_dask_are_byte_identical_to_the_direct_runner(dask_address, tmp_path):
     from pipelines.corpus.config import CorpusConfig
     from pipelines.corpus.stage import run as run_corpus
+    from pipelines.labeled.registry import prepare
     from pipelines.shards.mask_config import MaskConfig
     from pipelines.shards.stage import ShardsConfig
     from pipelines.shards.stage import run as run_shards
     from pipelines.tokenizer import TokenizerConfig
     from pipelines.tokenizer import run as run_tokenizer
     from schemas.manifest import read_manifest
+    from tests.fixtures import VADER, planted_pages
 
-    # The tiny slice of samples/crawl plus two sample files of legacy encodings and bad records.
+    # The tiny slice of samples/crawl plus two sample files of legacy encodings and bad records, and
+    # real news pages with a blocked URL, addresses and a VADER test sentence planted (URL filter,
+    # PII and decontamination steps on the workers).
+    vader = prepare("vader", tmp_path / "vader", VADER)
+    planted_pages(tmp_path / "planted.jsonl", vader)
     inputs = [str(TINY / "tiny.warc.gz"), str(TINY / "broken.warc.gz"), str(TINY / "*.wet"),
-              str(ROOT / "samples/crawl/encodings-000.warc.gz"), str(ROOT / "samples/crawl/broken-000.warc.gz")]
+              str(ROOT / "samples/crawl/encodings-000.warc.gz"), str(ROOT / "samples/crawl/broken-000.warc.gz"),
+              str(tmp_path / "planted.jsonl")]
     direct = run_corpus(CorpusConfig(input=inputs, output=str(tmp_path / "direct"), line_dedup=True,
-                                     index=str(tmp_path / "index-direct")))
+                                     index=str(tmp_path / "index-direct"), decontaminate={"files": [str(vader)]}))
     # Through the command line, as a user runs it: the short runner name and Beam's Dask options pass through.
     lmforge("corpus", "--input", *inputs, "--output", str(tmp_path / "dask"),
-            "--line-dedup", "--index", str(tmp_path / "index-dask"),
+            "--line-dedup", "--index", str(tmp_path / "index-dask"), "--decontaminate", str(vader),
             "--runner=DaskRunner", f"--dask_client_address={dask_address}", "--dask_npartitions=2")
     dask = tmp_path / "dask"
 
-    subdirs = ("data", "dropped", "duplicates", "quarantine")
+    subdirs = ("data", "dropped", "duplicates", "quarantine", "matches")
     want, got = stage_files(direct, subdirs), stage_files(dask, subdirs)
     assert sorted(got) == sorted(want) and len(want) >= 6
     assert [k for k in want if got[k] != want[k]] == []
@@ -163,6 +170,9 @@ def test_corpus_and_shards_on_dask_are_byte_identical_to_the_direct_runner(dask_
     # The Dask runner reports no metrics: the counts reconcile from the files alone, and agree.
     assert m_dask["extra"]["beam_metrics"] == {} and m_direct["extra"]["beam_metrics"]["in"] == m_direct["counts"]["in"]
     assert m_dask["counts"] == m_direct["counts"] and m_dask["counts"]["kept"] > 50
+    counts = m_dask["counts"]
+    assert counts["dropped"]["url_domain"] == counts["dropped"]["contaminated"] == 1 and counts["noted"]["pii_email"] >= 1
+    assert counts["contamination"]["vader"]["found"] == 1
 
     tok = run_tokenizer(TokenizerConfig(corpus=str(direct), output=str(tmp_path / "tok"), model="wordpiece",
                                         vocab_size=400, min_frequency=1))

@@ -15,7 +15,17 @@ from common.config import add_config_args, config_from_args, opt
 from pipelines.corpus import clean
 from pipelines.corpus.clean import DROPPED, KEPT, process_document
 from pipelines.corpus.config import CorpusConfig, with_step_options
-from pipelines.corpus.steps import c4, fineweb, gopher_quality, gopher_repetition, language, pii, url_filter
+from pipelines.corpus.decont import DecontConfig
+from pipelines.corpus.steps import (
+    c4,
+    decontaminate,
+    fineweb,
+    gopher_quality,
+    gopher_repetition,
+    language,
+    pii,
+    url_filter,
+)
 from pipelines.corpus.steps.base import Page, Step, filter_step
 from pipelines.corpus.steps.registry import STEPS, step_configs
 from schemas.records import RawDocument
@@ -59,12 +69,12 @@ def doc(text: str) -> RawDocument:
 
 def test_the_list_is_the_chain_and_names_the_config_fields():
     assert STEPS == (url_filter.STEP, c4.CLEAN, language.STEP, c4.BAD_WORDS, gopher_repetition.STEP, gopher_quality.STEP,
-                     fineweb.STEP, pii.STEP)
+                     fineweb.STEP, decontaminate.STEP, pii.STEP)
     families = {name: s.config for name, s in step_configs().items()}
     assert families == {"url_filter": url_filter.UrlFilterConfig, "c4": c4.C4Config,
                         "gopher_repetition": gopher_repetition.GopherRepetitionConfig,
                         "gopher_quality": gopher_quality.GopherQualityConfig, "fineweb": fineweb.FineWebConfig,
-                        "pii": pii.PiiConfig}
+                        "decontaminate": DecontConfig, "pii": pii.PiiConfig}
     fields = {f.name: f for f in dataclasses.fields(CorpusConfig)}
     assert list(fields)[-len(families):] == list(families)  # after the stage's own options, in chain order
     assert all(isinstance(getattr(CorpusConfig(input=["x"], output="y"), n), cls) for n, cls in families.items())

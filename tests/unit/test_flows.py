@@ -180,9 +180,11 @@ def test_dag_wires_init_from_and_the_labeled_task(root, recorded):
     assert rec.opts("pretrain")["init_from"] == str(ROOT)
     assert next(a for s, _, a in rec.calls if s == "labeled") == ["prepare", "vader"]
     assert rec.opts("finetune")["config"] == run / "labeled" / "vader" / "finetune.json"
-    assert rec.stages() == ["corpus", "tokenizer", "shards", "pretrain", "labeled", "finetune", "distill", "finetune",
+    # the task is prepared before the corpus, which is checked against its validation and test splits
+    assert rec.stages() == ["labeled", "corpus", "tokenizer", "shards", "pretrain", "finetune", "distill", "finetune",
                             "compress", "compress", "evaluate", "evaluate"]
     assert rec.opts("corpus")["index"] == run / "minhash_index"
+    assert rec.opts("corpus")["decontaminate"] == {"files": [str(run / "labeled" / "vader")]}
     # the student fine-tuned on the same task: its teacher is the fine-tuned model, one init, no controls
     student = [o for s, o, _ in rec.calls if s == "finetune"][1]
     assert student["model"] == run / "distill" / "hf" and student["teacher"] == run / "finetune" / "hf"
@@ -198,6 +200,19 @@ def test_dag_wires_init_from_and_the_labeled_task(root, recorded):
     assert card["model"] == [str(run / "pretrain/hf"), str(run / "distill/hf"), str(run / "finetune/hf"),
                              str(run / "student-finetune/hf"), str(run / "int8"), str(run / "pruned/share-0.25")]
     assert card["task_config"] == str(run / "card-task.json") and "probe_corpus" not in card  # tiny: no probing
+
+
+def test_decontamination_follows_the_parameter_and_the_overrides(root, recorded):
+    import flows.dag as dag
+
+    rec = recorded()
+    dag.lmforge_dag.fn(run_name="w", runs_dir=str(root), preset="tiny", decontaminate=False)
+    assert "decontaminate" not in rec.opts("corpus")
+    rec = recorded()
+    dag.lmforge_dag.fn(run_name="v", runs_dir=str(root), preset="tiny",
+                       overrides={"corpus": {"decontaminate": {"n_grams": 8, "mode": "mark"}}})
+    assert rec.opts("corpus")["decontaminate"] == {"n_grams": 8, "mode": "mark",
+                                                   "files": [str(root.resolve() / "v" / "labeled" / "vader")]}
 
 
 def test_failed_finetune_does_not_stop_distillation(root, recorded):

@@ -95,3 +95,23 @@ def test_both_steps_in_the_chain():
     cfg = CorpusConfig(input=["x"], output="y", languages=["en"], url_filter={"enabled": False}, pii={"enabled": False}, **off)
     status, rec = process_document(RawDocument("2", "http://www.pornhub.com/x", "f", 0, text=page), cfg)
     assert status == KEPT and "admin@falcot.com" in rec["text"] and rec["notes"] == ()
+
+
+@pytest.mark.parametrize("content, message", [
+    ("", r"empty\.jsonl: no records"),
+    ('{"text": "a test sentence"}\n', r"empty\.jsonl:line 1: no 'split' column"),
+    (None, r"empty\.jsonl: cannot read the evaluation set"),
+])
+def test_bad_evaluation_sets_and_lists_fail_the_stage_before_it_writes(tmp_path, content, message):
+    from pipelines.corpus.stage import run
+
+    if content is not None:
+        (tmp_path / "empty.jsonl").write_text(content)
+    cfg = CorpusConfig(input=["samples/crawl/news-000.warc.gz"], output=str(tmp_path / "out"),
+                       decontaminate={"files": [str(tmp_path / "empty.jsonl")]})
+    with pytest.raises(ValueError, match=message):
+        run(cfg)
+    assert not (tmp_path / "out" / "data").exists()
+    with pytest.raises(ValueError, match=r"cannot read the list .*nothere\.txt"):
+        run(CorpusConfig(input=["samples/crawl/news-000.warc.gz"], output=str(tmp_path / "out"),
+                         url_filter={"block_urls": [str(tmp_path / "nothere.txt")]}))

@@ -11,11 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.corpus.readers import read_file
 from pipelines.corpus.steps.c4 import C4Config, clean_lines, clean_page, sentences
-from pipelines.corpus.text import DecodeError, decode_html, html_to_text, normalize_text
 from pipelines.corpus.words import english, sentence_count, tokens
-from schemas.records import RawDocument
+from tests.fixtures import tiny_pages
 
 TINY = Path(__file__).resolve().parents[1] / "data" / "tiny" / "tiny.warc.gz"
 
@@ -102,14 +100,7 @@ def test_symbols_are_datatrove_punctuation():
 
 
 def real_pages() -> list[str]:
-    out = []
-    for d in read_file(str(TINY)):
-        if isinstance(d, RawDocument) and d.html:
-            try:
-                out.append(normalize_text(html_to_text(decode_html(d.html, d.charset).text)))
-            except DecodeError:
-                continue
-    return [t for t in out if t]
+    return tiny_pages()
 
 
 def test_tokens_and_sentences_equal_spacy_on_real_pages():

@@ -14,7 +14,7 @@ What a step does besides keeping or dropping is recorded, not printed:
   - a drop reason may be a `Reason`, a str that also carries what matched (the blocked domain, the
     evaluation item); the stage writes it to the dropped row's `detail`;
   - a page passed on may carry `Note`s: counts of what a step rewrote (PII replaced, by kind), or a
-    match kept on purpose (decontamination's mark mode); the stage tallies them (`rewritten`) and
+    match kept on purpose (decontamination's mark mode); the stage tallies them (`counts.noted`) and
     writes the matches beside the corpus.
 """
 from __future__ import annotations
@@ -43,7 +43,7 @@ class Reason(str):
 @dataclass(frozen=True)
 class Note:
     """What a step did to a page it passed on: `count` occurrences of `kind` (the tally
-    `rewritten.<kind>`), and, for a match worth a row of its own, `detail` (JSON text)."""
+    `counts.noted.<kind>`), and, for a match worth a row of its own, `detail` (JSON text)."""
     kind: str
     count: int = 1
     detail: str = ""

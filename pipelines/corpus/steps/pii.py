@@ -15,7 +15,7 @@ The placeholders cycle within a document, starting afresh at each: datatrove's c
 across every document one task formats, so the placeholder a document gets there depends on which
 documents that worker saw first; here the text depends on the document alone, whichever worker
 cleans it. `bench corpus` compares texts with datatrove's formatter started afresh per document.
-The step counts what it replaced per kind (`rewritten.pii_email`, `rewritten.pii_ipv4`, ...).
+The step counts what it replaced per kind (`counts.noted.pii_email`, `counts.noted.pii_ipv4`, ...).
 """
 from __future__ import annotations
 

@@ -10,7 +10,16 @@ are recorded and counted (`dropped_<reason>`) as every other's.
 """
 from __future__ import annotations
 
-from pipelines.corpus.steps import c4, fineweb, gopher_quality, gopher_repetition, language, pii, url_filter
+from pipelines.corpus.steps import (
+    c4,
+    decontaminate,
+    fineweb,
+    gopher_quality,
+    gopher_repetition,
+    language,
+    pii,
+    url_filter,
+)
 from pipelines.corpus.steps.base import Step
 
 STEPS: tuple[Step, ...] = (
@@ -21,6 +30,7 @@ STEPS: tuple[Step, ...] = (
     gopher_repetition.STEP,  # Gopher Table A1
     gopher_quality.STEP,     # Gopher A.1.1 (its stop-word rule reads the language)
     fineweb.STEP,            # FineWeb's custom filters
+    decontaminate.STEP,      # evaluation sets' n-grams, on the text that is kept (runs when files are given)
     pii.STEP,                # FineWeb's PII formatter: rewrites what is kept, so it comes last
 )
 
