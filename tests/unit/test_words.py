@@ -15,7 +15,6 @@ from pipelines.corpus.steps.c4 import C4Config, clean_lines, clean_page, sentenc
 from pipelines.corpus.words import english, sentence_count, tokens
 from tests.fixtures import tiny_pages
 
-TINY = Path(__file__).resolve().parents[1] / "data" / "tiny" / "tiny.warc.gz"
 
 # Real lines: FOLDOC (Debian dict-foldoc, GFDL 1.1+) ".login", "acronym", "abort"; GIMP help;
 # LibreOffice help; the Debian installation guide. Token lists as spaCy 3.8.18 makes them.
