@@ -7,14 +7,11 @@ WARC, so a change in the exported rules or in the algorithm that shifts one toke
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from pipelines.corpus.steps.c4 import C4Config, clean_lines, clean_page, sentences
 from pipelines.corpus.words import english, sentence_count, tokens
 from tests.fixtures import tiny_pages
-
 
 # Real lines: FOLDOC (Debian dict-foldoc, GFDL 1.1+) ".login", "acronym", "abort"; GIMP help;
 # LibreOffice help; the Debian installation guide. Token lists as spaCy 3.8.18 makes them.
