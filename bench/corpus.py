@@ -313,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="docs/BENCHMARKS.md", help="report to update (default: docs/BENCHMARKS.md)")
     ap.add_argument("--cache", type=Path, default=Path("samples/.cache/bench-encyclopedic"),
                     help="where the FOLDOC package for the encyclopedic agreement set is downloaded (default: samples/.cache/bench-encyclopedic)")
+    ap.add_argument("--e2e-docs", type=int, default=20000, help="documents for the end-to-end run against datatrove's full "
+                    "pipeline (bench/corpus_e2e.py; 0 skips it; its runs are cached under samples/.cache/bench-e2e)")
     a = ap.parse_args(argv)
     pages = english_pages(a.crawl)
     agreement = encyclopedic = url_results = pii_results = decont_results = None
@@ -359,11 +361,19 @@ def main(argv: list[str] | None = None) -> int:
     mh = bench_minhash(texts)
     print("bench corpus: dedup quality ...", flush=True)
     dq = bench_dedup_quality(texts, a.bases)
+    e2e, e2e_text = None, ""
+    if a.e2e_docs and agreement is not None:  # datatrove is installed
+        from bench import corpus_e2e
+        from bench.transfer_corpus import build
+
+        e2e = corpus_e2e.bench_e2e(build(Path("samples/.cache/transfer")), Path("samples/.cache/bench-e2e"), a.e2e_docs)
+        e2e_text = "\n" + corpus_e2e.render(e2e)
     body = (render_cleaning(cl, len(raw), agreement[MATCHING][CHAIN].agreement if agreement else None) + agreement_text
-            + "\n" + render(mh, dq, len(texts)))
+            + "\n" + render(mh, dq, len(texts)) + e2e_text)
     write_section(Path(a.out), "corpus: cleaning, MinHash and near-duplicate quality", body,
                   {"cleaning_docs_per_s": cl, "minhash_docs_per_s": mh, "dedup_quality": dq,
                    "agreement": _as_dict(agreement), "agreement_encyclopedic": _as_dict(encyclopedic),
-                   "url_filter": url_results, "pii": pii_results, "decontamination": decont_results})
+                   "url_filter": url_results, "pii": pii_results, "decontamination": decont_results,
+                   "end_to_end": e2e})
     print(body)
     return 0

@@ -2,9 +2,9 @@
 -> C4 line dedup -> write, and extend the band index when one is given.
 
 Run alone:  lmforge corpus --input samples/crawl --output runs/demo/corpus [--runner ...]
-Any Beam pipeline option passes through (e.g. --runner FlinkRunner). The DirectRunner runs
-in_memory by default: multi_processing lost records in the dedup joins at 100k documents here
-and multi_threading after GroupByKey (stage.default_beam_args). On a dask.distributed cluster:
+Any Beam pipeline option passes through (e.g. --runner FlinkRunner). The DirectRunner runs in_memory
+for small inputs and multi_processing with a worker per core above 16 MB (stage.auto_mode; never
+multi_threading, which lost records after GroupByKey: stage.default_beam_args). On a dask.distributed cluster:
 `--runner=DaskRunner --dask_client_address=HOST:PORT [--dask_npartitions=N]`, with absolute paths
 (the workers resolve them); the same bytes as the DirectRunner (tests/integration/test_dask_runner.py).
 

@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import time
 from collections import Counter
 from pathlib import Path
 
 from common.config import config_to_dict
-from pipelines.beam_options import check_worker_paths, expand_runner_alias
+from pipelines.beam_options import check_worker_paths, expand_runner_alias, runner_name
 from pipelines.corpus.config import CorpusConfig
 from pipelines.corpus.dedup import MINHASH_SCHEME, detection_probability, lsh_params
 from pipelines.corpus.index import commit, index_lock, open_index, snapshot_fingerprint
@@ -22,29 +23,48 @@ from schemas.manifest import MANIFEST_NAME, InputRef, Manifest, describe_outputs
 SUBDIRS = ("data", "dropped", "duplicates", "quarantine", "matches")  # matches/: what a step matched on a page it kept
 
 
-def default_beam_args(beam_args: list[str], mode: str = "multi_processing") -> list[str]:
-    """DirectRunner defaults unless the caller chose otherwise: `mode` with 2 workers
-    (multi_processing) or 1 (in_memory).
+IN_MEMORY_UP_TO_BYTES = 16 << 20
+"""Input bytes (files as stored, compressed or not) up to which the corpus stage runs in_memory by default:
+below that the worker processes take longer to start than they save (see auto_mode)."""
 
-    The corpus stage passes mode="in_memory". On 2026-11-23 (Beam 2.77) multi_processing with 2
-    workers lost records inside the near-dedup joins at 100k documents in repeated runs (the
-    semi-join kept 8,641 of 17,929 candidate nodes' hashes; in_memory kept all), and
-    multi_threading lost records after GroupByKey. After the machine's environment was rebuilt
-    (the same Beam) it did not happen again: the same 100k input in multi_processing with 2
-    workers reconciled and wrote the bytes of in_memory in 5 of 5 runs on 2026-11-24 (HEAD and
-    later code), and no cause was found in lmforge (every shuffle key is str, bytes, int or a
-    tuple of those under a deterministic coder; no DoFn keeps state between bundles; no residual
-    roots). A DirectRunner loss with more than one worker that does exist in Beam 2.77 (deferred
-    work of splittable DoFns dropped; tests/integration/test_direct_runner.py) touches no step of
-    these pipelines. The stage's paired counters catch any loss and refuse to write a manifest
-    (check_shuffles, check_dedup_tallies), so multi_processing is available
-    (`--direct_running_mode=multi_processing --direct_num_workers=2`) for runs the checks vouch for.
+
+def direct_workers() -> int:
+    """Worker processes for multi_processing: every core this process may use (at least 2)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(2, cores)
+
+
+def auto_mode(input_bytes: int) -> str:
+    """The DirectRunner mode the corpus stage picks when not told: `in_memory` (one process) for inputs up
+    to IN_MEMORY_UP_TO_BYTES, else `multi_processing` with a worker per core (direct_workers). Measured
+    on 2 cores (bench corpus, "every core"): the demo crawl (12 MB of WARC, 2,518 records) and 20,000 real
+    documents; the figures are in docs/BENCHMARKS.md."""
+    return "in_memory" if input_bytes <= IN_MEMORY_UP_TO_BYTES else "multi_processing"
+
+
+def default_beam_args(beam_args: list[str], mode: str = "multi_processing") -> list[str]:
+    """DirectRunner defaults unless the caller chose otherwise: `mode` with a worker per core
+    (multi_processing, direct_workers) or 1 (in_memory).
+
+    History of the multi-process mode. On 2026-11-23 (Beam 2.77) multi_processing with 2 workers lost
+    records inside the near-dedup joins at 100k documents in repeated runs (the semi-join kept 8,641
+    of 17,929 candidate nodes' hashes; in_memory kept all), and multi_threading lost records after
+    GroupByKey. After the machine's environment was rebuilt (the same Beam) it did not happen again:
+    the same 100k input in multi_processing with 2 workers reconciled and wrote the bytes of in_memory
+    in every run since (6 of 6 by 2026-11-25, bench scale --modes), and no cause was found in lmforge
+    (every shuffle key is str, bytes, int or a tuple of those under a deterministic coder; no DoFn
+    keeps state between bundles; no residual roots). A DirectRunner loss with more than one worker
+    that does exist in Beam 2.77 (deferred work of splittable DoFns dropped;
+    tests/integration/test_direct_runner.py) touches no step of these pipelines. The corpus stage's
+    paired counters (check_shuffles, check_dedup_tallies) and its reconciliation check every run
+    and refuse to write a manifest on any loss, so the stage uses every core for inputs large enough
+    to gain from it (auto_mode); `--direct_running_mode=in_memory` is one option away.
     """
     args = expand_runner_alias(beam_args)  # --runner=DaskRunner -> its module path
     if not any(a.startswith("--direct_running_mode") for a in args):
         args.append(f"--direct_running_mode={mode}")
     if not any(a.startswith("--direct_num_workers") for a in args):
-        args.append("--direct_num_workers=" + ("1" if "--direct_running_mode=in_memory" in args else "2"))
+        args.append("--direct_num_workers=" + ("1" if "--direct_running_mode=in_memory" in args else str(direct_workers())))
     if "multi_threading" in " ".join(args):
         raise ValueError("direct_running_mode=multi_threading lost records after GroupByKey on this machine; "
                          "use in_memory or multi_processing")
@@ -129,7 +149,7 @@ def check_dedup_tallies(tally: dict[str, int]) -> None:
         missing = ", ".join(f"{n} at {j}" for j, n in sorted(by_join.items()))
         raise RuntimeError(f"near-dedup: candidate nodes reached a join without their shingle hashes ({missing}); "
                            "a shuffle lost records, so the duplicates found would be incomplete. Run with "
-                           "--direct_running_mode=in_memory (the default; multi_processing lost records here).")
+                           "--direct_running_mode=in_memory (multi_processing lost records here on 2026-11-23).")
 
 
 def check_shuffles(metrics: dict[str, int]) -> None:
@@ -140,7 +160,7 @@ def check_shuffles(metrics: dict[str, int]) -> None:
     if bad:
         raise RuntimeError("near-dedup: records were lost inside a shuffle (" + "; ".join(bad) + "); the duplicates "
                            "found would be incomplete, so no manifest is written. Run with --direct_running_mode=in_memory "
-                           "(the default; multi_processing lost records here).")
+                           "(multi_processing lost records here on 2026-11-23).")
 
 
 def run(cfg: CorpusConfig, beam_args: list[str] | None = None) -> str | Path:
@@ -174,7 +194,15 @@ def _run(cfg: CorpusConfig, beam_args: list[str] | None) -> str | Path:
               f"{', '.join(decont['items'])} ({decont['n_grams']}-grams; {sum(decont['too_short'].values()):,} items "
               f"too short to check), mode {decont['mode']}", flush=True)
     prepare_dir(out)
-    args = default_beam_args(beam_args or [], mode="in_memory")
+    given = beam_args or []
+    chosen = runner_name(given) != "DirectRunner" or any(a.startswith("--direct_running_mode") for a in given)
+    size = None if chosen else sum(storage.size(f) for f in files)
+    mode = auto_mode(size) if size is not None else None
+    args = default_beam_args(given, mode or "in_memory")
+    if mode:
+        print(f"corpus: {size / (1 << 20):,.1f} MB of input -> DirectRunner {mode}"
+              + (f" with {direct_workers()} workers" if mode == "multi_processing" else "")
+              + f" (in_memory up to {IN_MEMORY_UP_TO_BYTES >> 20} MB; --direct_running_mode=... chooses)", flush=True)
     bands, rows = lsh_params(cfg.jaccard_threshold, cfg.num_perm)
     plan = open_index(cfg.index, index_params(cfg, bands, rows), snapshot_fingerprint(files, _kept_config(cfg))) if cfg.index else None
     if plan is not None:

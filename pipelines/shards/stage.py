@@ -178,8 +178,8 @@ def corpus_files(corpus: str | Path) -> list[str]:
 
 def auto_mode(documents: int) -> str:
     """The DirectRunner mode the stage picks when not told: `in_memory` (one process, nothing to
-    start) for a sample of at most IN_MEMORY_UP_TO documents, else `multi_processing` (2 worker
-    processes, which take a few seconds to start and then encode two groups at once). Measured
+    start) for a sample of at most IN_MEMORY_UP_TO documents, else `multi_processing` (a worker
+    process per core, which take a few seconds to start and then encode groups at once). Measured
     on 2 cores with the demo corpus (1,420 documents): 1.0 s in_memory against 4.0 s; its texts
     10 times, 4.7 s against 6.3 s; 100 times, 36 s against 26 s."""
     return "in_memory" if documents <= IN_MEMORY_UP_TO else "multi_processing"

@@ -165,13 +165,15 @@ def test_a_candidate_node_without_hashes_is_reported_not_skipped():
 def test_default_beam_args_pick_a_mode_and_refuse_multi_threading():
     import pytest
 
-    from pipelines.corpus.stage import default_beam_args
+    from pipelines.corpus.stage import auto_mode, default_beam_args, direct_workers
 
     assert default_beam_args([], mode="in_memory") == ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
-    assert default_beam_args([]) == ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
+    assert default_beam_args([]) == ["--direct_running_mode=multi_processing", f"--direct_num_workers={direct_workers()}"]
+    assert direct_workers() >= 2  # every core; two on a one-core machine, as before
     # The caller's choice wins over the default.
     assert default_beam_args(["--direct_running_mode=multi_processing"], mode="in_memory") == [
-        "--direct_running_mode=multi_processing", "--direct_num_workers=2"]
+        "--direct_running_mode=multi_processing", f"--direct_num_workers={direct_workers()}"]
+    assert auto_mode(12 << 20) == "in_memory" and auto_mode(40 << 20) == "multi_processing"
     with pytest.raises(ValueError, match="multi_threading"):
         default_beam_args(["--direct_running_mode=multi_threading"])
 
