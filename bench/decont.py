@@ -13,7 +13,7 @@ agreement with datatrove 0.10.1's NGramsDecontFilter, and speed.
 (c) agreement: every page, planted and clean, through both: the same decision, the same n-gram.
     datatrove's index is written as its indexer writes it (`<task>.index.hashes`, uint64) from its
     own `compute_hashes`, called directly: its indexer's constructor and `run` need lighteval.
-    Its hash is SHA-1 (64 bits): its default, xxhash, fails on str input with xxhash 4.x.
+    Its hash is its default (xxhash 64-bit; xxhash is pinned below 4, which refuses the str datatrove hashes).
 (d) docs_per_s over the same documents, one pass each (index building and loading excluded).
 """
 from __future__ import annotations
@@ -59,8 +59,7 @@ def datatrove_indexer(cfg: DecontConfig) -> Any:
     from datatrove.utils.word_tokenizers import load_word_tokenizer
 
     norm = {k: v for k, v in cfg.norm().items() if k not in ("n_grams", "skip_number_ngrams")}
-    config = NGramsDecontConfig(n_grams=cfg.n_grams, norm_config=TextNormConfig(**norm),
-                                hash_config=HashConfig(hash_fc="sha1"))
+    config = NGramsDecontConfig(n_grams=cfg.n_grams, norm_config=TextNormConfig(**norm), hash_config=HashConfig())
     return SimpleNamespace(config=config, tokenizer=load_word_tokenizer("en"), hash_func=create_hash_func(config.hash_config))
 
 
@@ -193,6 +192,6 @@ def render(r: dict) -> str:
         lines.append("\nNot measured (source unavailable): " + "; ".join(f"{k}: {v}" for k, v in r["sources_missing"].items()))
     lines += ["", "Items shorter than n words have no n-gram and are counted, not checked; `--decontaminate-n-grams 8` "
               "reaches more of them (GPT-3 chose n between 8 and 13 per task). Both sides hash n-grams their own way "
-              "(lmforge blake2b-64, datatrove SHA-1 64-bit: its default xxhash fails on str with xxhash 4), so a decision "
+              "(lmforge blake2b-64, datatrove its default xxhash-64), so a decision "
               "could differ only by a 64-bit collision."]
     return "\n".join(lines) + "\n"
