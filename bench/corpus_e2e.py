@@ -134,14 +134,22 @@ def run_datatrove(inputs: Path, out: Path, cores: int) -> dict[str, Any]:
     return {"wall_s": wall, "kept": deduped, "dropped": None, "duplicates": filtered - deduped, "filtered": filtered}
 
 
+def code_version() -> str:
+    """The commit lmforge's runs measure (with "-dirty" when the checkout has changes)."""
+    return subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[1]).stdout.strip() or "unknown"
+
+
 def bench_e2e(crawl: list[Path], work: Path, n_docs: int, runs: int = 2) -> dict[str, Any]:
     """Best of `runs` interleaved runs each; every finished run is cached in work/e2e-runs.json."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     meta = write_inputs(crawl, work, n_docs)
     cache = work / "e2e-runs.json"
     done = json.loads(cache.read_text()) if cache.exists() else {}
-    key = f"{n_docs}:{cores}"
-    runs_done = done.setdefault(key, {"lmforge": [], "datatrove": [], "lmforge_in_memory": []})
+    # datatrove's runs are kept across lmforge commits; lmforge's are redone when its code changes
+    peer, ours = done.setdefault(f"{n_docs}:{cores}", {}), done.setdefault(f"{n_docs}:{cores}:{code_version()}", {})
+    runs_done = {"lmforge": ours.setdefault("lmforge", []), "datatrove": peer.setdefault("datatrove", []),
+                 "lmforge_in_memory": ours.setdefault("lmforge_in_memory", [])}
     for i in range(runs):
         for side, fn in (("lmforge", lambda: run_lmforge(work / "input", work / "out-lmforge")),
                          ("datatrove", lambda: run_datatrove(work / "input", work / "out-datatrove", cores)),
@@ -153,7 +161,7 @@ def bench_e2e(crawl: list[Path], work: Path, n_docs: int, runs: int = 2) -> dict
             runs_done[side].append(fn())
             cache.write_text(json.dumps(done, indent=1))
     best = {side: min(r, key=lambda x: x["wall_s"]) for side, r in runs_done.items()}
-    return {"documents": n_docs, "cores": cores, "inputs": meta, "runs": runs_done, "best": best,
+    return {"documents": n_docs, "cores": cores, "inputs": meta, "runs": runs_done, "best": best, "code": code_version(),
             "docs_per_s": {side: n_docs / b["wall_s"] for side, b in best.items()}}
 
 
@@ -163,7 +171,8 @@ def render(r: dict[str, Any]) -> str:
     walls = {s: ", ".join(f"{x['wall_s']:.0f}" for x in runs) for s, runs in r["runs"].items()}
     lines = [f"End to end on {r['documents']:,} real documents ({r['inputs']['text_mb']} MB of text, every k-th of "
              f"{r['inputs']['available']:,} extracted from the `bench transfer` crawl: Debian documentation, dictionaries, "
-             f"fortunes, Russian corpora; 16 JSONL.gz files), {r['cores']} cores, best of {len(r['runs']['lmforge'])} runs each "
+             f"fortunes, Russian corpora; 16 JSONL.gz files), {r['cores']} cores, best of {len(r['runs']['lmforge'])} runs each, "
+             f"lmforge at {r['code']} "
              "(bench/corpus_e2e.py says what each side runs and lacks):", "",
              "| pipeline | wall s (runs) | docs/s | kept | removed as duplicates |", "|---|---:|---:|---:|---:|",
              f"| lmforge corpus, defaults ({' '.join(a for a in lm['beam_args'] if 'direct' in a)}) | {lm['wall_s']:.0f} ({walls['lmforge']}) "

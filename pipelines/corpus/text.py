@@ -133,7 +133,10 @@ def html_to_text(html: str) -> str:
     return extract_plain_text(html, main_content=True, alt_texts=False, links=False, list_bullets=False)
 
 
-_SPACES = re.compile(r"[ \t\u00a0\u2000-\u200b\u3000]+")
+_SPACE = r"[ \t\u00a0\u2000-\u200b\u3000]"
+# Every run of _SPACE characters becomes one " "; a lone " " is already that, so the expression matches
+# only runs that change (a non-" " first, or two or more): half the time of substituting every space.
+_SPACES = re.compile(rf"[\t\u00a0\u2000-\u200b\u3000]{_SPACE}*| {_SPACE}+")
 _BLANK_LINES = re.compile(r"\n{3,}")
 
 
@@ -141,7 +144,9 @@ def normalize_text(text: str) -> str:
     """NFC, one space between words, no padded lines, one blank line between paragraphs
     (runs of blank lines collapse to one; none at the start or end)."""
     text = unicodedata.normalize("NFC", text).replace("\r\n", "\n").replace("\r", "\n")
-    lines = (_SPACES.sub(" ", ln).strip() for ln in text.split("\n"))
+    # one pass over the whole text (_SPACES has no newline, so no run crosses a line), not one per
+    # line: 3.2 M lines of the bench corpus end-to-end input cost 3 s as separate calls
+    lines = (ln.strip() for ln in _SPACES.sub(" ", text).split("\n"))
     return _BLANK_LINES.sub("\n\n", "\n".join(lines)).strip("\n")
 
 

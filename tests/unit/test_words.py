@@ -130,3 +130,17 @@ def test_exported_rules_match_the_installed_spacy():
     assert rules["suffix"] == tok.suffix_search.__self__.pattern
     assert rules["infix"] == tok.infix_finditer.__self__.pattern
     assert len(rules["specials"]) == len(tok.rules)
+
+
+def test_letters_alone_are_one_token_as_the_affix_rules_say():
+    """EnglishWords.chunk_tokens takes an alphabetic chunk as its own token without the affix loop;
+    the loop agrees for every alphabetic code point, alone and between letters."""
+    import sys
+
+    en = english()
+    for ch in (chr(i) for i in range(sys.maxunicode + 1)):
+        if not ch.isalpha():
+            continue
+        for chunk in (ch, f"a{ch}b"):
+            if chunk not in en.specials:
+                assert en._match_specials(en._chunk(chunk, True)) == [chunk], chunk

@@ -19,6 +19,7 @@ What a step does besides keeping or dropping is recorded, not printed:
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -116,3 +117,30 @@ def duplicates(items: list[str]) -> tuple[int, int]:
         else:
             seen.add(x)
     return n, chars
+
+
+def trie_regex(words: set[str], any_prefix: bool = False) -> str:
+    """A regular expression matching exactly the strings of `words`, shaped as their trie
+    (`ab(?:c|d(?:e)?)`): Python's re tries the branches of a flat alternation one by one at every
+    position of the text, a trie's shared prefixes once. With `any_prefix`, a word that others start
+    with ends its branch (enough for "does any word occur", as an Aho-Corasick automaton reports the
+    first word it meets); otherwise the longer words stay reachable (`ass(?:hole)?`), so what follows
+    the word (a word boundary) can still be required. A flat alternation was considered and measured:
+    C4's English bad-words expression took 0.37 ms a page in `bench corpus`'s end-to-end run."""
+    root: dict = {}
+    for w in words:
+        node = root
+        for ch in w:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+
+    def emit(node: dict) -> str:
+        if "" in node and any_prefix:
+            return ""
+        parts = [re.escape(ch) + emit(child) for ch, child in sorted(node.items()) if ch]
+        if not parts:
+            return ""
+        body = parts[0] if len(parts) == 1 and "" not in node else "(?:" + "|".join(parts) + ")"
+        return body + "?" if "" in node else body
+
+    return emit(root)

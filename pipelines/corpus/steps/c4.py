@@ -37,7 +37,7 @@ from functools import cache
 from importlib import resources
 
 from common.config import opt, require
-from pipelines.corpus.steps.base import Decision, Page, Step, filter_step
+from pipelines.corpus.steps.base import Decision, Page, Step, filter_step, trie_regex
 from pipelines.corpus.words import sentence_count
 
 _CITATION = re.compile(r"\[\d*\]|\[edit\]|\[citation needed\]", re.I)
@@ -85,7 +85,8 @@ def _c4_line(line: str, cfg: C4Config) -> tuple[str | None, str | None]:
     words = line.split()
     if words and max(map(len, words)) > cfg.max_word_length:
         return None, None
-    line = _CITATION.sub("", line)
+    if "[" in line:  # every citation mark has one; most lines do not
+        line = _CITATION.sub("", line)
     if not line.endswith(_END_MARKS[cfg.variant]) or line.endswith("..."):
         return None, None
     if len(line.split()) < cfg.min_words_per_line:
@@ -172,8 +173,8 @@ def bad_words_regex(language: str) -> re.Pattern | None:
     """TFDS c4_utils' matcher for one language, compiled once per process; None without a list.
 
     One alternation of every entry: flanked by non-word characters (or the text's ends), except
-    for ja/th/zh. Measured on the 120 pages of tests/data/tiny: 7 MB/s of text for en (403
-    entries), 15 MB/s for ru (151), i.e. well under a millisecond for a typical page.
+    for ja/th/zh. The alternation is written as the entries' trie (base.trie_regex), the same
+    language: 0.07 ms a page of samples/crawl for en (403 entries) against 0.34 ms as a flat list.
     """
     words: set[str] = set()
     for f in resources.files("pipelines.corpus").joinpath("data").joinpath("badwords").iterdir():
@@ -182,7 +183,7 @@ def bad_words_regex(language: str) -> re.Pattern | None:
                          for w in f.read_text(encoding="utf-8").splitlines() if w.strip())
     if not words:
         return None
-    alternation = "|".join(map(re.escape, sorted(words)))
+    alternation = trie_regex(words)  # the flat alternation's language, 5x faster to search (base.trie_regex)
     if language in NO_SPACE_LANGUAGES:
         return re.compile(alternation)
     return re.compile(rf"(?:\W|^)({alternation})(?:\W|$)")

@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from common.config import opt, require
-from pipelines.corpus.steps.base import Reason, Step, filter_step
+from pipelines.corpus.steps.base import Reason, Step, filter_step, trie_regex
 
 ARCHIVE = "url_filterblacklistsv0_3_0.tar.gz"
 WORD_LISTS = ("banned_words.txt", "soft_banned_words.txt", "banned_subwords.txt")
@@ -153,27 +153,6 @@ def _as_array(hashes: np.ndarray) -> array.array:
     return out
 
 
-def trie_pattern(words: set[str]) -> str:
-    """One regular expression that finds any of `words`, as a trie (`ab(?:c|d)`): Python's re tries an
-    alternation's branches one by one at every position, a trie's first characters once. A word that
-    another starts with ends the branch (finding it is enough), as an Aho-Corasick automaton reports
-    the first word it meets."""
-    root: dict = {}
-    for w in words:
-        node = root
-        for ch in w:
-            node = node.setdefault(ch, {})
-        node[""] = {}
-
-    def emit(node: dict) -> str:
-        if "" in node:
-            return ""
-        parts = [re.escape(ch) + emit(child) for ch, child in sorted(node.items())]
-        return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
-
-    return emit(root)
-
-
 @dataclass(frozen=True)
 class UrlLists:
     """Everything one URL is checked against."""
@@ -206,7 +185,7 @@ def _lists(integrated: bool, block_domains: tuple[str, ...], block_urls: tuple[s
     sub = union((*(map(str, assets[2:3])), *subwords), True)
     # The ~130 subwords as one trie-shaped expression: the same decision as datatrove's Aho-Corasick
     # automaton ("does any occur"), without a dependency (pyahocorasick) for 130 short patterns.
-    pattern = re.compile(trie_pattern(sub)) if sub else None
+    pattern = re.compile(trie_regex(sub, any_prefix=True)) if sub else None
     return UrlLists(domain_hashes, url_hashes, frozenset(union(block_domains, False)), frozenset(union(block_urls, False)),
                     frozenset(union(allow, False)), frozenset(banned), frozenset(soft_banned), pattern)
 
