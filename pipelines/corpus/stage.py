@@ -270,8 +270,11 @@ def _run(cfg: CorpusConfig, beam_args: list[str] | None) -> str | Path:
 
 
 def _kept_config(cfg: CorpusConfig) -> dict:
-    """The config that decides what is kept: a snapshot's fingerprint ignores where it is written."""
-    return {k: v for k, v in config_to_dict(cfg).items() if k not in ("input", "output", "index", "index_wait", "snapshot")}
+    """The config that decides what is kept: a snapshot's fingerprint ignores where it is written, and
+    holds the evaluation sets by their content, not by the folder they were prepared in."""
+    kept = {k: v for k, v in config_to_dict(cfg).items() if k not in ("input", "output", "index", "index_wait", "snapshot")}
+    kept["decontaminate"] = decontaminate.fingerprint(cfg.decontaminate)
+    return kept
 
 
 def index_params(cfg: CorpusConfig, bands: int, rows: int) -> dict:

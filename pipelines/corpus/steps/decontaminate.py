@@ -101,3 +101,15 @@ def contamination(summary: dict, details: list[tuple[str, str]]) -> dict[str, di
             by_split[split] = by_split.get(split, 0) + 1
         out[task]["found_by_split"] = dict(sorted(by_split.items()))
     return out
+
+
+def fingerprint(cfg: DecontConfig) -> str | None:
+    """What the evaluation sets hold, not where they are: sha256 of every item (task, split, id, text)
+    and the matching options. Two refreshes that prepared the same task under their own run folders
+    decontaminate alike, so a snapshot's fingerprint in the band index must not differ by the path."""
+    if not STEP.enabled(cfg):
+        return None
+    import hashlib
+
+    items = [(it.task, it.split, it.item, it.text) for it in read_eval_sets(cfg)]
+    return hashlib.sha256(json.dumps([items, cfg.norm(), cfg.mode], ensure_ascii=False).encode()).hexdigest()
