@@ -16,6 +16,7 @@ also builds it first on the driver, so a bad file fails before any page is read.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 from dataclasses import replace
 
@@ -109,7 +110,5 @@ def fingerprint(cfg: DecontConfig) -> str | None:
     decontaminate alike, so a snapshot's fingerprint in the band index must not differ by the path."""
     if not STEP.enabled(cfg):
         return None
-    import hashlib
-
     items = [(it.task, it.split, it.item, it.text) for it in read_eval_sets(cfg)]
     return hashlib.sha256(json.dumps([items, cfg.norm(), cfg.mode], ensure_ascii=False).encode()).hexdigest()

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import xxhash
 
 from common.config import opt, require
 from pipelines.corpus.steps.base import Reason, Step, filter_step, trie_regex
@@ -93,8 +94,6 @@ def read_list(path: str | Path, normalized: bool) -> set[str]:
 
 
 def _hash(s: str) -> int:
-    import xxhash
-
     return xxhash.xxh64_intdigest(s.encode("utf-8"))
 
 
