@@ -96,12 +96,12 @@ from datatrove.pipeline.filters import URLFilter, C4QualityFilter, GopherRepetit
 from datatrove.pipeline.formatters import PIIFormatter
 from datatrove.pipeline.dedup import MinhashDedupSignature, MinhashDedupBuckets, MinhashDedupCluster, MinhashDedupFilter
 from datatrove.pipeline.dedup.minhash import MinhashConfig
-from pipelines.corpus.steps.url_filter import _extractor
+from pipelines.corpus.steps.url_filter import suffix_extractor
 
 class OfflineURLFilter(URLFilter):  # the same Public Suffix List as lmforge's, never fetched
     def __init__(self):
         super().__init__()
-        self.tldextractor = _extractor()
+        self.tldextractor = suffix_extractor()
 
 out, cores = {str(out)!r}, {cores}
 cfg = MinhashConfig()

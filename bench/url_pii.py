@@ -26,7 +26,14 @@ from typing import Any
 
 from pipelines.corpus.readers import read_file
 from pipelines.corpus.steps.pii import PiiConfig, scrub
-from pipelines.corpus.steps.url_filter import ARCHIVE, UrlFilterConfig, _extractor, assets_dir, url_decision, url_lists
+from pipelines.corpus.steps.url_filter import (
+    ARCHIVE,
+    UrlFilterConfig,
+    assets_dir,
+    suffix_extractor,
+    url_decision,
+    url_lists,
+)
 from pipelines.io import expand_inputs
 from schemas.records import RawDocument
 
@@ -69,7 +76,7 @@ def datatrove_url_filter():
     from datatrove.pipeline.filters import URLFilter
 
     f = URLFilter()
-    f.tldextractor = _extractor()  # the same Public Suffix List as lmforge's, never fetched
+    f.tldextractor = suffix_extractor()  # the same Public Suffix List as lmforge's, never fetched
     f.download_data()
     return f
 
@@ -100,7 +107,7 @@ def compare_urls(sets: dict[str, list[str]]) -> dict[str, Any]:
         agree = sum(1 for a, b in zip(ours, theirs) if (a is None) == (b is None))
         lists = url_lists(cfg)
         both_keep = [u for u, a, b in zip(urls, ours, theirs) if a is None and b is None]
-        www_of_listed = sum(1 for u in both_keep if (h := _extractor()(u).fqdn).startswith("www.") and lists.domain_listed(h[4:]))
+        www_of_listed = sum(1 for u in both_keep if (h := suffix_extractor()(u).fqdn).startswith("www.") and lists.domain_listed(h[4:]))
         out[name] = {"urls": len(urls), "agree": agree, "agreement": agree / len(urls), "same_rule": same_rule / len(urls),
                      "both_keep": len(both_keep), "both_keep_www_of_listed_host": www_of_listed,
                      "dropped_lmforge": sum(a is not None for a in ours), "dropped_datatrove": sum(b is not None for b in theirs),

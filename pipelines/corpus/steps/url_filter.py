@@ -196,7 +196,8 @@ def url_lists(cfg: UrlFilterConfig) -> UrlLists:
 
 
 @functools.cache
-def _extractor():
+def suffix_extractor():
+    """tldextract with its bundled Public Suffix List, one per process (the benchmarks hand it to datatrove too)."""
     # The Public Suffix List snapshot inside the tldextract wheel: no network fetch, and the same
     # answer on every worker (datatrove's TLDExtract() fetches the live list when it can).
     from tldextract import TLDExtract
@@ -209,7 +210,7 @@ def url_decision(url: str, cfg: UrlFilterConfig) -> Reason | None:
     if not url:
         return None
     lists = url_lists(cfg)
-    parts = _extractor()(url)
+    parts = suffix_extractor()(url)
     registered, host = parts.top_domain_under_public_suffix, parts.fqdn
     if (registered and registered in lists.allow) or (host and host in lists.allow):
         return None
