@@ -146,9 +146,10 @@ def bench_e2e(crawl: list[Path], work: Path, n_docs: int, runs: int = 2) -> dict
     meta = write_inputs(crawl, work, n_docs)
     cache = work / "e2e-runs.json"
     done = json.loads(cache.read_text()) if cache.exists() else {}
-    # datatrove's runs are kept across lmforge commits; lmforge's are redone when its code changes
-    peer, ours = done.setdefault(f"{n_docs}:{cores}", {}), done.setdefault(f"{n_docs}:{cores}:{code_version()}", {})
-    runs_done = {"lmforge": ours.setdefault("lmforge", []), "datatrove": peer.setdefault("datatrove", []),
+    # Both sides are redone when lmforge's code changes, interleaved: the peer is measured in the same
+    # session as lmforge, on the machine as it is then (this VM's speed drifts by 10% over hours).
+    ours = done.setdefault(f"{n_docs}:{cores}:{code_version()}", {})
+    runs_done = {"lmforge": ours.setdefault("lmforge", []), "datatrove": ours.setdefault("datatrove", []),
                  "lmforge_in_memory": ours.setdefault("lmforge_in_memory", [])}
     for i in range(runs):
         for side, fn in (("lmforge", lambda: run_lmforge(work / "input", work / "out-lmforge")),

@@ -13,6 +13,7 @@ from pipelines.beam_options import check_worker_paths, expand_runner_alias, runn
 from pipelines.corpus.config import CorpusConfig
 from pipelines.corpus.dedup import MINHASH_SCHEME, detection_probability, lsh_params
 from pipelines.corpus.index import commit, index_lock, open_index, snapshot_fingerprint
+from pipelines.corpus.report import write_report
 from pipelines.corpus.staging import STAGING, staging_dir
 from pipelines.corpus.steps import decontaminate
 from pipelines.corpus.steps.url_filter import url_filter_provenance, url_lists
@@ -235,8 +236,6 @@ def _run(cfg: CorpusConfig, beam_args: list[str] | None) -> str | Path:
         print("corpus: dedup counters: " + json.dumps({k: v for k, v in sorted(result_metrics.items()) if k.startswith("dedup")}),
               flush=True)
         raise
-    from pipelines.corpus.report import write_report
-
     report_files = write_report(out, counts)
     if plan is not None:  # after reconcile: an index never holds a run whose counts did not add up
         commit(plan, {"documents": counts["kept"], "inputs": len(files), "snapshot": cfg.snapshot or None})

@@ -5,6 +5,7 @@ import codecs
 import gzip
 import io
 import json
+import unicodedata
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +25,7 @@ from pipelines.corpus.dedup import (
 from pipelines.corpus.readers import read_file
 from pipelines.corpus.steps.c4 import C4Config, clean_line, clean_page
 from pipelines.corpus.steps.gopher_quality import GopherQualityConfig
-from pipelines.corpus.text import Decoded, DecodeError, decode_html, identify_language, normalize_text
+from pipelines.corpus.text import _ODD_SPACES, Decoded, DecodeError, decode_html, identify_language, normalize_text
 from schemas.records import Quarantined, RawDocument
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
@@ -146,6 +147,42 @@ def test_c4_page_rules():
     assert kept is not None and "{" not in kept
     assert clean_page("One sentence only, with enough words in it.", cfg) == (None, "c4_too_few_sentences")
     assert clean_page("menu\nhome\nabout", cfg) == (None, "c4_no_lines_left")
+
+
+def _normalize_reference(text: str) -> str:
+    """normalize_text as the split/strip/join it is defined by (its slow path, for every text)."""
+    import re
+    import unicodedata
+
+    text = unicodedata.normalize("NFC", text).replace("\r\n", "\n").replace("\r", "\n")
+    text = re.sub("[ \t\u00a0\u2000-\u200b\u3000]+", " ", text)
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(ln.strip() for ln in text.split("\n"))).strip("\n")
+
+
+def test_normalize_fast_path_equals_the_definition_on_real_pages():
+    """Pages with only single spaces and newlines take four replaces instead of split/strip/join;
+    the result must be the same on every sample-crawl page, raw and once normalised, and on edges."""
+    from pipelines.corpus.text import html_to_text
+
+    texts = []
+    for path in sorted((SAMPLES / "crawl").glob("*.warc.gz")):
+        for rec in read_file(str(path)):
+            if isinstance(rec, RawDocument) and rec.html:
+                try:
+                    texts.append(html_to_text(decode_html(rec.html, rec.charset).text))
+                except DecodeError:
+                    continue
+    assert len(texts) > 1000
+    edges = [" a", "a ", " ", "\n \n", "a \n b", "a\n \n\n \nb", "x\u200by", "x\x0cy", "x\x1c\ny", "\u3000a", "a\u2028b",
+             "a\x85b", " \n a \n ", "a\r\n b", "e\u0301 x", ""]
+    fast = 0
+    for t in [*texts, *[_normalize_reference(t) + " \n" for t in texts], *edges]:
+        assert normalize_text(t) == _normalize_reference(t), repr(t[:80])
+        t = unicodedata.normalize("NFC", t)
+        fast += "  " not in t and not any(c in t for c in _ODD_SPACES)
+    assert fast > len(texts)  # the fast path did run
+    # every character str.strip strips (but "\n" and " "), and U+200B, sends a text down the slow path
+    assert set(_ODD_SPACES) == {chr(c) for c in range(0x110000) if chr(c).isspace()} - {" ", "\n"} | {"\u200b"}
 
 
 def test_normalize_and_language_id():

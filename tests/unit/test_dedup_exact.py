@@ -80,5 +80,8 @@ def test_batched_signatures_are_datasketchs_minhash_bit_for_bit():
         want = np.stack([m.hashvalues for m in MinHash.bulk(inputs, num_perm=num_perm, seed=seed,
                                                             hashfunc=lambda x: x, scheme="affine32")])
         got = dedup.signatures_from_hashes(hashes, num_perm, seed)
+        # the permutations are drawn without importing datasketch: the same draws as its own
+        for mine, theirs in zip(dedup.minhash_permutations(num_perm, seed), MinHash(num_perm=num_perm, seed=seed, scheme="affine32").permutations):
+            assert np.array_equal(mine, theirs)
         assert got.dtype == np.uint32 and np.array_equal(got, want)
         assert np.array_equal(dedup.signatures_from_hashes(hashes[5:9], num_perm, seed), want[5:9])

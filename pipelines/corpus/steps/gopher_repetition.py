@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 import numpy as np
+import pandas as pd
 
 from common.config import opt, require
 from pipelines.corpus.steps.base import Step, duplicates, filter_step, fraction
@@ -53,7 +54,7 @@ class NGramKeys:
     """One 64-bit key per n-gram of `words`, for n = 1, 2, ... in turn: keys(n)[i] stands for
     words[i:i + n]. Built incrementally in numpy, key_n[i] = key_{n-1}[i] * P + hash(words[i+n-1])
     (mod 2^64), so each n costs one vector operation whatever n is; counting and finding repeats
-    are numpy's too (np.unique). Two different n-grams share a key with probability ~2^-64 per
+    are numpy's and pandas' (a hash table of first appearances). Two different n-grams share a key with probability ~2^-64 per
     pair for ordinary text, far below anything a ratio threshold can notice (a polynomial key
     modulo 2^64 can be made to collide by a page built for it; a rule over repetition is no
     security boundary)."""
@@ -87,10 +88,18 @@ def top_ngram_chars(words: list[str], n: int, keys: NGramKeys | None = None) -> 
     grams = keys(n)
     if not len(grams):
         return 0
-    _, first, counts = np.unique(grams, return_index=True, return_counts=True)
+    codes, _ = _first_seen_codes(grams)
+    counts = np.bincount(codes)
     top = int(counts.max())
-    i = int(first[counts == top].min())
+    i = int(np.argmax(codes == int(np.argmax(counts == top))))  # the smallest top code was seen first
     return (keys.cum[i + n] - keys.cum[i] + n - 1) * top
+
+
+def _first_seen_codes(grams: np.ndarray) -> tuple[np.ndarray, int]:
+    """(a code per n-gram, 0, 1, 2, ... in order of first appearance; the number of distinct ones).
+    pandas' hash table, not np.unique's sort: the n-gram rules cost a third less (bench corpus)."""
+    codes, uniques = pd.factorize(grams, sort=False)
+    return codes, len(uniques)
 
 
 def dup_ngram_chars(words: list[str], n: int, keys: NGramKeys | None = None) -> int:
@@ -107,14 +116,16 @@ def dup_ngram_chars(words: list[str], n: int, keys: NGramKeys | None = None) -> 
 def _dup_ngram_chars(words: list[str], n: int, keys: NGramKeys) -> int | None:
     """dup_ngram_chars, or None if no n-gram occurs twice (then no longer one does either)."""
     grams = keys(n)
-    _, first, inverse = np.unique(grams, return_index=True, return_inverse=True)
-    if len(first) == len(grams):
+    codes, distinct = _first_seen_codes(grams)
+    if distinct == len(grams):
         return None
     # The scan only decides something at an n-gram that occurred before (a "repeat" position, one
     # whose key's first index is earlier): every other n-gram is new and just joins `seen`. So walk
-    # the repeat positions, adding the stretches between them in one step.
-    repeats = np.flatnonzero(first[inverse] != np.arange(len(grams))).tolist()
-    g = grams.tolist()
+    # the repeat positions, adding the stretches between them in one step. Codes count up in order
+    # of first appearance, so a position is new exactly where the running maximum code grows.
+    top = np.maximum.accumulate(codes)
+    repeats = (np.flatnonzero(top[1:] == top[:-1]) + 1).tolist()
+    g = codes.tolist()
     cum = keys.cum
     seen: set[int] = set()
     chars = i = k = 0

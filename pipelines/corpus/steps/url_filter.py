@@ -30,7 +30,6 @@ from __future__ import annotations
 import array
 import bisect
 import functools
-import hashlib
 import importlib.metadata
 import importlib.util
 import io
@@ -43,8 +42,10 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
+from common.cache import cache_dir
 from common.config import opt, require
 from pipelines.corpus.steps.base import Reason, Step, filter_step, trie_regex
+from schemas.manifest import sha256_file
 
 ARCHIVE = "url_filterblacklistsv0_3_0.tar.gz"
 WORD_LISTS = ("banned_words.txt", "soft_banned_words.txt", "banned_subwords.txt")
@@ -97,18 +98,6 @@ def _hash(s: str) -> int:
     return xxhash.xxh64_intdigest(s.encode("utf-8"))
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lmforge" / "url_filter"
-
-
 @functools.cache
 def ut1_hashes() -> tuple[np.ndarray, np.ndarray, str]:
     """(sorted domain hashes, sorted URL hashes, archive sha256) of datatrove's UT1 archive, built
@@ -117,8 +106,8 @@ def ut1_hashes() -> tuple[np.ndarray, np.ndarray, str]:
     archive = assets_dir() / ARCHIVE
     if not archive.is_file():
         raise ValueError(f"url_filter: {archive} is missing from the datatrove wheel (datatrove==0.10.1 carries it)")
-    digest = _sha256(archive)
-    cached = cache_dir() / f"ut1-{digest[:16]}.npz"
+    digest = sha256_file(archive)
+    cached = cache_dir("url_filter") / f"ut1-{digest[:16]}.npz"
     if not cached.is_file():
         arrays = {}
         with tarfile.open(archive, "r:gz") as tar:
