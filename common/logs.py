@@ -20,6 +20,9 @@ def setup(level: int = logging.INFO, fmt: str = "%(asctime)s %(name)s: %(message
         err = logging.StreamHandler(sys.stderr)
         err.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
         err._lmforge = True  # type: ignore[attr-defined]
+        # Beam's import-time note that Google Cloud's client libraries are not installed: nothing a run
+        # without GCP needs, and the first line of every Beam stage's output
+        err.addFilter(lambda r: not str(r.msg).startswith("apitools not found"))
         root.addHandler(err)
     root.setLevel(logging.WARNING)
     for name in NOISY:

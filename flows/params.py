@@ -8,12 +8,14 @@ and index. A nested object would be replaced whole.
 Paths a parameter names (crawl inputs, runs folder, band index, models, labelled data) must resolve
 inside a data root: the worker's `LMFORGE_DATA_ROOT` (several roots separated by `:`), by default its
 working directory. The root is the worker's setting, never a form field, so the form cannot point a
-run at `/` or `../elsewhere`.
+run at `/` or `../elsewhere`. Paths typed on `lmforge run`'s command line are the user's own
+(trust_paths): a local user owns the machine.
 """
 from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -59,6 +61,39 @@ def data_roots() -> list[Path]:
     return [Path(r).resolve() for r in raw.split(":") if r] or [Path.cwd().resolve()]
 
 
+PATH_PARAMS = ("runs_dir", "init_from", "labeled", "crawl", "dedup_index", "shards", "tokenizer", "crawl_root")
+"""The parameters that name paths (each checked by inside_root below)."""
+
+
+def trust_paths(values: Iterable[Any]) -> None:
+    """Paths typed on this process's own command line (`lmforge run --runs-dir /data/runs`) become data
+    roots of this process: the rule protects a shared worker from what a deployment or the UI's form
+    passes, and the user at a command line owns the machine."""
+    typed = [Path(str(v).split("*", 1)[0] or ".").expanduser().resolve() for v in values if isinstance(v, str) and v]
+    if typed:
+        os.environ[DATA_ROOT_ENV] = ":".join(dict.fromkeys(map(str, [*data_roots(), *typed])))
+
+
+def check_params(flow: str, params: dict[str, Any]) -> str | None:
+    """None if `params` are valid for the flow ("dag", "train" or "refresh"), else the reason in one line
+    (each field and what is wrong with it; an unknown name with the closest known one)."""
+    from pydantic import ValidationError
+
+    from common.cli import closest
+
+    model = {"dag": DagParams, "train": TrainOnlyParams, "refresh": RefreshParams}[flow]
+    unknown = sorted(set(params) - set(model.model_fields))
+    if unknown:
+        guess = closest(unknown[0], model.model_fields)
+        return f"{unknown[0]} is not a parameter of the {flow} flow" + (f"; did you mean {guess}?" if guess else "")
+    try:
+        model(**params)
+    except ValidationError as e:
+        return "; ".join(f"{'.'.join(map(str, err['loc'])) or 'parameters'}: {err['msg'].removeprefix('Value error, ')}"
+                         for err in e.errors())
+    return None
+
+
 def inside_root(value: str, what: str) -> str:
     """`value` if it resolves inside a data root (symlinks followed), else ParamError naming the roots.
     Globs are checked by their fixed prefix."""
@@ -68,7 +103,8 @@ def inside_root(value: str, what: str) -> str:
     roots = data_roots()
     if not any(resolved == r or r in resolved.parents for r in roots):
         raise ParamError(f"{what} {value!r} resolves to {resolved}, outside the data root "
-                         f"({', '.join(map(str, roots))}); set {DATA_ROOT_ENV} on the worker to allow more")
+                         f"({', '.join(map(str, roots))}): add its folder to {DATA_ROOT_ENV} (':'-separated) in the "
+                         "worker's environment, or start the run with `lmforge run`, whose paths are the user's own")
     return value
 
 
@@ -102,18 +138,19 @@ def check_beam_args(args: list[str]) -> None:
     """Each `--name[=value]` must be a Beam pipeline option, or Beam would drop it with only a warning."""
     if not args:
         return  # no Beam import (and its warnings) in the flow process for nothing
-    from apache_beam.options.pipeline_options import PipelineOptions
+    from common.cli import closest
+    from pipelines.beam_options import beam_flags
 
-    known = set(PipelineOptions([]).get_all_options(retain_unknown_options=False))
+    known = beam_flags(args)
     for i, a in enumerate(args):
         if not a.startswith("--"):
             if i > 0 and args[i - 1].startswith("--") and "=" not in args[i - 1]:
                 continue  # the value of "--flag value"
             raise ParamError(f"beam_args: {a!r} is not a --flag")
-        name = a[2:].split("=", 1)[0]
-        if name not in known:
-            hint = " (Beam options use underscores)" if name.replace("-", "_") in known else ""
-            raise ParamError(f"beam_args: --{name} is not a Beam pipeline option{hint}")
+        flag = a.split("=", 1)[0]
+        if flag not in known:
+            guess = closest(flag, known)
+            raise ParamError(f"beam_args: {flag} is not a Beam pipeline option" + (f"; did you mean {guess}?" if guess else ""))
 
 
 class TrainParams(BaseModel):

@@ -9,16 +9,50 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
 from typing import Any
 
+from common.cli import Parser, parse_strict
 from flows import dag
 from flows.dag import lmforge_dag, lmforge_train
+from flows.params import PATH_PARAMS, check_params, trust_paths
 from flows.refresh import lmforge_refresh
+
+
+def missing_inputs(flow: str, params: dict[str, Any]) -> str | None:
+    """What the flow's first stages would fail on, found before the flow starts: crawl inputs matching
+    no file, a shards or tokenizer stage that has not finished, a labelled-data file that is not there
+    or a config that is not JSON, an init_from folder that is not there."""
+    from common.config import read_json_object
+    from flows.params import DagParams, RefreshParams, TrainOnlyParams
+    from pipelines.io import expand_inputs
+    from pipelines.labeled.registry import SOURCES
+    from schemas.manifest import read_manifest
+
+    p = {"dag": DagParams, "train": TrainOnlyParams, "refresh": RefreshParams}[flow](**params)
+    try:
+        if flow == "dag":
+            expand_inputs(p.crawl)
+        if flow == "train":
+            read_manifest(p.shards)
+            read_manifest(p.tokenizer)
+        if flow == "refresh" and not Path(p.crawl_root).is_dir():
+            return f"crawl_root {p.crawl_root}: no such folder"
+        if p.labeled not in SOURCES:
+            if not Path(p.labeled).exists():
+                return f"labeled {p.labeled}: neither a known source ({', '.join(SOURCES)}) nor a file or folder"
+            if p.labeled.endswith(".json"):
+                read_json_object(p.labeled, "labeled")
+        if p.init_from and not Path(p.init_from).is_dir():
+            return f"init_from {p.init_from}: no such folder"
+    except (FileNotFoundError, ValueError) as e:
+        return str(e)
+    return None
 
 
 def cli_main(argv: list[str]) -> int:
     flows = {"dag": lmforge_dag, "train": lmforge_train, "refresh": lmforge_refresh}
-    ap = argparse.ArgumentParser(prog="lmforge run", description=dag.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = Parser(prog="lmforge run", description=dag.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--flow", choices=sorted(flows), default="dag", help="which flow (default: dag, the whole DAG)")
     ap.add_argument("--name", default=None, help="run name: outputs go to <runs-dir>/<name>/ (default: the flow's)")
     ap.add_argument("--runs-dir", default=None, help="parent folder of runs (default: runs)")
@@ -34,7 +68,7 @@ def cli_main(argv: list[str]) -> int:
     ap.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                     help="any flow parameter (see flows/params.py); VALUE is JSON when it parses, else a string, "
                          "e.g. --param overrides='{\"pretrain\": {\"steps\": 50}}' --param mask_objective=span")
-    a = ap.parse_args(argv)
+    a = parse_strict(ap, argv)
     kwargs: dict[str, Any] = {k: v for k, v in (("run_name", a.name), ("runs_dir", a.runs_dir), ("crawl", a.crawl),
                                                 ("labeled", a.labeled), ("preset", a.preset), ("nproc", a.nproc),
                                                 ("dedup_index", a.dedup_index), ("init_from", a.init_from))
@@ -48,6 +82,11 @@ def cli_main(argv: list[str]) -> int:
         except ValueError:
             kwargs[key] = value
     fn = flows[a.flow]
+    # Paths typed here are the user's own: the data root guards a shared worker against a form's parameters
+    trust_paths(v for k, v in kwargs.items() if k in PATH_PARAMS for v in (v if isinstance(v, list) else [v]))
+    problem = check_params(a.flow, kwargs) or missing_inputs(a.flow, kwargs)  # before any task starts: one
+    if problem:                                                               # line, not a flow's traceback
+        ap.error(problem)
     t0 = time.time()
     result = fn(**kwargs)
     report = f"; report: {result['eval']}/report.md" if isinstance(result, dict) and result.get("eval") else ""

@@ -10,7 +10,8 @@
     lmforge evaluate --run runs/x --output runs/x/eval
 
 Every option has --help; `--config FILE` reads options from JSON. The Beam stages (corpus,
-shards) pass options they do not know to Beam (e.g. --runner, --direct_num_workers).
+shards) pass Beam's own options on to it (e.g. --runner, --direct_num_workers); an option neither
+lmforge nor Beam knows is an error naming the closest known one, before anything runs.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import logging
 import os
 import sys
 
+from common.cli import Failed, Parser, closest, parse_strict, reject_unknown
 from common.config import add_config_args, config_from_args
 from flows.stage_table import STAGES, stage_entry
 from schemas.manifest import StageBusy
@@ -82,14 +84,14 @@ def _bench(rest: list[str]) -> int:
 def _labeled(rest: list[str]) -> int:
     from pipelines.labeled.registry import SOURCES, describe, prepare
 
-    ap = argparse.ArgumentParser(prog="lmforge labeled", description=SUMMARIES["labeled"])
+    ap = Parser(prog="lmforge labeled", description=SUMMARIES["labeled"])
     sub = ap.add_subparsers(dest="action", required=True)
     sub.add_parser("list", help="the known sources, with what they are")
     p = sub.add_parser("prepare", help="convert one source into data.jsonl + finetune.json + licence + manifest")
     p.add_argument("name", choices=SOURCES)
     p.add_argument("--output", required=True, help="directory to write")
     p.add_argument("--source", default=None, help="where the source's files are (default: its usual place)")
-    a = ap.parse_args(rest)
+    a = parse_strict(ap, rest)
     if a.action == "list":
         for name in SOURCES:
             print(f"{name:10s} {describe(name)}")
@@ -103,19 +105,9 @@ def _labeled(rest: list[str]) -> int:
     return 0
 
 
-def _reject_misspelt_flags(sp: argparse.ArgumentParser, beam_args: list[str]) -> None:
-    """Unknown options go to Beam, which ignores what it does not know either: a stage flag
-    written with underscores (--line_dedup for --line-dedup) would be lost without a word."""
-    ours = {o for a in sp._actions for o in a.option_strings}
-    for a in beam_args:
-        flag = a.split("=", 1)[0]
-        if flag.startswith("--") and flag.replace("_", "-") in ours:
-            sp.error(f"{flag} is spelt {flag.replace('_', '-')} (stage options use dashes; underscores go to Beam)")
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = argparse.ArgumentParser(prog="lmforge", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(prog="lmforge", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in (*STAGES, "labeled", "run", "alerts", "bench", "doctor"):
         sub.add_parser(name, help=SUMMARIES[name], add_help=False)
@@ -124,7 +116,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     command, rest = argv[0], argv[1:]
     if command not in SUMMARIES:
-        parser.error(f"unknown command {command!r}; choose from {', '.join((*STAGES, 'run'))}")
+        guess = closest(command, SUMMARIES)
+        parser.error(f"unknown command {command!r}" + (f"; did you mean {guess!r}?" if guess else "")
+                     + f"; commands: {', '.join(SUMMARIES)}")
     _quiet_logs(flow=command in ("run", "alerts"))
     if command == "run":
         from flows.run_cli import cli_main
@@ -148,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
 
         os.environ.setdefault("DS_ACCELERATOR", "cuda" if torch.cuda.is_available() else "cpu")
     cls, run_fn, doc, beam = stage_entry(command)
-    sp = argparse.ArgumentParser(prog=f"lmforge {command}", description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sp = Parser(prog=f"lmforge {command}", description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_args(sp, cls)
     if command == "pretrain":
         sp.add_argument("--nproc", type=int, default=0, help="processes per node (torchrun --nproc_per_node; default 0: "
@@ -215,7 +209,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="a JSON file of Beam pipeline options (infra/beam/dataflow.json, flink.json, spark.json, "
                              "direct.json): the runner and its settings; Beam flags given on the command line win")
         ns, beam_args = sp.parse_known_args(rest)
-        _reject_misspelt_flags(sp, beam_args)
+        # what lmforge does not know goes to Beam only if Beam knows it: Beam drops an unknown option
+        # with a warning, so a misspelt stage option (--line-dedupe) would run without it
+        from pipelines.beam_options import beam_flags
+
+        reject_unknown(sp, beam_args, also_known=beam_flags(beam_args))
         if ns._beam_options:
             from pipelines.beam_options import beam_args_from_file
 
@@ -224,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
             except ValueError as e:
                 sp.error(str(e))
     else:
-        ns, beam_args = sp.parse_args(rest), []
+        ns, beam_args = parse_strict(sp, rest), []
     try:
         cfg = config_from_args(cls, ns)
     except ValueError as e:
@@ -282,7 +280,10 @@ def main(argv: list[str] | None = None) -> int:
             out = launch(f"training.{command}", cfg, cfg.output, nproc=ns.nproc)
         else:
             out = run_fn(cfg, beam_args) if beam else run_fn(cfg)
-    except (FileNotFoundError, ValueError, StageBusy) as e:  # bad input named by the stage: no traceback needed
+    except Failed as e:  # a worker's own error, said in one line by the launcher, the tracebacks in its log
+        print(f"lmforge {command}: error: {e}", file=sys.stderr)
+        return 1
+    except (OSError, ValueError, StageBusy) as e:  # bad input named by the stage: no traceback needed
         if os.environ.get("LMFORGE_TRACEBACK"):
             raise
         print(f"lmforge {command}: error: {type(e).__name__}: {e}  (LMFORGE_TRACEBACK=1 shows where)", file=sys.stderr)

@@ -43,6 +43,19 @@ def beam_args(opts: dict[str, Any]) -> list[str]:
     return args
 
 
+def beam_flags(args: list[str] = ()) -> set[str]:
+    """Every flag Beam's own parser reads (`--runner`, `--direct_num_workers`, `--no_pipeline_type_check`,
+    ...), the chosen runner's included: the parser PipelineOptions builds, handed out by its
+    add_extra_args_fn hook. A runner whose options register on import (Dask) is imported first."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    if runner_name(expand_runner_alias(list(args))) == "DaskRunner":
+        import apache_beam.runners.dask.dask_runner  # noqa: F401 - registers DaskOptions
+    parsers: list[Any] = []
+    PipelineOptions([]).get_all_options(add_extra_args_fn=parsers.append)
+    return {o for a in parsers[0]._actions for o in a.option_strings if o.startswith("--")}
+
+
 def known_options(args: list[str]) -> dict[str, Any]:
     from apache_beam.options.pipeline_options import PipelineOptions
 

@@ -37,3 +37,18 @@ def portable_tokenizer_config(model_dir: str | os.PathLike) -> Path | None:
     tmp.write_text(json.dumps(cfg, indent=2, ensure_ascii=False) + "\n")
     os.replace(tmp, path)
     return path
+
+
+def require_model_dir(path: str | os.PathLike, flag: str) -> None:
+    """A model folder on this machine, before anything is written: FileNotFoundError naming `flag` when
+    it is not there or holds no config.json. A Hugging Face hub id (`bert-base-uncased`, `org/name`) is
+    left to transformers; a path (absolute, relative with a folder, or one that exists) is checked here,
+    where transformers would try it as a hub id and print three chained tracebacks."""
+    text, p = str(path), Path(path)
+    if not (p.is_absolute() or text.startswith((".", "~")) or p.exists() or text.count("/") > 1):
+        return
+    if not p.is_dir():
+        raise FileNotFoundError(f"{flag} {text}: no such folder")
+    if not (p / "config.json").is_file():
+        raise FileNotFoundError(f"{flag} {text}: no config.json, so not a Hugging Face model folder (a finished "
+                                "pretraining's is its hf/)")

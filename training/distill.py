@@ -251,14 +251,13 @@ def run(cfg: DistillConfig) -> Path:
     rank, world = init_data_parallel()
     if world > 1 and cfg.batch_size % world:
         raise SystemExit(f"distill: --batch-size {cfg.batch_size} does not split over {world} processes")
-    if rank == 0:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / MANIFEST_NAME).unlink(missing_ok=True)  # a crashed rerun must not look finished
-
-    # --- setup --------------------------------------------------------------------------------
+    # --- setup: the inputs checked before the output folder exists ------------------------------
     teacher_hf, teacher_stage = resolve_teacher(cfg.teacher)
     shards = ShardSet.open(cfg.shards)
     shards.require_objective(MLM_OBJECTIVES, "distill (a masked LM)")
+    if rank == 0:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / MANIFEST_NAME).unlink(missing_ok=True)  # a crashed rerun must not look finished
     tokenizer = load_tokenizer(teacher_hf, max_length=shards.seq_len)
     check_tokenizer(tokenizer, shards.vocab_size, shards.pad_id, shards.mask_id, f"{cfg.shards}/manifest.json")
     teacher = load_teacher(teacher_hf)

@@ -191,12 +191,12 @@ def run(cfg: EvaluateConfig) -> Path:
     if cfg.model:
         return run_card(cfg, t0)
     torch.set_num_threads(cfg.threads)
+    stages = {s: cfg.stage_dir(s) for s in ("shards", "pretrain", "finetune", "distill")}
+    for s in ("shards", "pretrain"):
+        read_manifest(stages[s])  # required: the held-out data and the model, before the output folder exists
     out = Path(cfg.output)
     out.mkdir(parents=True, exist_ok=True)
     (out / "manifest.json").unlink(missing_ok=True)
-    stages = {s: cfg.stage_dir(s) for s in ("shards", "pretrain", "finetune", "distill")}
-    for s in ("shards", "pretrain"):
-        read_manifest(stages[s])  # required: the held-out data and the model
     missing = {s: "it did not finish in this run" if s in cfg.skip else f"{stages[s]} has no manifest (it did not finish)"
                for s in ("finetune", "distill") if s in cfg.skip or not (stages[s] / "manifest.json").exists()}
     shards = ShardSet.open(stages["shards"])
@@ -233,8 +233,11 @@ def run(cfg: EvaluateConfig) -> Path:
 
 def run_card(cfg: EvaluateConfig, t0: float) -> Path:
     """`--model`: the card of each model (quality where it applies, cost), report.json and report.md."""
+    from schemas.hf import require_model_dir
     from training.card import card_entry, render
 
+    for m in cfg.model:
+        require_model_dir(m, "--model")
     out = Path(cfg.output)
     out.mkdir(parents=True, exist_ok=True)
     (out / "manifest.json").unlink(missing_ok=True)

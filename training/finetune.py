@@ -184,9 +184,11 @@ def run(cfg: FinetuneConfig) -> Path:
     every process runs the same seeds and learning rates on its slice of each batch (gradients summed), scores
     validation and test itself (the same weights give the same scores, so early stopping agrees), and rank 0
     alone holds the stage lock and writes."""
+    from schemas.hf import require_model_dir
     from training.recipe import init_data_parallel
 
     rank, _ = init_data_parallel()
+    require_model_dir(cfg.model, "--model")  # before the output folder exists
     if rank != 0:
         return _run(cfg)
     with stage_lock(cfg.output):

@@ -7,12 +7,13 @@
 runs `python -m torch.distributed.run --nproc_per_node=2 --master_port=<free> -m training.pretrain
 --shards ... ` with the environment training/accelerator.py plans (on CPU: DS_ACCELERATOR=cpu, gloo, and
 the cores shared out, OMP_NUM_THREADS=1 for 2 processes on 2 cores; on CUDA: one process per GPU, NCCL), streams the workers' stdout (lmforge's progress) to our stdout
-and their stderr (library warnings, tracebacks) to our stderr, both to <output>/launch.log, and
-raises RuntimeError with the log's tail if it fails.
+and their stderr (library warnings) to our stderr, both to <output>/launch.log. The workers' tracebacks
+and torchrun's failure summary go to the log only: a failed run raises common.cli.Failed with the
+first worker's own error (its exception line) and the log's path, one line, where two ranks'
+tracebacks and torchrun's summary printed 151 lines before.
 """
 from __future__ import annotations
 
-import collections
 import dataclasses
 import os
 import re
@@ -23,6 +24,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from common.cli import Failed
 from common.config import options_to_argv
 from training.accelerator import Machine, launch_plan
 from training.processes import die_with_parent
@@ -197,7 +199,44 @@ def gpu_precision(cfg: Any, plan) -> Any:
     return dataclasses.replace(cfg, **{best: True}) if best in ("bf16", "fp16") else cfg
 
 
-def launch(module: str, cfg: Any, output: str | os.PathLike, nproc: int = 2, tail_lines: int = 60,
+_RANK_PREFIX = re.compile(r"^\[(?:default)?rank\d+\]:\s?")
+
+
+class WorkerErrors:
+    """Sorts the workers' stderr lines: True for a line the terminal shows, False for one that only goes
+    to the log (a traceback's frames, torchrun's failure summary). The exception line ending each
+    traceback is kept in `errors`, the workers' first, torchrun's own (ChildFailedError) last."""
+
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+        self.last_shown = ""
+        self._in_traceback = self._summary = False
+
+    def __call__(self, line: str) -> bool:
+        body = _RANK_PREFIX.sub("", line.rstrip("\n"))
+        if self._summary:
+            return False
+        if body.startswith("Traceback (most recent call last):"):
+            self._in_traceback = True
+            return False
+        if self._in_traceback:
+            if not body.strip() or body[0].isspace() or body.startswith(("During handling", "The above exception")):
+                return False
+            self._in_traceback = False
+            self.errors.append(body.strip())
+            self._summary = "ChildFailedError" in body  # torchrun's summary follows: frames of no one's code
+            return False
+        if body.strip():
+            self.last_shown = body.strip()
+        return True
+
+    def first(self) -> str:
+        """The error a user needs: the first worker's exception, else the last thing a worker said."""
+        own = [e for e in self.errors if "ChildFailedError" not in e]
+        return own[0] if own else self.last_shown or (self.errors[0] if self.errors else "")
+
+
+def launch(module: str, cfg: Any, output: str | os.PathLike, nproc: int = 2,
            nodes: Nodes = Nodes(), accelerator: str = "auto") -> Path:
     """Run `module` under torchrun with `cfg` as flags; returns `output` once every rank of this node exited 0.
     `nproc` 0: one process per GPU, or training.accelerator's default on CPU."""
@@ -217,7 +256,6 @@ def launch(module: str, cfg: Any, output: str | os.PathLike, nproc: int = 2, tai
         "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p),
         "PATH": worker_path(),
     }
-    tail: collections.deque[str] = collections.deque(maxlen=tail_lines)
     # one launch log per node on a shared output directory
     log_name = "launch.log" if nodes.nnodes == 1 else f"launch-{socket.gethostname()}-{os.getpid()}.log"
     with open(output / log_name, "w") as log_file:
@@ -228,15 +266,22 @@ def launch(module: str, cfg: Any, output: str | os.PathLike, nproc: int = 2, tai
         assert proc.stdout is not None and proc.stderr is not None
         lock = threading.Lock()
 
-        def pump(stream, to) -> None:
+        errors = WorkerErrors()
+
+        def pump(stream, to, show=lambda line: True) -> None:
             for line in stream:
                 with lock:
-                    to.write(line)
-                    to.flush()
+                    if show(line):
+                        to.write(line)
+                        to.flush()
                     log_file.write(line)
-                    tail.append(line)
 
-        err = threading.Thread(target=pump, args=(proc.stderr, sys.stderr), daemon=True)
+        everything = bool(os.environ.get("LMFORGE_TRACEBACK"))  # the workers' tracebacks on the terminal too
+
+        def shown(line: str) -> bool:
+            return errors(line) or everything
+
+        err = threading.Thread(target=pump, args=(proc.stderr, sys.stderr, shown), daemon=True)
         err.start()
         try:
             pump(proc.stdout, sys.stdout)
@@ -250,13 +295,27 @@ def launch(module: str, cfg: Any, output: str | os.PathLike, nproc: int = 2, tai
                 except subprocess.TimeoutExpired:
                     proc.kill()
     if code != 0:
-        raise RuntimeError(
-            f"{module} failed with exit code {code} ({nproc} processes); full log: {output / 'launch.log'}\n"
-            f"--- last {len(tail)} lines ---\n" + "".join(tail)
-        )
+        said = errors.first() or f"exit code {code}"
+        raise Failed(f"{said}  ({module} on {nproc} processes; the workers' tracebacks are in {output / log_name})")
     return output
+
+
+def check_pretrain_inputs(cfg: Any) -> None:
+    """What every rank would stop on, found once before torchrun starts them (FileNotFoundError or
+    ValueError naming the path): a shards stage that has not finished or is not one, shards of an
+    objective pretraining does not train, a tokenizer or init_from folder that is not there."""
+    from schemas.hf import require_model_dir
+    from schemas.objectives import OBJECTIVES
+    from training.data import ShardSet
+
+    ShardSet.open(cfg.shards, verify=False).require_objective(OBJECTIVES, "pretrain")
+    if not Path(cfg.tokenizer).is_dir():
+        raise FileNotFoundError(f"--tokenizer {cfg.tokenizer}: no such folder")
+    if getattr(cfg, "init_from", ""):
+        require_model_dir(cfg.init_from, "--init-from")
 
 
 def launch_pretrain(cfg, nproc: int = 2, nodes: Nodes = Nodes(), accelerator: str = "auto") -> Path:
     """Run `training.pretrain` on `nproc` processes of this node (of `nodes`); returns cfg.output."""
+    check_pretrain_inputs(cfg)
     return launch("training.pretrain", cfg, cfg.output, nproc=nproc, nodes=nodes, accelerator=accelerator)

@@ -171,26 +171,30 @@ def run(cfg: CorpusConfig, beam_args: list[str] | None = None) -> str | Path:
     Input, output and index may be local or on object storage (schemas/storage.py); the Beam
     arguments' store options (--s3_endpoint_url, ...) apply to the driver too."""
     storage.configure(beam_args)
+    t0 = time.time()
+    # The inputs are checked before the output folder is made (the lock makes it): an input matching no
+    # file, an index that is a file, an unreadable URL list or evaluation set each fail in one line.
+    files = expand_inputs(cfg.input)
+    if cfg.index and not storage.is_remote(cfg.index) and Path(cfg.index).exists() and not Path(cfg.index).is_dir():
+        raise ValueError(f"--index {cfg.index}: a file, not a band index folder")
+    check_worker_paths(beam_args or [], [*files, cfg.output, *([cfg.index] if cfg.index else []), *cfg.decontaminate.files])
+    if cfg.url_filter.enabled:  # the UT1 hashes are built once here, not per worker
+        url_lists(cfg.url_filter)
+    decont = decontaminate.summary(cfg.decontaminate)
     with contextlib.ExitStack() as held:
         held.enter_context(stage_lock(cfg.output, what=f"corpus -> {cfg.output}"))
         if cfg.index:
             held.enter_context(index_lock(cfg.index, cfg.index_wait, what=f"corpus -> {cfg.output}"))
-        return _run(cfg, beam_args)
+        return _run(cfg, beam_args, files, decont, t0)
 
 
-def _run(cfg: CorpusConfig, beam_args: list[str] | None) -> str | Path:
+def _run(cfg: CorpusConfig, beam_args: list[str] | None, files: list[str], decont: dict | None, t0: float) -> str | Path:
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from pipelines.corpus.beam_corpus import CorpusPipeline
 
-    t0 = time.time()
-    files = expand_inputs(cfg.input)
-    check_worker_paths(beam_args or [], [*files, cfg.output, *([cfg.index] if cfg.index else []), *cfg.decontaminate.files])
     out = str(cfg.output)
-    if cfg.url_filter.enabled:  # an unreadable list fails here, and the UT1 hashes are built once, not per worker
-        url_lists(cfg.url_filter)
-    decont = decontaminate.summary(cfg.decontaminate)  # an unreadable or empty evaluation set fails here
     if decont:
         print(f"corpus: decontaminating against {sum(decont['items'].values()):,} evaluation items of "
               f"{', '.join(decont['items'])} ({decont['n_grams']}-grams; {sum(decont['too_short'].values()):,} items "

@@ -32,6 +32,36 @@ def test_stage_flag_with_underscores_is_not_passed_to_beam(capsys):
     assert e.value.code == 2 and "--line-dedup" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command,misspelt,meant", [
+    *((stage, "--outptu", "--output") for stage in ("corpus", "tokenizer", "shards", "pretrain", "finetune", "distill", "evaluate")),
+    ("corpus", "--line-dedupe", "--line-dedup"), ("shards", "--direct_num_worker=2", "--direct_num_workers"),
+    ("run", "--runs-dri", "--runs-dir")])
+def test_a_misspelt_option_fails_in_one_line_naming_the_closest(command, misspelt, meant, tmp_path, capsys):
+    """Before, the Beam stages handed an option they did not know to Beam, which dropped it with a
+    warning: `corpus --line-dedupe` wrote a corpus without line dedup. Now nothing runs."""
+    with pytest.raises(SystemExit) as e:
+        main([command, misspelt, "--output", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and not (tmp_path / "o").exists()
+    assert err.count("\n") == 1 and f"unknown option {misspelt.split('=')[0]}; did you mean {meant}?" in err, err
+
+
+def test_beam_options_still_pass_through(tmp_path, capsys):
+    assert main(["corpus", "--input", str(tmp_path / "none"), "--output", str(tmp_path / "o"), "--direct_num_workers", "1",
+                 "--no_pipeline_type_check"]) == 2
+    assert "matches no file" in capsys.readouterr().err  # the flags were Beam's: the input was what failed
+
+
+def test_unknown_command_and_stray_word(capsys):
+    with pytest.raises(SystemExit):
+        main(["corpse"])
+    assert "did you mean 'corpus'?" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["tokenizer", "stray", "--output", "x"])
+    err = capsys.readouterr().err
+    assert "unexpected argument 'stray'" in err and err.count("\n") == 1
+
+
 def test_missing_input_is_one_line_not_a_traceback(tmp_path, capsys):
     assert main(["corpus", "--input", str(tmp_path / "nothing-here"), "--output", str(tmp_path / "o")]) == 2
     assert "matches no file" in capsys.readouterr().err

@@ -88,7 +88,7 @@ def test_pull_step_finds_the_checkout_or_says_what_to_set(tmp_path, monkeypatch)
     ({"overrides": {"pretrain": {"stepz": 5}}}, "stepz not an option of `lmforge pretrain`"),
     ({"overrides": {"corpus": {"direct_running_mode": "multi_threading"}}}, "Beam options go in beam_args"),
     ({"overrides": {"nope": {}}}, "unknown stage"),
-    ({"beam_args": ["--direct-num-workers=2"]}, "Beam options use underscores"),
+    ({"beam_args": ["--direct-num-workers=2"]}, "did you mean --direct_num_workers?"),
     ({"beam_args": ["--no_such_beam_option=1"]}, "not a Beam pipeline option"),
     ({"nnodes": 2}, "need --rdzv-endpoint HOST:PORT"),
     ({"nnodes": 0}, "nnodes"),
@@ -100,6 +100,33 @@ def test_unsafe_or_unknown_parameters_are_refused(root, bad, match):
 
     with pytest.raises(ValidationError, match=match):
         DagParams(**bad)
+
+
+def test_paths_typed_on_lmforge_run_are_the_users_own(root, tmp_path, monkeypatch):
+    """The data root guards a shared worker from a deployment's or the form's parameters; a path typed
+    on the command line (`lmforge run --runs-dir /data/runs`) is allowed, the others still are not."""
+    from flows.params import check_params, trust_paths
+
+    monkeypatch.setenv("LMFORGE_DATA_ROOT", str(ROOT))
+    elsewhere = tmp_path / "elsewhere" / "runs"
+    problem = check_params("dag", {"runs_dir": str(elsewhere)})
+    assert problem.startswith("runs_dir: runs_dir") and "outside the data root" in problem and "LMFORGE_DATA_ROOT" in problem
+    assert "\n" not in problem
+    trust_paths([str(elsewhere), "vader"])
+    assert check_params("dag", {"runs_dir": str(elsewhere)}) is None
+    assert "outside the data root" in check_params("dag", {"runs_dir": str(tmp_path / "other")})
+
+
+def test_lmforge_run_refuses_bad_parameters_in_one_line(root, capsys):
+    from lmforge.cli import main
+
+    for argv, says in ((["--param", "presett=tiny"], "presett is not a parameter of the dag flow; did you mean preset?"),
+                       (["--param", "preset=huge"], "preset: Input should be 'demo' or 'tiny'"),
+                       (["--flow", "train", "--param", "nnodes=0"], "nnodes")):
+        with pytest.raises(SystemExit) as e:
+            main(["run", *argv])
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and err.count("\n") == 1 and says in err, err
 
 
 def test_choices_reach_the_stages(root):
