@@ -48,7 +48,7 @@ def require_model_dir(path: str | os.PathLike, flag: str) -> None:
     if not (p.is_absolute() or text.startswith((".", "~")) or p.exists() or text.count("/") > 1):
         return
     if not p.is_dir():
-        raise FileNotFoundError(f"{flag} {text}: no such folder")
+        raise FileNotFoundError(f"{flag} {text}: no such model directory")
     if not (p / "config.json").is_file():
         raise FileNotFoundError(f"{flag} {text}: no config.json, so not a Hugging Face model folder (a finished "
                                 "pretraining's is its hf/)")

@@ -237,12 +237,14 @@ class WorkerErrors:
 
 
 def launch(module: str, cfg: Any, output: str | os.PathLike, nproc: int = 2,
-           nodes: Nodes = Nodes(), accelerator: str = "auto") -> Path:
+           nodes: Nodes = Nodes(), accelerator: str = "auto", check_inputs: Any = None) -> Path:
     """Run `module` under torchrun with `cfg` as flags; returns `output` once every rank of this node exited 0.
     `nproc` 0: one process per GPU, or training.accelerator's default on CPU."""
     plan = launch_plan(accelerator, nodes.slots() or nproc)
     cfg = gpu_precision(cfg, plan)
     check_precision(cfg, plan)
+    if check_inputs is not None:  # what every process would stop on, before any starts or the output exists
+        check_inputs(cfg)
     nproc = plan.nproc_per_node
     output = Path(output)
     output.mkdir(parents=True, exist_ok=True)
@@ -317,5 +319,5 @@ def check_pretrain_inputs(cfg: Any) -> None:
 
 def launch_pretrain(cfg, nproc: int = 2, nodes: Nodes = Nodes(), accelerator: str = "auto") -> Path:
     """Run `training.pretrain` on `nproc` processes of this node (of `nodes`); returns cfg.output."""
-    check_pretrain_inputs(cfg)
-    return launch("training.pretrain", cfg, cfg.output, nproc=nproc, nodes=nodes, accelerator=accelerator)
+    return launch("training.pretrain", cfg, cfg.output, nproc=nproc, nodes=nodes, accelerator=accelerator,
+                  check_inputs=check_pretrain_inputs)
