@@ -185,7 +185,7 @@ def compress_task(stage: str, run: Path, name: str, opts: dict) -> str:
 def card_task(run: Path, models: dict[str, str], shards: str, task_config: str, probe_corpus: str, opts: dict) -> str:
     """`lmforge evaluate --model ...`: every model's quality and cost together (training/card.py)."""
     out = run / "card"
-    o = {"output": out, "model": list(models.values()), "shards": shards, **opts,
+    o = {"output": out, "model": list(models.values()), "name": list(models), "shards": shards, **opts,
          **({"task_config": task_config} if task_config else {}), **({"probe_corpus": probe_corpus} if probe_corpus else {})}
     stages = sorted({str(Path(m).parent) if Path(m).name == "hf" or Path(m).name.startswith("share-") else m
                      for m in models.values()})

@@ -48,7 +48,7 @@ WIRED = {
     "evaluate": {"run", "output"},
     "student_finetune": {"model", "output", "data", "train", "validation", "test", "config", "teacher"},
     "compress": {"model", "output", "method", "task_config"},
-    "card": {"run", "output", "model", "shards", "task_config", "probe_corpus", "pretrain", "finetune", "distill"},
+    "card": {"run", "output", "model", "name", "shards", "task_config", "probe_corpus", "pretrain", "finetune", "distill"},
 }
 
 

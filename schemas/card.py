@@ -34,7 +34,14 @@ class CardEntry:
     """`applies` (bool); if true `figure`, `value`, `standard_error`, `tokens`, `rows` (+ `perplexity`), else `why`;
     optional `task` {metrics, primary, test_examples, controls, reference}, `probing`, `pseudo_perplexity`."""
     cost: dict[str, Any]
-    """training/resources.py's measurement: parameters, disk_bytes, peak_rss_bytes, init_seconds, with_head, ..."""
+    """training/resources.py's measurement: parameters, disk_bytes, peak_rss_bytes, init_seconds, with_head, ...,
+    and `machine`: what other processes used of the CPU while it was measured (training/card.py)."""
+    name: str = ""
+    """Its role in the run (teacher, student, fine-tuned, int8, pruned 25%; training/card_roles.py)."""
+
+    @property
+    def label(self) -> str:
+        return self.name or self.path
 
     def __post_init__(self) -> None:
         if "applies" not in self.quality:
@@ -58,14 +65,14 @@ class CardEntry:
         return self.quality["value"] if self.quality.get("applies") else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "kind": self.kind, "quality": self.quality, "cost": self.cost}
+        return {"name": self.name, "path": self.path, "kind": self.kind, "quality": self.quality, "cost": self.cost}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CardEntry:
         missing = [k for k in ("path", "kind", "quality", "cost") if k not in d]
         if missing:
             raise ValueError(f"card entry {d.get('path', '?')}: missing {', '.join(missing)}")
-        return cls(d["path"], d["kind"], d["quality"], d["cost"])
+        return cls(d["path"], d["kind"], d["quality"], d["cost"], d.get("name", ""))
 
 
 @dataclass
@@ -148,14 +155,32 @@ CARD_METRICS: tuple[Metric, ...] = (
 def markdown_table(entries: list[CardEntry]) -> list[str]:
     """report.md's headline table (report.html is made from report.md)."""
     cols = [m for m in CARD_METRICS if m.markdown]
-    lines = ["| model | " + " | ".join(m.markdown for m in cols) + " |",
-             "|---|" + "|".join(m.md_align for m in cols) + "|"]
-    lines += [f"| `{e.path}` | " + " | ".join(m.text(e) for m in cols) + " |" for e in entries]
+    lines = ["| model | " + " | ".join(m.markdown for m in cols) + " | where |",
+             "|---|" + "|".join(m.md_align for m in cols) + "|---|"]
+    lines += [f"| {e.label} | " + " | ".join(m.text(e) for m in cols) + f" | `{e.path}` |" for e in entries]
     return lines
 
 
 def table_rows(entries: list[CardEntry], names: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """The Prefect table artifact's rows; `names` maps a model path to the name the flow gave it."""
     names = names or {}
-    return [{"model": names.get(e.path, e.path), **{m.table: m.value(e) for m in CARD_METRICS if m.table}}
+    return [{"model": names.get(e.path, e.label), **{m.table: m.value(e) for m in CARD_METRICS if m.table}, "path": e.path}
             for e in entries]
+
+
+def machine_note(entries: list[CardEntry], busy_share: float = 0.10) -> str:
+    """One line on the machine while the cost columns were measured: quiet, or busy with what other processes
+    used of it (their CPU time over the measurement's wall time and cores); empty if it was not recorded."""
+    seen = [e.cost["machine"] for e in entries if e.cost.get("machine")]
+    if not seen:
+        return ""
+    wall = sum(m["wall_seconds"] for m in seen)
+    other = sum(m["other_cpu_seconds"] for m in seen)
+    share = other / max(wall * seen[0]["cores"], 1e-9)
+    load = max(m["load_1min"] for m in seen)
+    if share > busy_share:
+        return (f"**The machine was busy while cost was measured:** other processes used {share:.0%} of its "
+                f"{seen[0]['cores']} cores ({other:,.0f} CPU-seconds in {wall:,.0f} s; 1-minute load up to {load:.1f}). "
+                "Throughput, latency and init time are slower than on a quiet machine; measure again when it is.")
+    return (f"Cost measured on a quiet machine: other processes used {share:.1%} of its {seen[0]['cores']} cores "
+            f"({other:,.1f} CPU-seconds in {wall:,.0f} s).")

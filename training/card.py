@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
-from schemas.card import CardEntry, markdown_table
+from schemas.card import CardEntry, machine_note, markdown_table
 from training.model_formats import ModelHandle, load_model
 from training.model_kinds import KINDS, check_tokenizer, max_tokens, model_kind, task_head_kind
 
@@ -111,15 +113,44 @@ def resources(model_dir: str, ids, lengths, threads: int, inputs_count: int, rep
 
     with tempfile.TemporaryDirectory() as tmp:
         np.savez(Path(tmp) / "inputs.npz", ids=ids, lengths=lengths)
+        watch = OtherProcesses()
         r = subprocess.run([sys.executable, "-m", "training.resources", model_dir, "--inputs", str(Path(tmp) / "inputs.npz"),
                             "--threads", str(threads), "--inputs-count", str(inputs_count), "--repeats", str(repeats),
                             "--latency-count", str(latency_count)], capture_output=True, text=True)
+        machine = watch.stop()
     if r.returncode != 0:
         raise RuntimeError(f"measuring {model_dir} failed:\n{r.stderr[-3000:]}")
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return {**json.loads(r.stdout.strip().splitlines()[-1]), "machine": machine}
 
 
-def card_entry(model_dir: str, cfg) -> CardEntry:
+class OtherProcesses:
+    """The CPU time every process but this one and its children spent between start and stop: the machine's
+    busy time (/proc/stat, psutil.cpu_times) less ours (os.times, children included once waited for). Cost
+    figures measured while others used the cores are slow; the card says so (schemas.card.machine_note)."""
+
+    def __init__(self) -> None:
+        import psutil
+
+        self._psutil = psutil
+        self._t0, self._busy0, self._ours0 = time.perf_counter(), self._busy(), self._ours()
+
+    def _busy(self) -> float:
+        c = self._psutil.cpu_times()
+        return sum(c) - c.idle - getattr(c, "iowait", 0.0)
+
+    @staticmethod
+    def _ours() -> float:
+        t = os.times()
+        return t.user + t.system + t.children_user + t.children_system
+
+    def stop(self) -> dict[str, Any]:
+        wall = time.perf_counter() - self._t0
+        other = max(0.0, (self._busy() - self._busy0) - (self._ours() - self._ours0))
+        return {"wall_seconds": round(wall, 2), "other_cpu_seconds": round(other, 2), "cores": os.cpu_count() or 1,
+                "load_1min": round(os.getloadavg()[0], 2)}
+
+
+def card_entry(model_dir: str, cfg, name: str = "") -> CardEntry:
     """One model's entry (schemas.card): the quality figures its kind has, and its cost."""
 
     h = ModelHandle.open(model_dir)  # once, for every quality figure (cost loads it again, alone, in a fresh process)
@@ -153,7 +184,7 @@ def card_entry(model_dir: str, cfg) -> CardEntry:
                 for lang in cfg.probe_languages}
     ids, lengths = resource_inputs(model_dir, cfg.shards or None, cfg.texts or None, cfg.max_length)
     cost = resources(model_dir, ids, lengths, cfg.threads, cfg.cost_inputs, cfg.cost_repeats, cfg.latency_inputs)
-    return CardEntry(model_dir, kind, quality, cost)
+    return CardEntry(model_dir, kind, quality, cost, name)
 
 
 def render(entries: list[CardEntry]) -> str:
@@ -161,7 +192,7 @@ def render(entries: list[CardEntry]) -> str:
     lines = ["# lmforge evaluation card", "", *markdown_table(entries), ""]
     for e in entries:
         q = e.quality
-        lines.append(f"- `{e.path}`: " + (f"{q['figure']}, {q['tokens']:,} tokens of {q['rows']:,} held-out rows"
+        lines.append(f"- {e.label}: " + (f"{q['figure']}, {q['tokens']:,} tokens of {q['rows']:,} held-out rows"
                                             + (f", perplexity {q['perplexity']}" if "perplexity" in q else "")
                                             if q.get("applies") else f"no language-model figure: {q['why']}")
                      + "".join(f"; pseudo-perplexity ({lang}, {p['sentences']} held-out sentences): {p['original']['pppl']:.1f}"
@@ -176,7 +207,7 @@ def render(entries: list[CardEntry]) -> str:
     for e in entries:
         for lang, tasks in (e.quality.get("probing") or {}).items():
             n = len(next(v for k, v in tasks.items() if k != "sentences")["layers"])
-            lines += ["", f"Probing `{e.path}` ({lang}, {tasks['sentences']:,} held-out sentences; accuracy of a "
+            lines += ["", f"Probing {e.label} ({lang}, {tasks['sentences']:,} held-out sentences; accuracy of a "
                           "logistic-regression probe on each layer's mean-pooled states, layer 0 = embeddings):", "",
                       "| task | classes | train / test | " + " | ".join(f"L{i}" for i in range(n))
                       + " | chance | majority | bag of embeddings |",
@@ -188,18 +219,22 @@ def render(entries: list[CardEntry]) -> str:
                              + " | ".join(f"{a:.3f}" for a in t["layers"])
                              + f" | {t['chance']:.3f} | {t['majority']:.3f} | {t['bag_of_embeddings']:.3f} |")
     scores = {str(Path(e.path).resolve()): e.task_score for e in entries if e.task}
+    labels = {str(Path(e.path).resolve()): e.label for e in entries}
     shares = []
     for e in entries:
         t = e.task or {}
         ref = str(Path(t["reference"]).resolve()) if t.get("reference") else None
         if ref in scores and scores[ref]:
-            shares.append(f"`{e.path}` {100 * t['metrics'][t['primary']] / scores[ref]:.1f}% of `{t['reference']}`")
+            shares.append(f"{e.label} {100 * t['metrics'][t['primary']] / scores[ref]:.1f}% of {labels[ref]}")
     if shares:
         lines += ["", "Task score as a share of the model it was compressed or distilled from: " + "; ".join(shares) + "."]
     c = entries[0].cost if entries else {}
     if c:
         lines += ["", f"Cost: {c['inputs']:,} inputs of {c['seq_len']} tokens, {c['repeats']} repeats (median), "
                       f"{c['threads']} torch threads; each model measured in a fresh process (MOROCCO's protocol)."]
+        note = machine_note(entries)
+        if note:
+            lines += ["", note]
     return "\n".join(lines) + "\n"
 
 

@@ -22,6 +22,8 @@ def _plt():
 
 
 def _name(e: dict[str, Any]) -> str:
+    if e.get("name"):
+        return e["name"]
     p = Path(e["path"])
     return f"{p.parent.name}/{p.name}" if p.name in ("hf",) or p.name.startswith("share-") else p.name
 
@@ -47,10 +49,13 @@ def quality_cost(entries: list[dict[str, Any]], out: Path) -> Path | None:
         mem = [max(e["cost"].get("peak_rss_over_imports_bytes") or e["cost"]["peak_rss_bytes"], 1) / (1 << 20)
                for e in group]
         xs = [e["cost"]["with_head"]["inputs_per_second_median"] for e in group]
-        ax.scatter(xs, ys, s=[20 + m for m in mem], alpha=0.5)
+        # one colour per model, named in the legend: labels written beside the points printed over each other
+        # where two models scored alike (the teacher and its int8 copy)
+        colours = plt.get_cmap("tab10")
+        for i, (x, y, e, m) in enumerate(zip(xs, ys, group, mem)):
+            ax.scatter([x], [y], s=[20 + m], alpha=0.6, color=colours(i % 10), label=f"{_name(e)} ({m:.0f} MiB)")
         ax.margins(0.25)
-        for x, y, e, m in zip(xs, ys, group, mem):
-            ax.annotate(f"{_name(e)} ({m:.0f} MiB)", (x, y), fontsize=7, xytext=(4, 4), textcoords="offset points")
+        ax.legend(fontsize=7, loc="best", markerscale=0.5, framealpha=0.8)
         ax.set_xlabel("inputs/s at batch 32, with the head (CPU)")
         ax.set_ylabel(label)
         ax.set_title("quality and cost (marker area: peak memory over the imports)", fontsize=9)

@@ -44,6 +44,9 @@ class EvaluateConfig:
     model: list[str] = opt([], "card mode: these Hugging Face model directories (masked LM, causal LM, T5, classifier, "
                                "encoder), each with its language-model quality where it applies and its cost "
                                "(training/card.py); --shards gives the held-out data")
+    name: list[str] = opt([], "card mode: a name per --model, in the same order (default: each model's role in its run, "
+                              "read from the stage manifests: teacher or pretrained, student, fine-tuned, student "
+                              "fine-tuned, int8, pruned 25%; training/card_roles.py)")
     texts: str = opt("", "card mode: real texts (one per line, or JSONL with `text`) to measure cost on, tokenized with "
                          "each model's own tokenizer (default: the --shards valid rows)")
     max_length: int = opt(128, "card mode with --texts: tokens per input")
@@ -235,16 +238,19 @@ def run_card(cfg: EvaluateConfig, t0: float) -> Path:
     """`--model`: the card of each model (quality where it applies, cost), report.json and report.md."""
     from schemas.hf import require_model_dir
     from training.card import card_entry, render
+    from training.card_roles import names
 
     for m in cfg.model:
         require_model_dir(m, "--model")
+    if len(cfg.name) > len(cfg.model):
+        raise ValueError(f"--name: {len(cfg.name)} names for {len(cfg.model)} models")
     out = Path(cfg.output)
     out.mkdir(parents=True, exist_ok=True)
     (out / "manifest.json").unlink(missing_ok=True)
     entries = []
-    for m in cfg.model:
-        print(f"evaluate: {m} ...", flush=True)
-        entries.append(card_entry(m, cfg))
+    for m, name in zip(cfg.model, names(cfg.model, cfg.name)):
+        print(f"evaluate: {name} ({m}) ...", flush=True)
+        entries.append(card_entry(m, cfg, name))
     from training.card_contamination import contamination, lines
     from training.card_plots import loss_curves, probing, quality_cost, write_html
 

@@ -67,6 +67,7 @@ def test_dag_end_to_end(tmp_path, monkeypatch):
     # the card: teacher, student, fine-tuned, the student fine-tuned, int8 and pruned, quality and cost together
     card = json.loads((run / "card" / "report.json").read_text())["models"]
     assert [Path(e["path"]).parent.name for e in card[:4]] == ["pretrain", "distill", "finetune", "student-finetune"]
+    assert [e["name"] for e in card] == ["teacher", "student", "fine-tuned", "student fine-tuned", "int8", "pruned 25%"]
     assert [e["kind"] for e in card] == ["masked_lm", "masked_lm", "classifier", "classifier", "classifier", "classifier"]
     assert all(e["quality"]["task"]["test_examples"] == 300 for e in card[2:])
     # each task score stands next to the fine-tune's controls on the same split (the student's: its teacher's run's)

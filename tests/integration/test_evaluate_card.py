@@ -141,6 +141,13 @@ def test_int8_compression_is_scored_beside_its_source_and_refused_for_training(m
     assert r.returncode == 0, r.stderr[-3000:]
     fp32, int8, pruned = json.loads((tmp_path / "card" / "report.json").read_text())["models"]
     assert pruned["cost"]["parameters"]["total"] < fp32["cost"]["parameters"]["total"]
+    # rows named by what each model is (the compress manifests), the paths in their own column
+    assert [e["name"] for e in (fp32, int8, pruned)] == ["classifier", "int8", "pruned 25%"]
+    md = (tmp_path / "card" / "report.md").read_text()
+    assert "| int8 | classifier |" in md and f"| `{tmp_path / 'int8'}` |" in md and "| pruned 25% |" in md
+    # and whether the cost columns were measured on a quiet machine
+    assert all(e["cost"]["machine"]["wall_seconds"] > 0 for e in (fp32, int8, pruned))
+    assert "Cost measured on a quiet machine" in md or "The machine was busy while cost was measured" in md
     # the card's picture of quality against cost, and its HTML with it
     assert json.loads((tmp_path / "card" / "report.json").read_text())["images"] == ["quality_cost.png"]
     html = (tmp_path / "card" / "report.html").read_text()

@@ -109,12 +109,15 @@ def test_card_metrics_render_markdown_and_the_prefect_table_from_one_description
 
     md = markdown_table([_entry("a"), _entry("b", task=False)])
     assert md[0] == ("| model | kind | quality | params (w/o emb.) | disk MiB | peak RSS MiB (over imports) | init s | "
-                     "inputs/s, batch 32 (encoder / +head) | p50 / p95 ms, batch 1 (+head) |")
-    assert md[2] == "| `a` | classifier | test accuracy 0.8100 | 1,234 (1,000) | 3.0 | 5.0 (-) | 0.50 | - / 99.0 | 1.0 / 2.0 |"
+                     "inputs/s, batch 32 (encoder / +head) | p50 / p95 ms, batch 1 (+head) | where |")
+    assert md[2] == "| a | classifier | test accuracy 0.8100 | 1,234 (1,000) | 3.0 | 5.0 (-) | 0.50 | - / 99.0 | 1.0 / 2.0 | `a` |"
     assert "| 2.500 ± 0.010 |" in md[3]
+    named = _entry("runs/x/distill/hf")
+    named.name = "student"
+    assert markdown_table([named])[2].startswith("| student | classifier |") and markdown_table([named])[2].endswith("| `runs/x/distill/hf` |")
     rows = table_rows([_entry("a")], {"a": "student"})
     assert rows == [{"model": "student", "kind": "classifier", "task score": "accuracy 0.8100", "held-out LM loss": 2.5,
-                     "parameters": 1234, "disk MiB": 3.0, "inputs/s (batch 32)": 99.0, "p95 ms (batch 1)": 2.0}]
+                     "parameters": 1234, "disk MiB": 3.0, "inputs/s (batch 32)": 99.0, "p95 ms (batch 1)": 2.0, "path": "a"}]
     # a new metric is one entry, in both renderings
     extra = (*CARD_METRICS, Metric("macro-F1", lambda e: f"{e.task['metrics']['macro_f1']:.2f}", "macro-F1",
                                    lambda e: e.task["metrics"]["macro_f1"]))
@@ -122,12 +125,24 @@ def test_card_metrics_render_markdown_and_the_prefect_table_from_one_description
 
     card.CARD_METRICS, saved = extra, card.CARD_METRICS
     try:
-        assert markdown_table([_entry()])[0].endswith("| macro-F1 |") and table_rows([_entry()])[0]["macro-F1"] == 0.7
+        assert markdown_table([_entry()])[0].endswith("| macro-F1 | where |") and table_rows([_entry()])[0]["macro-F1"] == 0.7
     finally:
         card.CARD_METRICS = saved
     p = tmp_path / "report.json"
-    p.write_text(json.dumps(Card([_entry()], ["x.png"]).to_dict()))
-    assert Card.read(p).models[0].task_score == 0.81
+    p.write_text(json.dumps(Card([named], ["x.png"]).to_dict()))
+    assert Card.read(p).models[0].task_score == 0.81 and Card.read(p).models[0].label == "student"
     p.write_text('{"rows": []}')
     with pytest.raises(ValueError, match="not an evaluation card"):
         Card.read(p)
+
+
+def test_the_card_says_whether_the_machine_was_quiet():
+    from schemas.card import machine_note
+
+    quiet, busy = _entry("a"), _entry("b")
+    quiet.cost["machine"] = {"wall_seconds": 20.0, "other_cpu_seconds": 0.4, "cores": 2, "load_1min": 1.1}
+    busy.cost["machine"] = {"wall_seconds": 20.0, "other_cpu_seconds": 30.0, "cores": 2, "load_1min": 2.9}
+    assert machine_note([quiet]).startswith("Cost measured on a quiet machine: other processes used 1.0% of its 2 cores")
+    note = machine_note([quiet, busy])  # 30.4 CPU-seconds of 2 x 40 s: 38%
+    assert note.startswith("**The machine was busy while cost was measured:** other processes used 38% of its 2 cores")
+    assert machine_note([_entry("c")]) == ""  # cards written before this was measured say nothing
