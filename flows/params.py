@@ -28,7 +28,7 @@ from schemas.objectives import MLM_OBJECTIVES
 
 NAME_PATTERN = r"^[A-Za-z0-9._-]+$"
 # Choices, shared by the models and the flow signatures (the UI's form shows them as drop-downs).
-Preset = Literal["demo", "tiny"]
+Preset = Literal["demo", "full", "tiny"]
 # derived from the registries (schemas.objectives, pipelines.tokenizer MODELS), so a new objective or tokenizer
 # family shows up in the form; the DAG distils and evaluates masked LMs, so only MLM objectives are offered
 TokenizerKind = Literal[("", *MODELS)]
@@ -159,7 +159,8 @@ class TrainParams(BaseModel):
     run_name: str = Field("demo", pattern=NAME_PATTERN, description="runs/{run_name}/ receives one folder per stage "
                           "(letters, digits, '.', '_', '-')")
     runs_dir: str = Field("runs", description="parent folder of all runs (inside the data root)")
-    preset: Preset = Field("demo", description="stage sizes: demo (bundled sample, <15 min) or tiny (tests)")
+    preset: Preset = Field("demo", description="stage sizes: demo (bundled sample, about 7 minutes), full (the "
+                           "same sample, twice the training, about 10 minutes) or tiny (tests)")
     model: str = Field("", description="pretraining model preset (empty: the preset's; e.g. bert_mini; see "
                        "`lmforge pretrain --help`)")
     init_from: str = Field("", description="a Hugging Face model directory to start from: the tokenizer stage adopts its "

@@ -59,7 +59,8 @@ def cli_main(argv: list[str]) -> int:
     ap.add_argument("--crawl", nargs="+", default=None, help="crawl inputs (dag; default: samples/crawl)")
     ap.add_argument("--labeled", default=None, help="fine-tune task: a known source (lmforge labeled list), a finetune "
                     "--config JSON file or a labelled data file (default: vader)")
-    ap.add_argument("--preset", default=None, help="stage sizes: demo or tiny (default: demo)")
+    ap.add_argument("--preset", default=None, help="stage sizes: demo, full (the same sample, twice the training) or tiny "
+                    "(default: demo)")
     ap.add_argument("--nproc", type=int, default=None, help="pretraining processes (default: 2)")
     ap.add_argument("--dedup-index", default=None, help="band index shared by recurring refreshes (default: a fresh "
                     "<runs-dir>/<name>/minhash_index; refresh: state/minhash_index)")

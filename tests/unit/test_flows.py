@@ -121,7 +121,7 @@ def test_lmforge_run_refuses_bad_parameters_in_one_line(root, capsys):
     from lmforge.cli import main
 
     for argv, says in ((["--param", "presett=tiny"], "presett is not a parameter of the dag flow; did you mean preset?"),
-                       (["--param", "preset=huge"], "preset: Input should be 'demo' or 'tiny'"),
+                       (["--param", "preset=huge"], "preset: Input should be 'demo', 'full' or 'tiny'"),
                        (["--flow", "train", "--param", "nnodes=0"], "nnodes")):
         with pytest.raises(SystemExit) as e:
             main(["run", *argv])
