@@ -19,8 +19,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
+from common.cli import closest
 from flows.presets import PRESETS
 from flows.stage_table import stage_entry
 from pipelines.tokenizer import MODELS
@@ -77,11 +78,7 @@ def trust_paths(values: Iterable[Any]) -> None:
 def check_params(flow: str, params: dict[str, Any]) -> str | None:
     """None if `params` are valid for the flow ("dag", "train" or "refresh"), else the reason in one line
     (each field and what is wrong with it; an unknown name with the closest known one)."""
-    from pydantic import ValidationError
-
-    from common.cli import closest
-
-    model = {"dag": DagParams, "train": TrainOnlyParams, "refresh": RefreshParams}[flow]
+    model = FLOW_PARAMS[flow]
     unknown = sorted(set(params) - set(model.model_fields))
     if unknown:
         guess = closest(unknown[0], model.model_fields)
@@ -138,8 +135,7 @@ def check_beam_args(args: list[str]) -> None:
     """Each `--name[=value]` must be a Beam pipeline option, or Beam would drop it with only a warning."""
     if not args:
         return  # no Beam import (and its warnings) in the flow process for nothing
-    from common.cli import closest
-    from pipelines.beam_options import beam_flags
+    from pipelines.beam_options import beam_flags  # Beam only when there are Beam options to check
 
     known = beam_flags(args)
     for i, a in enumerate(args):
@@ -374,3 +370,7 @@ def flow_doc(summary: str, model: type[BaseModel]):
         fn.__doc__ = summary + "\n\nArgs:\n" + "\n".join(f"    {n}: {f.description}" for n, f in model.model_fields.items())
         return fn
     return wrap
+
+
+FLOW_PARAMS: dict[str, type[BaseModel]] = {"dag": DagParams, "train": TrainOnlyParams, "refresh": RefreshParams}
+"""Each flow's parameters, by the name `lmforge run --flow` takes."""

@@ -13,23 +13,21 @@ from pathlib import Path
 from typing import Any
 
 from common.cli import Parser, parse_strict
+from common.config import read_json_object
 from flows import dag
 from flows.dag import lmforge_dag, lmforge_train
-from flows.params import PATH_PARAMS, check_params, trust_paths
+from flows.params import FLOW_PARAMS, PATH_PARAMS, check_params, trust_paths
 from flows.refresh import lmforge_refresh
+from pipelines.io import expand_inputs
+from pipelines.labeled.registry import SOURCES
+from schemas.manifest import read_manifest
 
 
 def missing_inputs(flow: str, params: dict[str, Any]) -> str | None:
     """What the flow's first stages would fail on, found before the flow starts: crawl inputs matching
     no file, a shards or tokenizer stage that has not finished, a labelled-data file that is not there
     or a config that is not JSON, an init_from folder that is not there."""
-    from common.config import read_json_object
-    from flows.params import DagParams, RefreshParams, TrainOnlyParams
-    from pipelines.io import expand_inputs
-    from pipelines.labeled.registry import SOURCES
-    from schemas.manifest import read_manifest
-
-    p = {"dag": DagParams, "train": TrainOnlyParams, "refresh": RefreshParams}[flow](**params)
+    p = FLOW_PARAMS[flow](**params)
     try:
         if flow == "dag":
             expand_inputs(p.crawl)
