@@ -40,10 +40,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.train_machine import cpu_watch, machine_peak, matmul_ceiling
+from bench.train_machine import machine_peak, matmul_ceiling
 from bench.train_report import QUIET, TITLE, render
 from schemas.manifest import MANIFEST_NAME, atomic_write_bytes
-from training.flops import ModelShape
+from training.flops import ModelShape, cpu_watch
 
 ROOT = Path(__file__).resolve().parents[1]
 PRESETS = {"tiny": "tiny", "demo": "demo", "mini": "bert_mini", "mini-d0": "bert_mini"}

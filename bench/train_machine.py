@@ -9,7 +9,6 @@ Zen, Intel Core), one copy per core at once (the all-core clock, what training r
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import subprocess
@@ -18,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from training.flops import CpuPeak, cpu_peak, foreign_share, proc_stat_ticks
+from training.flops import CpuPeak, cpu_peak
 
 ADDS_PER_ITERATION = 100
 CLOCK_SOURCE = r"""
@@ -100,24 +99,3 @@ def matmul_ceiling(threads: int, n: int = 2048, repeats: int = 5) -> dict[str, A
     return {"n": n, "threads": threads, "flops": 2 * n ** 3 / best}
 
 
-def own_cpu_seconds() -> float:
-    """CPU time of this process and of every finished child (torchrun's workers are reaped by torchrun,
-    itself reaped by us, so theirs count)."""
-    import resource
-
-    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
-
-
-@contextlib.contextmanager
-def cpu_watch():
-    """Yields a dict that gets `foreign_share`: how much of the CPU other processes took meanwhile."""
-    stat = Path("/proc/stat")
-    if not stat.exists():
-        yield {}
-        return
-    got: dict[str, float] = {}
-    before, own = proc_stat_ticks(stat.read_text()), own_cpu_seconds()
-    yield got
-    got["foreign_share"] = foreign_share(before, proc_stat_ticks(stat.read_text()), own_cpu_seconds() - own,
-                                         os.sysconf("SC_CLK_TCK"))

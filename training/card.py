@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from schemas.card import CardEntry, machine_note, markdown_table
+from training.flops import cpu_watch
 from training.model_formats import ModelHandle, load_model
 from training.model_kinds import KINDS, check_tokenizer, max_tokens, model_kind, task_head_kind
 
@@ -113,41 +114,17 @@ def resources(model_dir: str, ids, lengths, threads: int, inputs_count: int, rep
 
     with tempfile.TemporaryDirectory() as tmp:
         np.savez(Path(tmp) / "inputs.npz", ids=ids, lengths=lengths)
-        watch = OtherProcesses()
-        r = subprocess.run([sys.executable, "-m", "training.resources", model_dir, "--inputs", str(Path(tmp) / "inputs.npz"),
-                            "--threads", str(threads), "--inputs-count", str(inputs_count), "--repeats", str(repeats),
-                            "--latency-count", str(latency_count)], capture_output=True, text=True)
-        machine = watch.stop()
+        t0 = time.perf_counter()
+        with cpu_watch() as seen:  # how much of the CPU other processes took while this model was measured
+            r = subprocess.run([sys.executable, "-m", "training.resources", model_dir, "--inputs", str(Path(tmp) / "inputs.npz"),
+                                "--threads", str(threads), "--inputs-count", str(inputs_count), "--repeats", str(repeats),
+                                "--latency-count", str(latency_count)], capture_output=True, text=True)
+        wall, cores = time.perf_counter() - t0, os.cpu_count() or 1
+        machine = {"wall_seconds": round(wall, 2), "other_cpu_seconds": round(seen.get("foreign_share", 0.0) * wall * cores, 2),
+                   "cores": cores, "load_1min": round(os.getloadavg()[0], 2)}
     if r.returncode != 0:
         raise RuntimeError(f"measuring {model_dir} failed:\n{r.stderr[-3000:]}")
     return {**json.loads(r.stdout.strip().splitlines()[-1]), "machine": machine}
-
-
-class OtherProcesses:
-    """The CPU time every process but this one and its children spent between start and stop: the machine's
-    busy time (/proc/stat, psutil.cpu_times) less ours (os.times, children included once waited for). Cost
-    figures measured while others used the cores are slow; the card says so (schemas.card.machine_note)."""
-
-    def __init__(self) -> None:
-        import psutil
-
-        self._psutil = psutil
-        self._t0, self._busy0, self._ours0 = time.perf_counter(), self._busy(), self._ours()
-
-    def _busy(self) -> float:
-        c = self._psutil.cpu_times()
-        return sum(c) - c.idle - getattr(c, "iowait", 0.0)
-
-    @staticmethod
-    def _ours() -> float:
-        t = os.times()
-        return t.user + t.system + t.children_user + t.children_system
-
-    def stop(self) -> dict[str, Any]:
-        wall = time.perf_counter() - self._t0
-        other = max(0.0, (self._busy() - self._busy0) - (self._ours() - self._ours0))
-        return {"wall_seconds": round(wall, 2), "other_cpu_seconds": round(other, 2), "cores": os.cpu_count() or 1,
-                "load_1min": round(os.getloadavg()[0], 2)}
 
 
 def card_entry(model_dir: str, cfg, name: str = "") -> CardEntry:

@@ -20,8 +20,12 @@ SIMD flags in /proc/cpuinfo, see `fp32_flops_per_cycle`).
 """
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import resource
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -206,3 +210,24 @@ def foreign_share(before: tuple[int, int], after: tuple[int, int], own_cpu_secon
     total = (after[1] - before[1]) / ticks_per_s
     busy = (after[0] - before[0]) / ticks_per_s
     return max(0.0, busy - own_cpu_seconds) / total if total > 0 else 0.0
+
+
+def own_cpu_seconds() -> float:
+    """CPU time of this process and of every finished child (torchrun's workers are reaped by torchrun,
+    itself reaped by us, so theirs count)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+@contextlib.contextmanager
+def cpu_watch():
+    """Yields a dict that gets `foreign_share`: how much of the CPU other processes took meanwhile."""
+    stat = Path("/proc/stat")
+    if not stat.exists():
+        yield {}
+        return
+    got: dict[str, float] = {}
+    before, own = proc_stat_ticks(stat.read_text()), own_cpu_seconds()
+    yield got
+    got["foreign_share"] = foreign_share(before, proc_stat_ticks(stat.read_text()), own_cpu_seconds() - own,
+                                         os.sysconf("SC_CLK_TCK"))
