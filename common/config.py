@@ -28,13 +28,30 @@ def opt(default: Any = dataclasses.MISSING, help: str = "", alias: str | None = 
     return dataclasses.field(default=default, metadata=meta, **kw)
 
 
+AUTO = "auto"
+"""The value of an `int | str` option that lmforge chooses itself (`--zero-stage auto`, `--micro-batch-size auto`)."""
+
+
+def int_or_auto(text: str) -> int | str:
+    """The flag parser of an `int | str` field: a whole number, or `auto`."""
+    if text.strip().lower() == AUTO:
+        return AUTO
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number or 'auto', got {text!r}") from None
+
+
 def _base_type(tp: Any) -> tuple[Any, bool]:
-    """(element type, is_list) for str, int, float, bool, Path, list[X], X | None."""
+    """(element type, is_list) for str, int, float, bool, Path, list[X], X | None; `int | str` (a number or
+    `auto`) parses with `int_or_auto`."""
     origin = typing.get_origin(tp)
     if origin in (list, tuple):
         return typing.get_args(tp)[0], True
     if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if set(args) == {int, str}:
+            return int_or_auto, False
         return _base_type(args[0])
     return tp, False
 

@@ -33,19 +33,34 @@ class Machine:
     cpu_count: int
     gpus: tuple[tuple[int, int], ...] = ()
     """(major, minor) compute capability of each visible CUDA device."""
+    gpu_memory: tuple[int, ...] = ()
+    """Total bytes of each visible CUDA device (empty: unknown)."""
+    host_memory: int = 0
+    """Bytes of RAM (0: unknown)."""
 
     @classmethod
     def here(cls) -> Machine:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         gpus: tuple[tuple[int, int], ...] = ()
+        memory: tuple[int, ...] = ()
         try:
             import torch
 
             if torch.cuda.is_available():
-                gpus = tuple(torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count()))
+                n = torch.cuda.device_count()
+                gpus = tuple(torch.cuda.get_device_capability(i) for i in range(n))
+                memory = tuple(int(torch.cuda.get_device_properties(i).total_memory) for i in range(n))
         except Exception:  # a broken CUDA install must not stop a CPU run  # noqa: BLE001
-            gpus = ()
-        return cls(cpu_count=max(1, cores), gpus=gpus)
+            gpus, memory = (), ()
+        return cls(cpu_count=max(1, cores), gpus=gpus, gpu_memory=memory, host_memory=host_memory())
+
+
+def host_memory() -> int:
+    """Bytes of RAM this machine reports (0 where it does not)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 0
 
 
 CPU_MALLOC = {"glibc.malloc.mmap_threshold": 32 << 20, "glibc.malloc.trim_threshold": 1 << 30,
@@ -83,6 +98,9 @@ class LaunchPlan:
     """DeepSpeed's fused ops may be used (CUDA: FusedLamb for --optimizer lamb, where its op loads; AdamW is
     torch's fused one everywhere, training.recipe.optimizer_choice)."""
     notes: list[str] = field(default_factory=list)
+    device_memory: int = 0
+    """Bytes each process may fill: its GPU's (the smallest of the node's), or RAM shared out over the
+    processes on the CPU (0: unknown). training.memory_plan chooses the ZeRO stage from it."""
 
     def env(self) -> dict[str, str]:
         """The environment of every worker process; on the CPU also glibc's allocator settings (`cpu_malloc`)."""
@@ -117,12 +135,13 @@ def launch_plan(accelerator: str = "auto", nproc: int = 0, machine: Machine | No
         if not bf16:
             notes.append("a GPU older than compute capability 8.0: no bf16, fp16 with loss scaling instead")
         threads = max(1, m.cpu_count // n)
-        return LaunchPlan("cuda", n, "nccl", threads, "cuda", precisions, True, notes)
+        memory = min(m.gpu_memory[:n]) if len(m.gpu_memory) >= n else 0
+        return LaunchPlan("cuda", n, "nccl", threads, "cuda", precisions, True, notes, memory)
     n = nproc or DEFAULT_CPU_PROCESSES
     if n > m.cpu_count:
         notes.append(f"{n} processes on {m.cpu_count} core(s): they will contend; one thread each")
     threads = max(1, m.cpu_count // n)
-    return LaunchPlan("cpu", n, "gloo", threads, "cpu", ("bf16", "fp32"), False, notes)
+    return LaunchPlan("cpu", n, "gloo", threads, "cpu", ("bf16", "fp32"), False, notes, m.host_memory // n)
 
 
 def dist_backend() -> str:

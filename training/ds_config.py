@@ -48,13 +48,35 @@ def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+CLIP = 1.0
+"""Gradient clipping's max norm (BERT's), unless a --deepspeed-config file sets gradient_clipping."""
+
+
+def lmforge_clips(cfg: Any) -> bool:
+    """Stage 0 without fp16: lmforge clips (training.engine) and DeepSpeed is told not to. DeepSpeed's own clip at
+    stage 0 takes a norm per parameter and an all-reduce (~600 ops a bert_base step); lmforge's is one fused
+    norm, and the scale rides in torch's fused AdamW (`grad_scale`) instead of a pass over the gradients.
+    ZeRO 1-3 and fp16 clip inside DeepSpeed's own optimizers, over flat buffers."""
+    return cfg.zero_stage == 0 and not cfg.fp16
+
+
+def clip_norm(cfg: Any) -> float:
+    """The max gradient norm: CLIP, or the --deepspeed-config file's gradient_clipping."""
+    if cfg.deepspeed_config:
+        return float(read_deepspeed_file(cfg.deepspeed_config).get("gradient_clipping", CLIP))
+    return CLIP
+
+
 def deepspeed_config(cfg: Any, load_universal: bool = False) -> dict[str, Any]:
     """The engine's config: lmforge's defaults, then --deepspeed-config's file over them. The global batch is
-    micro_batch_size * grad_accum * world size."""
+    micro_batch_size * grad_accum * world size. At stage 0, bf16 is torch autocast (fp32 weights, gradients and
+    AdamW state, bf16 matrix products: what a plain PyTorch loop does) rather than DeepSpeed's bf16 optimizer,
+    which keeps a second copy of every weight and walks them one by one each step."""
+    autocast = cfg.zero_stage == 0 and cfg.bf16
     base: dict[str, Any] = {
         "train_micro_batch_size_per_gpu": cfg.micro_batch_size,
         "gradient_accumulation_steps": cfg.grad_accum,
-        "gradient_clipping": 1.0,
+        "gradient_clipping": 0.0 if lmforge_clips(cfg) else CLIP,
         "zero_optimization": {"stage": cfg.zero_stage},
         # torch AdamW / LAMB as the client optimizer: DeepSpeed's CPU Adam would JIT-compile C++ for ~2 min.
         "zero_allow_untested_optimizer": True,
@@ -62,15 +84,21 @@ def deepspeed_config(cfg: Any, load_universal: bool = False) -> dict[str, Any]:
         # check (amax + amin + isfinite on each of ~200 gradients, 1,000+ kernel launches a step) cost 21 of
         # bert_base's 89 ms a step on an H200 (docs/BENCHMARKS.md, GPU). A non-finite loss or gradient norm stops
         # the run at the next log step instead (training.pretrain.check_finite). fp16 keeps DeepSpeed's check.
-        "bf16": {"enabled": cfg.bf16, **({"check_grad_overflow": False} if cfg.bf16 else {})},
+        "bf16": {"enabled": cfg.bf16 and not autocast, **({"check_grad_overflow": False} if cfg.bf16 and not autocast else {})},
         "steps_per_print": 1 << 30,  # we log ourselves
     }
+    if autocast:
+        base["torch_autocast"] = {"enabled": True, "dtype": "bfloat16"}
     if cfg.fp16:  # dynamic loss scaling (loss_scale 0), DeepSpeed's defaults otherwise
         base["fp16"] = {"enabled": True, "loss_scale": 0}
     if cfg.zero_stage == 3:
         # the HF export gathers the partitioned weights itself (training.pretrain_outputs.write_outputs)
         base["zero_optimization"]["stage3_gather_16bit_weights_on_model_save"] = False
-    merged = merge(base, read_deepspeed_file(cfg.deepspeed_config)) if cfg.deepspeed_config else base
+    user = read_deepspeed_file(cfg.deepspeed_config) if cfg.deepspeed_config else {}
+    # what lmforge does itself at stage 0 (clipping; bf16 as autocast) is not handed to DeepSpeed a second time
+    taken = {"gradient_clipping"} if lmforge_clips(cfg) else set()
+    taken |= {"bf16"} if autocast else set()
+    merged = merge(base, {k: v for k, v in user.items() if k not in taken})
     if load_universal:
         merged = merge(merged, {"checkpoint": {"load_universal": True}})
     return merged

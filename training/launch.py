@@ -165,9 +165,34 @@ def plan_text(module: str, cfg: Any, nproc: int, nodes: Nodes = Nodes(), acceler
         from training.ds_config import deepspeed_config
         from training.recipe import optimizer_choice
 
-        out["deepspeed_config"] = deepspeed_config(cfg)
+        cfg, run = planned_run(cfg, plan, nodes)
+        out["run_plan"] = run.lines()
+        if cfg.micro_batch_size == "auto":  # probed by the workers; the config shows where it goes
+            out["deepspeed_config"] = {**deepspeed_config(dataclasses.replace(cfg, micro_batch_size=1)),
+                                       "train_micro_batch_size_per_gpu": "auto (probed on the GPU at start-up)"}
+        else:
+            out["deepspeed_config"] = deepspeed_config(cfg)
         out["optimizer"] = optimizer_choice(cfg.optimizer, plan.accelerator, fused_lamb=plan.fused_adam)
     return json.dumps(out, indent=1, default=str)
+
+
+def planned_run(cfg: Any, plan, nodes: Nodes):
+    """The pretraining run's plan (training.run_plan) as the workers will make it: world size from the nodes, each
+    device's memory from the launch plan, the parameter count from the preset and the shards (30,522 pieces and
+    MLM where the shards are not there yet)."""
+    from types import SimpleNamespace
+
+    from training.pretrain_module import estimated_parameters
+    from training.run_plan import resolve
+
+    try:
+        from training.data import ShardSet
+
+        shards = ShardSet.open(cfg.shards, verify=False)
+    except (OSError, ValueError):
+        shards = SimpleNamespace(vocab_size=30522, objective="mlm")
+    world = plan.nproc_per_node * nodes.nnodes
+    return resolve(cfg, world, plan.accelerator, plan.device_memory or None, estimated_parameters(cfg, shards))
 
 
 def worker_path() -> str:

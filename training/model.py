@@ -17,6 +17,7 @@ from transformers import BertConfig, BertForMaskedLM
 
 from schemas.objectives import objective as objective_record
 from schemas.objectives import objectives_of_kind
+from training.attention import document_mask
 from training.model_formats import refuse_quantized
 from training.model_kinds import KINDS
 from training.recipe import masked_accuracy, param_groups  # noqa: F401  (param_groups: re-exported)
@@ -293,14 +294,22 @@ def load_for_objective(objective: str, model_dir: str, vocab_size: int, pad_id: 
 class HFLoss(torch.nn.Module):
     """A HF model whose own forward computes the loss from the loader's batch: GPT-2 shifts the
     labels itself (the loader's causal labels are the inputs, -100 at padding); T5 takes
-    input_ids, attention_mask, labels and decoder_input_ids as the loader builds them."""
+    input_ids, attention_mask, labels and decoder_input_ids as the loader builds them. Under `document`
+    attention (training.attention) a causal batch's `doc_ids` become a causal mask within each document."""
 
     def __init__(self, model, shift: bool = False):
         super().__init__()
         self.hf, self.shift = model, shift
+        self.attention_kernel = "sdpa"
         self.last_correct = self.last_counted = torch.zeros((), dtype=torch.long)
 
     def forward(self, **batch: torch.Tensor) -> torch.Tensor:
+        doc_ids = batch.pop("doc_ids", None)
+        if doc_ids is not None:
+            if not self.shift:
+                raise ValueError("document attention is for masked and causal LMs; T5's encoder-decoder rows hold one "
+                                 "document each already")
+            batch["attention_mask"] = document_mask(doc_ids, self.attention_kernel, causal=True)
         out = self.hf(**batch)
         logits, labels = out.logits, batch["labels"]
         if self.shift:  # GPT-2 predicts token t + 1 at position t
@@ -343,6 +352,12 @@ class SparseMLM(torch.nn.Module):
         self.mlm = mlm
         self.last_correct = self.last_counted = torch.zeros((), dtype=torch.long)
         """Top-1 hits and labelled tokens of the last forward (for the MLM accuracy in the metrics)."""
+        self._head = self.head_loss
+        self.attention_kernel = "sdpa"
+        """training.attention's kernel for `document` attention: sdpa (dense mask) or flex (BlockMask)."""
+        # RoBERTa numbers positions from pad_id + 1; a document's first token is position 0 in the loader's ids
+        roberta = getattr(mlm.config, "model_type", "") in ("roberta", "roberta-prelayernorm")
+        self.position_offset = mlm.config.pad_token_id + 1 if roberta else 0
 
     @staticmethod
     def head_of(mlm):
@@ -355,21 +370,38 @@ class SparseMLM(torch.nn.Module):
         return self.mlm
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor,
-                masked_index: torch.Tensor | None = None, masked_labels: torch.Tensor | None = None) -> torch.Tensor:
+                masked_index: torch.Tensor | None = None, masked_labels: torch.Tensor | None = None,
+                position_ids: torch.Tensor | None = None, doc_ids: torch.Tensor | None = None) -> torch.Tensor:
         """`masked_index`/`masked_labels` (from `sparse_targets`, built on the CPU before the batch moves): the
         flat positions to project and their labels, padded with -100. Without them the positions are found
-        here by a boolean mask, which on a GPU costs a host sync."""
-        hidden = self.mlm.base_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        here by a boolean mask, which on a GPU costs a host sync. `doc_ids` and `position_ids` (the loader's,
+        under `document` attention, training.attention): attention within each document, positions restarting."""
+        mask = attention_mask if doc_ids is None else document_mask(doc_ids, self.attention_kernel)
+        if position_ids is not None and self.position_offset:
+            position_ids = position_ids + self.position_offset
+        hidden = self.mlm.base_model(input_ids=input_ids, attention_mask=mask, position_ids=position_ids).last_hidden_state
         if masked_index is None:
             keep = labels != -100
-            picked, targets = hidden[keep], labels[keep]
-        else:
-            picked, targets = hidden.flatten(0, 1).index_select(0, masked_index), masked_labels
+            loss, self.last_correct, self.last_counted = self.loss_at(hidden[keep], labels[keep])
+            return loss
+        loss, self.last_correct, self.last_counted = self._head(hidden, masked_index, masked_labels)
+        return loss
+
+    def head_loss(self, hidden: torch.Tensor, index: torch.Tensor, targets: torch.Tensor):
+        """(mean loss, top-1 hits, labelled count) of the vocabulary head at the flat positions `index`."""
+        return self.loss_at(hidden.flatten(0, 1).index_select(0, index), targets)
+
+    def loss_at(self, picked: torch.Tensor, targets: torch.Tensor):
         logits = self.head_of(self.mlm)(picked)  # (masked tokens, vocab)
-        self.last_correct, self.last_counted = masked_accuracy(logits, targets)
+        correct, counted = masked_accuracy(logits, targets)
         # sum / count rather than mean: a batch with no masked token gives 0, not NaN
         loss = F.cross_entropy(logits.float(), targets, ignore_index=-100, reduction="sum")
-        return loss / self.last_counted.clamp(min=1)
+        return loss / counted.clamp(min=1), correct, counted
+
+    def compile_head(self, mode: str = "default") -> None:
+        """torch.compile the head (gather, transform, decoder, loss) as one region (training.compiled); its
+        shapes are fixed when `sparse_targets` pads to a fixed size."""
+        self._head = torch.compile(self.head_loss, mode=mode)
 
 
 SPARSE_MULTIPLE = 8
@@ -377,18 +409,30 @@ SPARSE_MULTIPLE = 8
 307 +- 16 positions, so steps see a handful of head shapes (tensor-core friendly) and waste < 8 rows."""
 
 
-def sparse_targets(batch: dict[str, torch.Tensor], multiple: int = SPARSE_MULTIPLE) -> dict[str, torch.Tensor]:
+def sparse_targets(batch: dict[str, torch.Tensor], multiple: int = SPARSE_MULTIPLE,
+                   size: int | None = None) -> dict[str, torch.Tensor]:
     """The batch plus SparseMLM's `masked_index` (flat positions of the labelled tokens, padded with position 0)
-    and `masked_labels` (their labels, -100 at the padding), computed on the CPU tensors before they move."""
+    and `masked_labels` (their labels, -100 at the padding), computed on the CPU tensors before they move.
+    Padded to a multiple of `multiple`, or to exactly `size` (a compiled head then sees one shape every step;
+    `masked_bound` gives a size no batch exceeds)."""
     flat = batch["labels"].reshape(-1)
     index = torch.nonzero(flat != -100).reshape(-1)
     n = index.numel()
-    size = max(multiple, -(-n // multiple) * multiple)
-    padded = torch.zeros(size, dtype=torch.long)
+    if size is not None and n > size:
+        raise ValueError(f"a batch has {n} masked tokens, more than the fixed size {size} (masked_bound)")
+    padded_size = size if size is not None else max(multiple, -(-n // multiple) * multiple)
+    padded = torch.zeros(padded_size, dtype=torch.long)
     padded[:n] = index
-    labels = torch.full((size,), -100, dtype=flat.dtype)
+    labels = torch.full((padded_size,), -100, dtype=flat.dtype)
     labels[:n] = flat[index]
     return {**batch, "masked_index": padded, "masked_labels": labels}
+
+
+def masked_bound(rows: int, most_per_row: int, multiple: int = SPARSE_MULTIPLE) -> int:
+    """A fixed masked-position count for `sparse_targets(size=...)`: `rows` times the most masks any row has
+    (training.data.most_masks_per_row), rounded up to `multiple`. At 15% of 128 tokens a row has at most ~20, a
+    batch of 16 on average 307: the bound pads ~4% more rows into the head than the data has."""
+    return max(multiple, -(-rows * most_per_row // multiple) * multiple)
 
 
 def num_parameters(model) -> int:

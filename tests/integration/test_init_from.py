@@ -77,7 +77,7 @@ def test_init_from_a_model_with_another_vocabulary_is_a_clear_error(tmp_path):
     from tests.fixtures import make_objective_shards
     from training.data import ShardSet
     from training.model import load_for_objective
-    from training.pretrain import check_same_tokenizer
+    from training.pretrain_module import check_same_tokenizer
 
     shards = ShardSet.open(make_objective_shards(tmp_path, "span"))
     with pytest.raises(ValueError, match=r"does not fit the shards: its vocabulary has 30522 entries, the shards' "

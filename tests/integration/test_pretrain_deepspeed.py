@@ -251,11 +251,11 @@ def test_bf16_cosine_on_one_process_uses_every_core_and_exports_the_fp32_master_
 
 
 def test_lamb_trains_in_fp32_without_zero_and_is_refused_where_zero_flattens(tmp_path):
-    """LAMB's trust ratio is per tensor: at ZeRO-0 in fp32 the client optimizer sees the model's tensors and
-    trains; under ZeRO-1/2 or bf16 the config is refused before anything launches."""
+    """LAMB's trust ratio is per tensor: at ZeRO-0 (fp32, or bf16 as torch autocast) the client optimizer sees the
+    model's tensors and trains; under ZeRO-1/2 (bf16 or not) the config is refused before anything launches."""
     tok = make_tokenizer(tmp_path / "tokenizer")
     shards = make_shards(tmp_path / "shards", tok, seq_len=32, num_variants=2, train_rows=64, valid_rows=16)
-    for refused in ({"zero_stage": 2}, {"zero_stage": 0, "bf16": True}):
+    for refused in ({"zero_stage": 2}, {"zero_stage": 1, "bf16": True}):
         with pytest.raises(ValueError, match="lamb needs per-tensor norms"):
             PretrainConfig(shards=str(shards), tokenizer=str(tok), output=str(tmp_path / "x"), optimizer="lamb",
                            **refused)

@@ -14,7 +14,7 @@ from pipelines.tokenizer_families import FAMILIES as TOKENIZER_FAMILIES
 from pipelines.tokenizer_families import LAYOUTS as SPECIAL_LAYOUTS
 from schemas.objectives import REGISTRY as OBJECTIVES
 from schemas.shards import LAYOUTS
-from training.data import BATCHES
+from training.batches import BATCHES
 from training.model import MODEL_FAMILIES, WRAPPERS
 from training.model_kinds import KINDS
 

@@ -62,11 +62,11 @@ def test_optimizer_choice_needs_no_compiler_and_lamb_trains_here():
     assert not fused_op_loads("FusedLambBuilder") and not fused_op_loads("NoSuchBuilder")
     assert build_optimizer("adamw", param_groups(torch.nn.Linear(2, 2), 0.01), lr=1e-3).defaults["fused"] is True
     with pytest.raises(ValueError, match="lamb needs per-tensor norms"):
-        check_optimizer("lamb", zero_stage=1, mixed_precision=False)
+        check_optimizer("lamb", zero_stage=1, fp16=False)
     with pytest.raises(ValueError, match="lamb needs per-tensor norms"):
-        check_optimizer("lamb", zero_stage=0, mixed_precision=True)
-    check_optimizer("lamb", zero_stage=0, mixed_precision=False)
-    check_optimizer("adamw", zero_stage=3, mixed_precision=True)
+        check_optimizer("lamb", zero_stage=0, fp16=True)
+    check_optimizer("lamb", zero_stage=0, fp16=False)
+    check_optimizer("adamw", zero_stage=3, fp16=True)
     with pytest.raises(ValueError, match="optimizer must be one of"):
         optimizer_choice("sgd", "cpu")
     torch.manual_seed(0)

@@ -54,11 +54,11 @@ def test_torchrun_command():
 
 
 def test_config_validation_and_plan():
-    with pytest.raises(ValueError, match="zero_stage must be 0, 1, 2 or 3"):
+    with pytest.raises(ValueError, match="zero_stage must be 0, 1, 2, 3 or auto"):
         PretrainConfig(shards="s", tokenizer="t", output="o", zero_stage=4)
     with pytest.raises(ValueError, match="unknown model preset"):
         PretrainConfig(shards="s", tokenizer="t", output="o", model="nope")
-    cfg = PretrainConfig(shards="s", tokenizer="t", output="o", epochs=3, grad_accum=2, micro_batch_size=8)
+    cfg = PretrainConfig(shards="s", tokenizer="t", output="o", epochs=3, grad_accum=2, micro_batch_size=8, zero_stage=2)
     assert plan_steps(cfg, batches_per_epoch=62) == 3 * 31
     ds = deepspeed_config(cfg)
     assert ds["zero_optimization"] == {"stage": 2} and ds["gradient_accumulation_steps"] == 2

@@ -1,0 +1,175 @@
+"""The run's plan (training.run_plan, training.memory_plan, training.micro_batch) and the lean stage-0 step
+(training.engine.TrainStep): pure numbers, a simulated device memory, a tiny model on the CPU."""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+import torch
+
+from training.compiled import compile_choice
+from training.ds_config import deepspeed_config
+from training.engine import TrainStep
+from training.memory_plan import fit_micro_batch, plan_zero_stage, split_global_batch, state_bytes
+from training.micro_batch import StepProbe, check_micro_batch
+from training.model import SparseMLM, bert_config, build_model, preset, sparse_targets
+from training.pretrain_config import PretrainConfig
+from training.run_plan import CPU_MICRO_BATCH, estimate_parameters, resolve
+
+GB = 1e9
+BERT_BASE = estimate_parameters(768, 12, 3072, 30522, 512)
+
+
+def _cfg(**kw) -> PretrainConfig:
+    return PretrainConfig(shards="s", tokenizer="t", output="o", **kw)
+
+
+def test_zero_stage_costs_nothing_where_it_buys_nothing():
+    # one process: nothing to partition, whatever the size
+    assert plan_zero_stage("auto", 1, 80 * GB, 20_000_000_000).stage == 0
+    # bert_base on 8 GPUs: 1.8 GB of model states fit -> plain data parallel
+    choice = plan_zero_stage("auto", 8, 80 * GB, BERT_BASE)
+    assert choice.stage == 0 and "fit" in choice.reason
+    # 3B on 8 x 80 GB: 48 GB at stage 0 is over half the GPU; ZeRO-1 (4 + 4 + 8/8 bytes) holds 27 GB
+    assert plan_zero_stage("auto", 8, 80 * GB, 3_000_000_000).stage == 1
+    # 7B: ZeRO-1 63 GB, ZeRO-2 (4 + 12/8) 38.5 GB fits in 40
+    assert plan_zero_stage("auto", 8, 80 * GB, 7_000_000_000).stage == 2
+    # 18B: only ZeRO-3 (16/8 = 2 bytes) fits: 36 GB
+    assert plan_zero_stage("auto", 8, 80 * GB, 18_000_000_000).stage == 3
+    assert "expect out-of-memory" in plan_zero_stage("auto", 8, 80 * GB, 60_000_000_000).reason
+    assert plan_zero_stage(2, 1, 80 * GB, BERT_BASE).stage == 2  # asked for: kept
+    assert state_bytes(1000, 3, 4) == 16 * 1000 / 4
+    with pytest.raises(ValueError, match="zero_stage must be"):
+        plan_zero_stage(5, 1, None, 1)
+
+
+def test_resolve_fills_in_stage_micro_batch_and_compile():
+    cfg, plan = resolve(_cfg(), world=1, accelerator="cpu", device_bytes=24 * GB, params=BERT_BASE)
+    assert (cfg.zero_stage, cfg.micro_batch_size, cfg.compile) == (0, CPU_MICRO_BATCH, False)
+    assert plan.clip.startswith("lmforge")
+    cfg, plan = resolve(_cfg(bf16=True), world=1, accelerator="cuda", device_bytes=80 * GB, params=BERT_BASE)
+    assert cfg.micro_batch_size == "auto" and cfg.compile is True and "autocast" in plan.precision
+    cfg, _ = resolve(_cfg(micro_batch_size=32, global_batch_size=256), world=2, accelerator="cuda",
+                     device_bytes=80 * GB, params=BERT_BASE)
+    assert (cfg.micro_batch_size, cfg.grad_accum) == (32, 4)
+    cfg, plan = resolve(_cfg(zero_stage=3), world=2, accelerator="cuda", device_bytes=80 * GB, params=BERT_BASE)
+    assert cfg.compile is False and "ZeRO-3" in plan.compile_reason
+    assert compile_choice(True, "cpu", 0) == (True, "asked for (--compile)")
+    with pytest.raises(ValueError, match="give --global-batch-size or --grad-accum"):
+        resolve(_cfg(global_batch_size=64, grad_accum=2), 1, "cpu", None, BERT_BASE)
+
+
+def test_stage0_deepspeed_config_leaves_clipping_and_bf16_to_lmforge():
+    ds = deepspeed_config(_cfg(zero_stage=0, micro_batch_size=8, bf16=True))
+    assert ds["gradient_clipping"] == 0.0 and ds["torch_autocast"] == {"enabled": True, "dtype": "bfloat16"}
+    assert ds["bf16"] == {"enabled": False}
+    ds = deepspeed_config(_cfg(zero_stage=2, micro_batch_size=8, bf16=True))
+    assert ds["gradient_clipping"] == 1.0 and "torch_autocast" not in ds
+    assert ds["bf16"] == {"enabled": True, "check_grad_overflow": False}
+
+
+def test_split_global_batch():
+    assert split_global_batch(256, 1, None, fitted=100) == (64, 4)  # the largest divisor of 256 under 100
+    assert split_global_batch(256, 2, 32) == (32, 4)
+    with pytest.raises(ValueError, match="not a multiple of micro batch 48"):
+        split_global_batch(256, 2, 48)
+
+
+def test_fit_micro_batch_under_a_simulated_memory_limit():
+    """A device of 80 GB, 10% kept free: 3 GB of model state plus 0.25 GB a row fits 276 rows; past 300 rows
+    the allocator fails outright. The search finds the largest size within an eighth of the threshold."""
+    budget = 0.9 * 80 * GB
+    probed = []
+
+    def probe(size):
+        probed.append(size)
+        return None if size > 300 else 3 * GB + 0.25 * GB * size
+
+    fit = fit_micro_batch(probe, budget, largest=1024)
+    assert 276 - 276 // 8 <= fit.size <= 276 and 3 * GB + 0.25 * GB * fit.size <= budget
+    assert len(probed) <= 12
+    with pytest.raises(MemoryError, match="not even a micro batch of 1"):
+        fit_micro_batch(lambda size: None, budget, largest=64)
+    assert fit_micro_batch(probe, budget, largest=16).size == 16  # capped by the rows a step needs
+
+
+def _tiny_mlm(seed: int = 0) -> SparseMLM:
+    torch.manual_seed(seed)
+    return SparseMLM(build_model(bert_config(dataclasses.replace(preset("tiny"), dropout=0.0), 300, 0, 64)))
+
+
+def _batch(size: int, seq: int = 32) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(size)
+    ids = torch.randint(5, 300, (size, seq), generator=g)
+    labels = torch.where(torch.rand(size, seq, generator=g) < 0.15, ids, torch.full_like(ids, -100))
+    return sparse_targets({"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels})
+
+
+def test_step_probe_and_the_one_line_error_for_a_size_that_does_not_fit():
+    """The real probe on the CPU (it counts weights, gradients and the tensors saved for backward) under a
+    simulated device: the fitted size fits, twice it does not, and asking for 4x fails in one line naming a
+    size that fits."""
+    module = _tiny_mlm()
+    probe = StepProbe(module, _batch, torch.device("cpu"), optimizer_bytes=8 * sum(p.numel() for p in module.parameters()))
+    small, large = probe(4), probe(64)
+    assert small is not None and large > small  # memory grows with the batch
+    budget = (probe(16) + probe(32)) / 2  # 16 rows fit, 32 do not
+    fit = fit_micro_batch(probe, budget, largest=256)
+    assert 14 <= fit.size < 32
+    assert all(p.grad is None for p in module.parameters())  # the probe leaves no gradients behind
+    with pytest.raises(ValueError) as e:
+        check_micro_batch(128, probe, budget, "a simulated device")
+    said = str(e.value)
+    assert "\n" not in said and "--micro-batch-size 128 does not fit on a simulated device" in said
+    assert f"--micro-batch-size {fit_micro_batch(probe, budget, largest=127).size} does" in said
+    check_micro_batch(fit.size, probe, budget)  # fits: no error
+
+
+class _Engine:
+    """What TrainStep uses of a DeepSpeed engine, around a plain module and optimizer (stage 0, world 1)."""
+
+    def __init__(self, module, optimizer):
+        self.module, self.optimizer, self.device = module, optimizer, torch.device("cpu")
+
+    def __call__(self, **batch):
+        return self.module(**batch)
+
+    def backward(self, loss):
+        loss.backward()
+
+    def is_gradient_accumulation_boundary(self):
+        return True
+
+    def step(self):
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def get_global_grad_norm(self):
+        return None
+
+
+@pytest.mark.parametrize("lr,max_norm", [(1e-3, 1e3), (1e-3, 1e-3)])
+def test_lean_clip_equals_torch_clip_then_adamw(lr, max_norm, tmp_path):
+    """lmforge's stage-0 clip (one fused norm, the scale inside fused AdamW) updates the weights as
+    clip_grad_norm_ followed by AdamW does, with the norm unclipped and on the device; clipped or not."""
+    (tmp_path / "ds.json").write_text(json.dumps({"gradient_clipping": max_norm}))
+    cfg = _cfg(zero_stage=0, deepspeed_config=str(tmp_path / "ds.json"))
+    ours, ref = _tiny_mlm(), _tiny_mlm()
+    opt = torch.optim.AdamW(ours.parameters(), lr=lr, fused=True)
+    ref_opt = torch.optim.AdamW(ref.parameters(), lr=lr, fused=True)
+    step = TrainStep(_Engine(ours, opt), cfg)
+    assert step.in_optimizer
+    for i in range(3):
+        batch = _batch(8 + i)
+        step.forward_backward(batch)
+        norm = step.update()
+        ref(**batch).backward()
+        ref_norm = torch.nn.utils.clip_grad_norm_(ref.parameters(), max_norm)
+        ref_opt.step()
+        ref_opt.zero_grad(set_to_none=True)
+        assert isinstance(norm, torch.Tensor) and torch.allclose(norm, ref_norm, rtol=1e-5)
+        for a, b in zip(ours.parameters(), ref.parameters()):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)  # 1e-3 of an Adam step of lr 1e-3
+    clipped = max_norm < ref_norm.item()
+    assert clipped == (max_norm == 1e-3)
