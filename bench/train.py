@@ -94,7 +94,8 @@ def code_id() -> str:
     import transformers
 
     h = hashlib.sha256(f"{torch.__version__} {transformers.__version__} {deepspeed.__version__}".encode())
-    for f in sorted([*(ROOT / "training").glob("*.py"), ROOT / "bench" / "train_hf.py"]):
+    for f in sorted([*(ROOT / "training").glob("*.py"), *(ROOT / "bench" / n for n in ("train_hf.py", "step_peers.py",
+                                                                                      "train_host.py"))]):
         h.update(f.name.encode() + f.read_bytes())
     return h.hexdigest()[:12]
 
@@ -245,6 +246,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="rows per process per step, both systems (default: %(default)s)")
     ap.add_argument("--vocab-size", type=int, default=d.vocab_size, help="tokenizer stage (default: %(default)s)")
     ap.add_argument("--seq-len", type=int, default=d.seq_len, help="tokens per row, shards stage (default: %(default)s)")
+    ap.add_argument("--host-work", action=argparse.BooleanOptionalAction, default=True,
+                    help="also measure each system's host work per step: ops on bert_base's shape and milliseconds on "
+                         "a launch-bound one, lmforge as planned for one GPU against the plain PyTorch loop and the HF "
+                         "Trainer (bench.train_host; ~6 minutes) (default: on)")
     ap.add_argument("--resume", action="store_true", help="keep the measurements <work>/results.json has for these "
                     "settings, except those during which other processes took more than 5%% of the CPU")
     ap.add_argument("--out", default="docs/BENCHMARKS.md", help="report to update (default: %(default)s)")
@@ -299,15 +304,47 @@ def main(argv: list[str] | None = None) -> int:
             print(f"train: {label}: {r['tokens_per_s']:,.0f} tokens/s ({r['seconds'] / r['steps']:.3f} s/step, "
                   f"{r['wall_seconds']:.0f} s wall{other})", flush=True)
         rows.append(r)
-    report = {"rows": rows, "peak": {**asdict(peak), "flops": peak.flops, "text": peak.describe()}, "matmul": ceiling,
+    host = measure_host(cfg, data, results, results_path, a.resume, data_id, code) if a.host_work else {}
+    report = {"rows": rows, "host": host, "peak": {**asdict(peak), "flops": peak.flops, "text": peak.describe()}, "matmul": ceiling,
               "settings": {**asdict(cfg), "data_id": data_id, "code_id": code, "vocab_size": shards.vocab_size},
               "wall_seconds": time.time() - t0, "measured_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     atomic_write_bytes(Path(cfg.work, "report.json"), (json.dumps(report, indent=1) + "\n").encode())
     print(render(report))
     if not a.no_report:
         write_section(Path(a.out), report)
+        if host:
+            from bench.train_host import write_json
+
+            write_json(Path(a.out).parent / "benchmarks" / "train.json", host, report["measured_utc"])
     print(f"train: report data in {Path(cfg.work, 'report.json')} ({time.time() - t0:.0f} s)", flush=True)
     return 0
+
+
+def measure_host(cfg: BenchConfig, data: dict[str, Path], results: dict[str, Any], results_path: Path, resume: bool,
+                 data_id: str, code: str) -> dict[str, Any]:
+    """bench.train_host's measurements (each system on each shape), kept in results.json like the others."""
+    from bench import train_host
+
+    data = train_host.with_launch_shards(cfg, data)
+    kept = results.setdefault("host", {})
+    host = {}
+    plan = [(system, shape) for shape in train_host.SHAPES for system in train_host.SYSTEMS]
+    for i, (system, shape) in enumerate(plan, 1):
+        key = f"{system}|{shape}|data={data_id}|code={code}"
+        label = f"[host {i}/{len(plan)}] {system} on the {shape} shape"
+        r = kept.get(key) if resume else None
+        if r and r.get("foreign_share", 0.0) <= QUIET:
+            print(f"train: {label}: done earlier", flush=True)
+        else:
+            print(f"train: {label} ...", flush=True)
+            t = time.time()
+            with cpu_watch() as busy:
+                r = train_host.measure(system, shape, Path(cfg.work, "host"), data, Path(cfg.work, "logs"))
+            r.update(**busy, wall_seconds=time.time() - t)
+            kept[key] = r
+            atomic_write_bytes(results_path, (json.dumps(results, indent=1) + "\n").encode())
+        host[f"{system}|{shape}"] = r
+    return host
 
 
 def write_section(out: Path, report: dict[str, Any]) -> None:

@@ -17,8 +17,110 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import time
 from pathlib import Path
+from typing import Any
+
+
+def trainer_run(shards_dir: str, tokenizer_dir: str, model_name: str, micro_batch_size: int, steps: int, warmup: int,
+                dropout: float = -1.0, lr: float = 1e-3, bf16: bool = False, compile: bool = False, profile: int = 0,
+                use_cpu: bool = True, out_dir: Path | None = None) -> dict[str, Any]:
+    """The Trainer's run of warmup + profile + steps optimizer steps; rank 0's timings, the rest's None. `profile`
+    steps after the warm-up are profiled (training.step_profile), then `steps` timed."""
+    import dataclasses
+
+    import torch
+    from transformers import (
+        AutoTokenizer,
+        BertForMaskedLM,
+        DataCollatorForLanguageModeling,
+        Trainer,
+        TrainerCallback,
+        TrainingArguments,
+    )
+    from transformers.utils import logging as hf_logging
+
+    from training.data import ShardSet
+    from training.model import build_for_objective, num_parameters, preset
+    from training.step_profile import StepProfiler, enable_kernel_events
+
+    hf_logging.set_verbosity_error()
+    if profile:
+        enable_kernel_events()
+    shards = ShardSet.open(shards_dir)
+    table = shards.read("train")
+    ids, lengths = table.column("input_ids").to_pylist(), table.column("length").to_pylist()
+    # the unmasked rows, cut at their length: the collator pads each batch to its longest row
+    rows = [{"input_ids": r[:n]} for r, n in zip(ids, lengths)]
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    collator = DataCollatorForLanguageModeling(tok, mlm_probability=0.15)
+    torch.manual_seed(0)
+    m = preset(model_name) if dropout < 0 else dataclasses.replace(preset(model_name), dropout=dropout)
+    model = build_for_objective(shards.objective, m, shards.vocab_size, shards.pad_id, shards.eos_id,
+                                shards.seq_len).hf
+    if not isinstance(model, BertForMaskedLM):
+        raise SystemExit(f"train_hf: preset {model_name} on {shards.objective} shards builds a {type(model).__name__}; "
+                         "the peer is the HF Trainer on BertForMaskedLM")
+    total = warmup + profile + steps
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    out_dir = out_dir or Path(".")
+    args = TrainingArguments(
+        output_dir=str(out_dir / "hf-trainer-output"), max_steps=total,
+        per_device_train_batch_size=micro_batch_size, learning_rate=lr, adam_beta1=0.9, adam_beta2=0.98,
+        adam_epsilon=1e-6, weight_decay=0.01, max_grad_norm=1.0, lr_scheduler_type="linear",
+        warmup_steps=int(0.06 * total), use_cpu=use_cpu, ddp_backend="gloo" if world > 1 and use_cpu else None,
+        bf16=bf16, torch_compile=compile,
+        # the Trainer's default (True) costs an extra pass over the autograd graph each step, and PyTorch
+        # warns that this model has no unused parameter: a user would switch it off
+        ddp_find_unused_parameters=False,
+        eval_strategy="no", save_strategy="no", logging_strategy="no", report_to="none", disable_tqdm=True,
+        dataloader_num_workers=0, dataloader_drop_last=True, seed=0)
+    device = torch.device("cpu") if use_cpu else torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+
+    class StepClock(TrainerCallback):
+        """Stamps the end of every optimizer step; profiles steps warmup+1 .. warmup+profile."""
+
+        def __init__(self) -> None:
+            self.ends: list[float] = []
+            self.prof = StepProfiler(f"{warmup + 1}-{warmup + profile}" if profile else "", out_dir, device, write=False)
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            self.prof.before(state.global_step + 1)
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if device.type == "cuda" and len(self.ends) in (warmup + profile - 1, total - 1):
+                torch.cuda.synchronize(device)  # the timed window's two ends only
+            self.ends.append(time.perf_counter())
+            self.prof.after(state.global_step)
+
+    clock = StepClock()
+    trainer = Trainer(model=model, args=args, train_dataset=rows, data_collator=collator, callbacks=[clock])
+    trainer.train()
+    if trainer.args.process_index != 0:
+        return {}
+    if len(clock.ends) != total:
+        raise SystemExit(f"train_hf: {len(clock.ends)} steps ran, expected {total}")
+    first = warmup + profile  # the timed steps follow the warm-up and the profiled ones
+    seconds = clock.ends[-1] - clock.ends[first - 1]
+    each = [b - e for e, b in zip(clock.ends[first - 1:], clock.ends[first:])]
+    per_step = statistics.median(each) if device.type == "cpu" else seconds / steps  # as bench.step_peers times
+    return {"seconds": seconds, "seconds_per_step": per_step, "steps": steps, "warmup": warmup,
+            "world_size": world, "threads": torch.get_num_threads(), "micro_batch_size": micro_batch_size,
+            "rows_per_step": micro_batch_size, "seq_len": shards.seq_len, "head_share": 1.0,
+            "num_parameters": num_parameters(model), "optimizer": str(getattr(args.optim, "value", args.optim)),
+            "profile": clock.prof.summary, "device": str(device),
+            "peak_memory_gb": torch.cuda.max_memory_allocated(device) / 1e9 if device.type == "cuda" else None,
+            "step_seconds": [b - e for e, b in zip(clock.ends, clock.ends[1:])]}
+
+
+def run_trainer(a) -> dict[str, Any]:
+    """bench.step_peers' `hf_trainer` system (its parsed options)."""
+    import torch
+
+    return trainer_run(a.shards, a.tokenizer, a.model, a.micro_batch_size, a.steps, a.warmup, a.dropout, a.lr,
+                       a.bf16, a.compile, a.profile, use_cpu=a.device == "cpu" or not torch.cuda.is_available(),
+                       out_dir=Path(a.out).parent)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,69 +138,10 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.warmup < 1 or a.steps < 1:
         ap.error("--warmup and --steps must be >= 1 (the timing starts at the end of a warm-up step)")
-
-    import torch
-    from transformers import (
-        AutoTokenizer,
-        BertForMaskedLM,
-        DataCollatorForLanguageModeling,
-        Trainer,
-        TrainerCallback,
-        TrainingArguments,
-    )
-    from transformers.utils import logging as hf_logging
-
-    from training.data import ShardSet
-    from training.model import build_for_objective, num_parameters, preset
-
-    hf_logging.set_verbosity_error()
-    shards = ShardSet.open(a.shards)
-    table = shards.read("train")
-    ids, lengths = table.column("input_ids").to_pylist(), table.column("length").to_pylist()
-    # the unmasked rows, cut at their length: the collator pads each batch to its longest row
-    rows = [{"input_ids": r[:n]} for r, n in zip(ids, lengths)]
-    tok = AutoTokenizer.from_pretrained(a.tokenizer)
-    collator = DataCollatorForLanguageModeling(tok, mlm_probability=0.15)
-    torch.manual_seed(0)
-    import dataclasses
-
-    m = preset(a.model) if a.dropout < 0 else dataclasses.replace(preset(a.model), dropout=a.dropout)
-    model = build_for_objective(shards.objective, m, shards.vocab_size, shards.pad_id, shards.eos_id,
-                                shards.seq_len).hf
-    if not isinstance(model, BertForMaskedLM):
-        raise SystemExit(f"train_hf: preset {a.model} on {shards.objective} shards builds a {type(model).__name__}; "
-                         "the peer is the HF Trainer on BertForMaskedLM")
-    total = a.warmup + a.steps
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    args = TrainingArguments(
-        output_dir=str(Path(a.out).parent / "hf-trainer-output"), max_steps=total,
-        per_device_train_batch_size=a.micro_batch_size, learning_rate=a.lr, adam_beta1=0.9, adam_beta2=0.98,
-        adam_epsilon=1e-6, weight_decay=0.01, max_grad_norm=1.0, lr_scheduler_type="linear",
-        warmup_steps=int(0.06 * total), use_cpu=True, ddp_backend="gloo" if world > 1 else None,
-        # the Trainer's default (True) costs an extra pass over the autograd graph each step, and PyTorch
-        # warns that this model has no unused parameter: a user would switch it off
-        ddp_find_unused_parameters=False,
-        eval_strategy="no", save_strategy="no", logging_strategy="no", report_to="none", disable_tqdm=True,
-        dataloader_num_workers=0, dataloader_drop_last=True, seed=0)
-
-    class StepClock(TrainerCallback):
-        def __init__(self) -> None:
-            self.ends: list[float] = []
-
-        def on_step_end(self, args, state, control, **kwargs):
-            self.ends.append(time.perf_counter())
-
-    clock = StepClock()
-    trainer = Trainer(model=model, args=args, train_dataset=rows, data_collator=collator, callbacks=[clock])
-    trainer.train()
-    if trainer.args.process_index == 0:
-        if len(clock.ends) != total:
-            raise SystemExit(f"train_hf: {len(clock.ends)} steps ran, expected {total}")
-        Path(a.out).write_text(json.dumps({
-            "seconds": clock.ends[-1] - clock.ends[a.warmup - 1], "steps": a.steps, "warmup": a.warmup, "world_size": world,
-            "threads": torch.get_num_threads(), "micro_batch_size": a.micro_batch_size, "seq_len": shards.seq_len,
-            "num_parameters": num_parameters(model), "optimizer": str(getattr(args.optim, "value", args.optim)),
-            "step_seconds": [b - e for e, b in zip(clock.ends, clock.ends[1:])]}, indent=1) + "\n")
+    result = trainer_run(a.shards, a.tokenizer, a.model, a.micro_batch_size, a.steps, a.warmup, a.dropout, a.lr,
+                         out_dir=Path(a.out).parent)
+    if result:
+        Path(a.out).write_text(json.dumps(result, indent=1) + "\n")
     return 0
 
 

@@ -146,8 +146,9 @@ def render(report: dict[str, Any]) -> str:
     nprocs = sorted({r["nproc"] for r in rows})
     pf = peak["flops"]
     out = [
-        f"Tokens/s of one training step, steady state: lmforge's pretraining (`lmforge pretrain`: DeepSpeed ZeRO-2, "
-        f"SparseMLM, torch AdamW) against the Hugging Face Trainer on `BertForMaskedLM` with "
+        f"Tokens/s of one training step, steady state: lmforge's pretraining (`lmforge pretrain` as its plan sets it "
+        f"up: DeepSpeed at the ZeRO stage the plan picks (0 here: the model fits), SparseMLM, torch's fused AdamW) "
+        f"against the Hugging Face Trainer on `BertForMaskedLM` with "
         f"`DataCollatorForLanguageModeling(mlm_probability=0.15)` (its default fused AdamW; DDP over gloo with "
         f"find_unused_parameters off, as PyTorch's warning advises), the same "
         f"model config, the same rows (the bundled crawl through lmforge's corpus, tokenizer and shards stages: "
@@ -221,7 +222,11 @@ def render(report: dict[str, Any]) -> str:
             f"- lmforge's MFU at least the HF Trainer's on every preset ({', '.join(judged)}) and process count: "
             f"**{parity_verdict}** ({parity_why}).",
             ""]
-    took = sum(r.get("wall_seconds", 0.0) for r in rows)
+    if report.get("host"):
+        from bench.train_host import render as render_host
+
+        out += [render_host(report["host"]), ""]
+    took = sum(r.get("wall_seconds", 0.0) for r in rows) + sum(r.get("wall_seconds", 0.0) for r in report.get("host", {}).values())
     out.append(f"The measurements took {took / 60:.0f} minutes of wall clock (start-up and warm-up included); `lmforge bench train --resume` reuses those kept in "
                f"{st.get('work', 'runs/bench-train')}/results.json.")
     return "\n".join(out).rstrip() + "\n"

@@ -1,4 +1,4 @@
-"""torch.compile where it pays: the transformer's repeated blocks, its embeddings and the loss head, one region each.
+"""torch.compile where it pays: the transformer's repeated blocks and the loss head, one region each.
 
     regions = compile_regions(module, mode="default")    # names of the compiled regions
     watch = CompileWatch()                               # dynamo's counters, read at log steps
@@ -7,8 +7,12 @@
 
 Why regions and not the whole model: the 12 blocks of bert_base are one code object with the same shapes, so
 dynamo compiles one block and reuses it for the other 11 (PyTorch's "regional compilation" recipe): 25 s on this
-2-core machine for embeddings plus a block instead of minutes for the unrolled graph, and nothing between the
-blocks is left to fuse. Inside each region inductor fuses the elementwise work around the matrix products
+2-core machine for a block instead of minutes for the unrolled graph, and nothing between the blocks is left to
+fuse. The embeddings stay eager: their backward adds each token's gradient into the table, and inductor's
+generated scatter does it with atomic adds in whatever order the threads get there, so two compiled runs of the
+same data differed from step 5 on (by 1e-3 in the loss, CPU, tiny preset) and a resumed run could not repeat an
+uninterrupted one; eager's embedding backward is deterministic. (The head's gather is scattered back too, but to
+distinct positions, and its padding adds zeros, so its order cannot change a sum.) Inside each region inductor fuses the elementwise work around the matrix products
 (bias + GELU, dropout, residual + LayerNorm, the head's transform), which is what the eager model launches
 as hundreds of small kernels a step (docs/BENCHMARKS.md "gpu": ~4,000 a bert_base step).
 
@@ -42,8 +46,8 @@ def repeated_blocks(module: torch.nn.Module) -> list[torch.nn.Module]:
 
 
 def compile_regions(module: torch.nn.Module, mode: str = "default") -> list[str]:
-    """Compile, in place, each transformer block, the embeddings (a submodule named `embeddings`) and, for a
-    module with one, the loss head (`compile_head`, e.g. SparseMLM's); returns what was compiled, by name.
+    """Compile, in place, each transformer block and, for a module with one, the loss head (`compile_head`, e.g.
+    SparseMLM's); returns what was compiled, by name.
     State-dict keys and parameters stay the module's own (nn.Module.compile), so checkpoints and the export
     are unchanged."""
     if mode not in COMPILE_MODES:
@@ -53,10 +57,6 @@ def compile_regions(module: torch.nn.Module, mode: str = "default") -> list[str]
     for block in repeated_blocks(module):
         block.compile(mode=mode)
         done.append(names[id(block)])
-    for name, sub in module.named_modules():
-        if name.split(".")[-1] == "embeddings":
-            sub.compile(mode=mode)
-            done.append(name)
     head = getattr(module, "compile_head", None)
     if head is not None:
         head(mode)

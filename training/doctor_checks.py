@@ -142,22 +142,14 @@ def vader_dir() -> Path:
                             f"{REPO_ROOT}: run lmforge doctor from the repository (or the image's /opt/lmforge)")
 
 
-def build_tiny_data(work: Path, seq_len: int = 64) -> tuple[Path, Path]:
-    """(shards, tokenizer) for the pretraining checks, through the real stages (the tokenizer stage and the shards
-    stage's Beam-free path) over ~4,000 human-written sentences of the bundled vaderSentiment sample; kept
-    between runs of the doctor (the shards manifest is written last)."""
+def vader_corpus(corpus: Path) -> Path:
+    """A corpus stage's output (Parquet and manifest) holding the ~4,000 sentences of the bundled vaderSentiment
+    sample: real text for the GPU checks and benchmarks where the crawl's corpus stage (Beam) cannot run."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from pipelines.shards.mask_config import MaskConfig
-    from pipelines.shards.stage import ShardsConfig, run_local
-    from pipelines.tokenizer import TokenizerConfig
-    from pipelines.tokenizer import run as run_tokenizer
     from schemas.manifest import Manifest, describe_outputs, write_manifest
 
-    corpus, tok, shards = work / "corpus", work / "tokenizer", work / f"shards-{seq_len}"
-    if (shards / "manifest.json").exists() and (tok / "manifest.json").exists():
-        return shards, tok
     texts = [line.split("\t", 2)[2] for name in VADER_FILES
              for line in (vader_dir() / f"{name}_GroundTruth.txt").read_text(encoding="utf-8").splitlines()
              if line.count("\t") >= 2]
@@ -166,6 +158,22 @@ def build_tiny_data(work: Path, seq_len: int = 64) -> tuple[Path, Path]:
     pq.write_table(pa.table({"id": [f"vader-{i:05d}" for i in range(len(texts))], "text": texts}), corpus / rel)
     write_manifest(corpus, Manifest(stage="corpus", config={"doctor": True, "source": "samples/labeled/vader"},
                                     counts={"kept": len(texts)}, outputs=describe_outputs(corpus, [rel])))
+    return corpus
+
+
+def build_tiny_data(work: Path, seq_len: int = 64) -> tuple[Path, Path]:
+    """(shards, tokenizer) for the pretraining checks, through the real stages (the tokenizer stage and the shards
+    stage's Beam-free path) over ~4,000 human-written sentences of the bundled vaderSentiment sample; kept
+    between runs of the doctor (the shards manifest is written last)."""
+    from pipelines.shards.mask_config import MaskConfig
+    from pipelines.shards.stage import ShardsConfig, run_local
+    from pipelines.tokenizer import TokenizerConfig
+    from pipelines.tokenizer import run as run_tokenizer
+
+    corpus, tok, shards = work / "corpus", work / "tokenizer", work / f"shards-{seq_len}"
+    if (shards / "manifest.json").exists() and (tok / "manifest.json").exists():
+        return shards, tok
+    vader_corpus(corpus)
     run_tokenizer(TokenizerConfig(corpus=str(corpus), output=str(tok), model="wordpiece", vocab_size=2000,
                                   min_frequency=1))
     run_local(ShardsConfig(corpus=str(corpus), tokenizer=str(tok), output=str(shards), seq_len=seq_len,

@@ -50,6 +50,16 @@ def make_engine(cfg: Any, module: torch.nn.Module, total: int, world: int, devic
     )
     if world == 1 and cfg.zero_stage == 0:
         engine.enable_backward_allreduce = False  # one process: nothing to reduce (see the module docstring)
+    if cfg.zero_stage == 0 and not cfg.fp16:  # DeepSpeed's step then calls engine.zero_grad() (bf16 is autocast)
+        # DeepSpeed's stage-0 zero_grad walks module.named_parameters() every step: 2.5 ms of Python for bert_base's
+        # 200 tensors on this CPU (cProfile), where setting each gradient to None from a list is ~0.05 ms
+        params = list(engine.module.parameters())
+
+        def zero_grad() -> None:
+            for p in params:
+                p.grad = None
+
+        engine.zero_grad = zero_grad
     regions = compile_regions(engine.module, cfg.compile_mode) if compile_regions_too else []
     return engine, clock, regions
 
@@ -87,7 +97,8 @@ class TrainStep:
         grads = [p.grad for p in self.params if p.grad is not None]
         if not grads:
             return torch.zeros((), device=self.engine.device)
-        norm = torch.nn.utils.get_total_norm(grads, foreach=True)
+        # torch.nn.utils.get_total_norm, less its per-gradient .to(device) (one dispatch each; all are on one device)
+        norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
         if self.max_norm > 0:
             scale = torch.clamp((norm + EPS) / self.max_norm, min=1.0)  # divide by it = multiply by clip_coef
             if self.in_optimizer:

@@ -50,6 +50,7 @@ from training.pretrain_config import TRAINABLE, PretrainConfig, plan_steps  # no
 from training.pretrain_outputs import write_outputs
 from training.pretrain_setup import Setup, prepare_batch, setup
 from training.recipe import heldout_loss
+from training.step_profile import StepProfiler
 from training.step_stats import StepStats, check_finite
 from training.telemetry import Telemetry, peak_rss_mb
 
@@ -76,7 +77,8 @@ def run(cfg: PretrainConfig) -> Path:
                  f"{num_parameters(model):,}", f"{cfg.time_budget_minutes:g} min" if s.clock else f"{s.total} steps",
                  global_batch, s.shards.seq_len, f"{global_batch * s.shards.seq_len:,}",
                  s.loader.batches_per_epoch // cfg.grad_accum, s.world, engine.device,
-                 type(engine.optimizer).__name__, cfg.schedule, s.notes["attention"],
+                 type(getattr(engine, "client_optimizer", None) or engine.optimizer).__name__, cfg.schedule,
+                 s.notes["attention"],
                  " | dropout masks from SFC64" if s.notes["dropout_masks"] == "sfc64" else "")
         for line in s.plan.lines():
             log.info("plan: %s", line)
@@ -111,6 +113,7 @@ def fit(s: Setup, t0: float) -> dict[str, Any]:
     micro = step * cfg.grad_accum  # this process's micro-batches (checkpoints fall on step boundaries)
     telemetry = Telemetry(s.out, s.rank == 0, cfg.tensorboard, resume_step=step if s.resumed else None)
     watch = CompileWatch() if s.plan.compile else None
+    profiler = StepProfiler(cfg.profile_steps, s.out / "profile", engine.device, write=s.rank == 0)
     epoch, start = loader.position  # (0, 0) for a fresh run
     resumed_at = step
     t_fit = t_log = time.time()
@@ -119,6 +122,8 @@ def fit(s: Setup, t0: float) -> dict[str, Any]:
     while step < total:
         for position, batch in feed(engine, loader, epoch, start, s.plan.compile):
             loader.position = position
+            if micro % cfg.grad_accum == 0:
+                profiler.before(step + 1)
             loss = s.step.forward_backward(batch)
             lr = engine.get_lr()[0]  # the rate this step uses; the scheduler moves it in step()
             norm = s.step.update()
@@ -128,6 +133,7 @@ def fit(s: Setup, t0: float) -> dict[str, Any]:
                 continue
             step += 1
             stats.end_step(step, lr, norm)
+            profiler.after(step)
             if watch:
                 watch.after_step(step)
             if clock and clock.tick(engine.device):  # a budgeted run agrees on the clock every step, by design
@@ -144,6 +150,7 @@ def fit(s: Setup, t0: float) -> dict[str, Any]:
         else:
             epoch, start = epoch + 1, 0
     return {"step": step, "epoch": epoch, "micro": micro, "stats": stats, "telemetry": telemetry, "watch": watch,
+            "profile": profiler.summary,
             "fit_seconds": time.time() - t_fit, "resumed_at": resumed_at, "last_valid": last_valid}
 
 
@@ -199,10 +206,12 @@ def finish(s: Setup, r: dict[str, Any], last_valid: dict[str, float | None], glo
         "grad_accum": cfg.grad_accum, "seq_len": s.shards.seq_len,
         "torch_threads": torch.get_num_threads(), "device": engine.device.type,
         "precision": "bf16" if cfg.bf16 else "fp16" if cfg.fp16 else "fp32",
-        "attention": s.notes["attention"], "attn_implementation": getattr(model.config, "_attn_implementation", None),
+        "attention": cfg.attention, "attention_kernel": s.notes["attention"],
+        "attn_implementation": getattr(model.config, "_attn_implementation", None),
         "dropout_masks": s.notes["dropout_masks"], "plan": s.plan.as_dict(),
         "compile": {"regions": s.notes["compiled_regions"], **(r["watch"].summary() if r["watch"] else {})},
         **({"micro_batch_probe": s.notes["micro_batch_probe"]} if "micro_batch_probe" in s.notes else {}),
+        **({"profile": r["profile"]} if r["profile"] else {}),
         "model": cfg.init_from or cfg.model, "num_parameters": num_parameters(model),
         "time_budget_minutes": cfg.time_budget_minutes or None,
         "fit_seconds": r["fit_seconds"], "seconds_per_step": r["fit_seconds"] / max(step - r["resumed_at"], 1),

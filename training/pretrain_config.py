@@ -10,6 +10,7 @@ from training.compiled import COMPILE_MODES
 from training.ds_config import apply_deepspeed_file
 from training.model import preset
 from training.recipe import OPTIMIZERS, SCHEDULES, check_optimizer
+from training.step_profile import parse_window
 
 TRAINABLE = OBJECTIVES
 """Every registered objective: MLM shards train a BERT, causal a GPT-2, t5_span a T5 (training.model.build_for_objective
@@ -63,7 +64,7 @@ class PretrainConfig:
                                              "them), or auto: 0 on one process or where the model's weights, "
                                              "gradients and AdamW state fit in half of each device's memory, else "
                                              "the lowest stage that fits (training.memory_plan; --dry-run says why).")
-    compile: bool | None = opt(None, help="torch.compile the transformer blocks, embeddings and loss head "
+    compile: bool | None = opt(None, help="torch.compile the transformer blocks and the loss head "
                                           "(training.compiled); unset: on with CUDA below ZeRO-3, off on the CPU.")
     compile_mode: str = opt("default", help="torch.compile mode: default, reduce-overhead (CUDA graphs) or "
                                             "max-autotune-no-cudagraphs.")
@@ -86,6 +87,9 @@ class PretrainConfig:
                                   "counters are summed over processes and read only then.")
     eval_every: int = opt(0, help="Also validate every N optimizer steps (0: only after training).")
     eval_batches: int = opt(10, help="Validation batches per process at each validation; 0 skips validation.")
+    profile_steps: str = opt("", help="Profile optimizer steps FIRST-LAST (e.g. 20-24) with torch.profiler: ops and, on "
+                                      "CUDA, kernels per step and the GPU's busy share, in output/profile/summary.json "
+                                      "and metrics.json, a Chrome trace beside them (training.step_profile).")
     tensorboard: bool = opt(True, help="Also write a TensorBoard event log to output/tensorboard (if installed).")
     save_every: int = opt(0, help="Also save a checkpoint every N optimizer steps (0: only at the end), so a run "
                                   "that dies can continue with --resume.")
@@ -110,6 +114,7 @@ class PretrainConfig:
         require(self.global_batch_size >= 0, f"global_batch_size must be >= 0, got {self.global_batch_size}")
         require(self.compile_mode in COMPILE_MODES, f"compile_mode must be one of {', '.join(COMPILE_MODES)}, "
                                                     f"got {self.compile_mode!r}")
+        parse_window(self.profile_steps)  # raises on a malformed window
         require(self.attention in ATTENTION, f"attention must be one of {', '.join(ATTENTION)}, got {self.attention!r}")
         require(self.lr > 0, f"lr must be > 0, got {self.lr}")
         require(0 <= self.warmup_ratio < 1, f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")

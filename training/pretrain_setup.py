@@ -29,6 +29,7 @@ from training.pretrain_outputs import check_shared_output, hold_output, open_ver
 from training.recipe import check_optimizer
 from training.resume import plan_resume
 from training.run_plan import RunPlan, resolve
+from training.step_profile import enable_kernel_events
 
 log = logging.getLogger("lmforge.pretrain")
 
@@ -88,6 +89,8 @@ def setup(cfg: PretrainConfig) -> Setup:
     tokenizer = load_tokenizer(cfg.tokenizer, max_length=shards.seq_len)
     check_tokenizer(tokenizer, shards.vocab_size, shards.pad_id, shards.mask_id, f"{cfg.shards}/manifest.json")
     cfg, plan = resolve(cfg, world, device.type, device_memory(device), estimated_parameters(cfg, shards))
+    if cfg.profile_steps:
+        enable_kernel_events()  # before anything compiles
     check_optimizer(cfg.optimizer, cfg.zero_stage, cfg.fp16)
     train = shards.read("train")
     documents = cfg.attention == "document"

@@ -14,7 +14,7 @@ log = logging.getLogger("lmforge.pretrain")
 # Options that may change between a run and its --resume (a moved output directory included): they do not touch
 # the weights (compiling changes the rounding of fused arithmetic, not what is computed).
 RESUME_FREE = frozenset({"output", "resume", "save_every", "log_every", "eval_batches", "eval_every", "tensorboard",
-                         "dist_timeout_minutes", "compile", "compile_mode"})
+                         "dist_timeout_minutes", "compile", "compile_mode", "profile_steps"})
 # May change together with the world size, as long as micro_batch_size * grad_accum * world stays.
 BATCH_SHAPE = ("micro_batch_size", "grad_accum")
 

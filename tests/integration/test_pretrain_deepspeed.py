@@ -51,7 +51,7 @@ def test_pretrain_two_processes_zero2(tmp_path):
 
     metrics = json.loads((out / "metrics.json").read_text())
     assert [p["step"] for p in metrics["loss_curve"]] == list(range(1, 25))
-    assert metrics["world_size"] == 2 and metrics["attention"] == "sdpa" and metrics["precision"] == "fp32"
+    assert metrics["world_size"] == 2 and metrics["attn_implementation"] == "sdpa" and metrics["attention"] == "row" and metrics["precision"] == "fp32"
     assert metrics["last_loss"] < metrics["first_loss"] - 0.5, (metrics["first_loss"], metrics["last_loss"])
     assert (out / "tensorboard").is_dir()
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]

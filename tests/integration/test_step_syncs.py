@@ -103,17 +103,19 @@ SPY = textwrap.dedent(r'''
 ''')
 
 
-def test_no_host_sync_or_collective_of_lmforge_between_log_steps(tmp_path):
+@pytest.mark.parametrize("zero_stage", ["2", "auto"])
+def test_no_host_sync_or_collective_of_lmforge_between_log_steps(tmp_path, zero_stage):
+    """ZeRO-2 (DeepSpeed clips), and the plan's choice for one process (ZeRO-0: lmforge clips inside the step)."""
     tok = make_tokenizer(tmp_path / "tokenizer")
     shards = make_shards(tmp_path / "shards", tok, seq_len=32, num_variants=2, train_rows=64, valid_rows=16)
     events_file = tmp_path / "events.json"
     env = {**os.environ, "WORLD_SIZE": "1", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
            "MASTER_PORT": str(free_port()), "DS_ACCELERATOR": "cpu", "LMFORGE_DIST_BACKEND": "gloo",
            "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "PATH": worker_path()}
-    # 12 steps, grad_accum 2 (24 micro-batches), a log record every 4 steps: 3 log steps, ZeRO-2
+    # 12 steps, grad_accum 2 (24 micro-batches), a log record every 4 steps: 3 log steps
     argv = ["--shards", str(shards), "--tokenizer", str(tok), "--output", str(tmp_path / "out"), "--model", "tiny",
             "--steps", "12", "--micro-batch-size", "4", "--grad-accum", "2", "--log-every", "4", "--eval-batches", "2",
-            "--zero-stage", "2", "--no-tensorboard"]
+            "--zero-stage", zero_stage, "--no-tensorboard"]
     done = subprocess.run([sys.executable, "-c", SPY, str(ROOT), str(events_file), *argv], env=env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]

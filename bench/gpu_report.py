@@ -1,0 +1,132 @@
+"""The `bench gpu` section of docs/BENCHMARKS.md and docs/benchmarks/gpu.json from its report data (pure)."""
+from __future__ import annotations
+
+from typing import Any
+
+TITLE = "gpu: the pretraining step on one GPU against a plain PyTorch loop and the HF Trainer"
+NAMES = {"lmforge": "lmforge, defaults (micro batch auto)", "lmforge_mb64": "lmforge, micro batch 64",
+         "plain": "plain PyTorch loop, eager", "plain_compiled": "plain PyTorch loop, torch.compile",
+         "hf_trainer": "HF Trainer, bf16", "hf_trainer_compiled": "HF Trainer, bf16, torch_compile"}
+MFU_GOAL = 0.40
+SPEEDUP_GOAL = 1.2
+PEERS = ("plain", "plain_compiled", "hf_trainer", "hf_trainer_compiled")
+
+
+def figures(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per variant that ran: tokens/s, MFU, micro batch, GPU busy share, kernels/step, peak memory."""
+    from training.doctor import training_mfu
+    from training.flops import ModelShape
+    from training.model import preset
+
+    sizes, device = report["sizes"], report["machine"].get("device", "cpu")
+    m = preset(sizes["model"])
+    shape = ModelShape(m.num_layers, m.hidden_size, m.intermediate_size, sizes["vocab"], sizes["seq_len"])
+    out = {}
+    for name, r in report["results"].items():
+        if "error" in r:
+            continue
+        tokens_per_s = r["rows_per_step"] * r["seq_len"] / r["seconds_per_step"]
+        prof = r.get("profile") or {}
+        mfu = training_mfu(tokens_per_s, shape, r["head_share"], device, 1) if device != "cpu" else {"mfu": None}
+        out[name] = {"tokens_per_s": tokens_per_s, "mfu": mfu.get("mfu"), "micro_batch_size": r["micro_batch_size"],
+                     "rows_per_step": r["rows_per_step"], "ms_per_step": 1e3 * r["seconds_per_step"],
+                     "gpu_busy_share": prof.get("gpu_busy_share"), "kernels_per_step": prof.get("kernels_per_step"),
+                     "ops_per_step": prof.get("ops_per_step"), "peak_memory_gb": r.get("peak_memory_gb"),
+                     "mflop_per_token": mfu.get("flops_per_token", 0) / 1e6 if mfu.get("flops_per_token") else None}
+    return out
+
+
+def gpu_json(report: dict[str, Any]) -> dict[str, Any]:
+    """docs/benchmarks/gpu.json: `device`, and per variant tokens_per_s, mfu, micro_batch_size, gpu_busy_share,
+    kernels_per_step, peak_memory_gb (errors for the variants that did not run)."""
+    fig = figures(report)
+    keys = ("tokens_per_s", "mfu", "micro_batch_size", "gpu_busy_share", "kernels_per_step", "peak_memory_gb")
+    variants = {name: {k: f[k] for k in keys} for name, f in fig.items()}
+    variants.update({n: {"error": r["error"]} for n, r in report["results"].items() if "error" in r})
+    return {"device": report["machine"].get("device"), "machine": report["machine"], "measured_utc": report["measured_utc"],
+            "variants": variants}
+
+
+def _n(x: Any, fmt: str) -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def goals(fig: dict[str, dict[str, Any]], smoke: bool = False) -> list[str]:
+    if smoke:
+        return ["- not judged: a CPU smoke run"]
+    lines = []
+    lm = fig.get("lmforge")
+    if lm and lm["mfu"] is not None:
+        ok = lm["mfu"] >= MFU_GOAL
+        lines.append(f"- MFU of lmforge's defaults at least {MFU_GOAL:.0%}: **{'MET' if ok else 'NOT MET'}** "
+                     f"({lm['mfu']:.1%} at micro batch {lm['micro_batch_size']}).")
+    else:
+        lines.append(f"- MFU of lmforge's defaults at least {MFU_GOAL:.0%}: not judged (no GPU figure).")
+    peers = {n: fig[n]["tokens_per_s"] for n in PEERS if n in fig}
+    mb64 = fig.get("lmforge_mb64")
+    if mb64 and peers:
+        best = max(peers, key=peers.get)
+        ratio = mb64["tokens_per_s"] / peers[best]
+        lines.append(f"- lmforge at least {SPEEDUP_GOAL}x the best peer at micro batch 64: "
+                     f"**{'MET' if ratio >= SPEEDUP_GOAL else 'NOT MET'}** ({ratio:.2f}x {NAMES[best]}; "
+                     f"{len(peers)} of {len(PEERS)} peers ran).")
+    else:
+        lines.append(f"- lmforge at least {SPEEDUP_GOAL}x the best peer at micro batch 64: not judged (missing runs).")
+    return lines
+
+
+def where_time_goes(report: dict[str, Any]) -> list[str]:
+    out = []
+    for name in ("lmforge", "lmforge_mb64"):
+        r = report["results"].get(name, {})
+        prof = r.get("profile") or {}
+        if not prof:
+            continue
+        busy = prof.get("gpu_busy_ms_per_step")
+        out.append(f"- {NAMES[name]}: a profiled step took {prof['wall_ms_per_step']:.1f} ms"
+                   + (f", the GPU busy {busy:.1f} ms of it ({prof['gpu_busy_share']:.0%}) over "
+                      f"{prof['kernels_per_step']:.0f} kernels" if busy is not None else "")
+                   + f"; the host dispatched {prof['ops_per_step']:.0f} ops ("
+                   + ", ".join(f"{op} {n:.0f}" for op, n in prof.get("top_ops", [])[:6]) + ").")
+        comp = r.get("compile") or {}
+        if comp.get("regions"):
+            out.append(f"  Compiled regions: {len(comp['regions'])}; graph breaks {comp.get('graph_breaks')}, frames "
+                       f"compiled after the warm-up {comp.get('frames_compiled_after_warmup')}.")
+        probe = r.get("micro_batch_probe")
+        if probe and probe.get("tried"):
+            out.append("  Micro batch probe: " + ", ".join(f"{s}: {'out of memory' if p is None else f'{p / 1e9:.1f} GB'}"
+                                                             for s, p in probe["tried"])
+                       + f" -> {probe.get('fitted')} (of {probe.get('usable_gb', 0):.0f} GB usable).")
+    return out
+
+
+def render(report: dict[str, Any]) -> str:
+    fig, mach, sizes = figures(report), report["machine"], report["sizes"]
+    smoke = mach.get("device") == "cpu"
+    out = [("**CPU smoke run: a test of the benchmark's code, not a measurement.** " if smoke else "")
+           + f"Device {mach.get('device')}; torch {mach.get('torch')}, CUDA {mach.get('cuda')}, DeepSpeed "
+           f"{mach.get('deepspeed', '-')}, transformers {mach.get('transformers', '-')}, Python {mach.get('python')}"
+           + (f"; carried: {mach['carried']}" if mach.get("carried") else "") + ".",
+           "",
+           f"Model {sizes['model']}, {sizes['seq_len']} tokens a row, a {sizes['vocab']:,}-piece WordPiece trained on "
+           f"the bundled crawl's corpus; every variant on the same rows, one process, bf16"
+           + (" (the smoke run: fp32, eager)" if smoke else "") + f". {sizes['warmup']} warm-up steps (compilation "
+           f"included), {sizes['profiled']} profiled (torch.profiler: kernels, the GPU's busy share), "
+           f"{sizes['timed']} timed. Tokens/s = rows x {sizes['seq_len']} / seconds per step; MFU against the GPU's "
+           "dense bf16 peak (training.doctor.GPU_PEAKS) by training.flops' count: lmforge's head runs at the masked "
+           "positions only, the peers' at every one (MFLOP/token column).",
+           "",
+           "| variant | micro batch | ms/step | tokens/s | MFU | MFLOP/token | GPU busy | kernels/step | peak GB |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, f in fig.items():
+        rows = f"{f['micro_batch_size']}" + (f" x {f['rows_per_step'] // f['micro_batch_size']}"
+                                             if f["rows_per_step"] != f["micro_batch_size"] else "")
+        out.append(f"| {NAMES[name]} | {rows} | {f['ms_per_step']:.1f} | {f['tokens_per_s']:,.0f} | "
+                   f"{_n(f['mfu'], '.1%')} | {_n(f['mflop_per_token'], '.0f')} | {_n(f['gpu_busy_share'], '.0%')} | "
+                   f"{_n(f['kernels_per_step'], ',.0f')} | {_n(f['peak_memory_gb'], '.1f')} |")
+    failed = {n: r["error"] for n, r in report["results"].items() if "error" in r}
+    if failed:
+        out += ["", "Did not run to the end: " + "; ".join(f"{NAMES[n]}: {e}" for n, e in failed.items()) + "."]
+    out += ["", "Goals:", *goals(fig, smoke), "", "Where lmforge's step goes:", *(where_time_goes(report) or ["- no profile"]),
+            "", f"The run took {report['wall_seconds'] / 60:.1f} minutes, data and compilation included."]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,30 @@
+"""`lmforge bench gpu` on the CPU: the smoke run of the GPU benchmark's code (data stages, a real `lmforge pretrain`
+with its profile window, the plain loop, the HF Trainer, the report and gpu.json), in seconds per variant."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def test_bench_gpu_smoke_run_on_the_cpu(tmp_path):
+    from bench.gpu import main
+    from training.doctor_checks import vader_corpus
+
+    # a corpus stage's output from the bundled VADER sentences (real text; the crawl's corpus needs Beam)
+    corpus = vader_corpus(tmp_path / "corpus")
+    report = tmp_path / "BENCHMARKS.md"
+    assert main(["--corpus", str(corpus), "--work", str(tmp_path / "work"), "--variants", "lmforge", "plain",
+                 "hf_trainer", "--out", str(report)]) == 0
+    assert not report.exists()  # a CPU run measures nothing: docs stay as they are
+    doc = json.loads((tmp_path / "work" / "gpu.json").read_text())
+    assert doc["device"] == "cpu" and set(doc["variants"]) == {"lmforge", "plain", "hf_trainer"}
+    for name, v in doc["variants"].items():
+        assert "error" not in v, (name, v)
+        assert v["tokens_per_s"] > 0 and v["micro_batch_size"] == 4
+    full = json.loads((tmp_path / "work" / "report.json").read_text())
+    prof = full["results"]["lmforge"]["profile"]
+    assert prof["ops_per_step"] > 0 and prof["window"] == [3, 4]
+    assert full["results"]["lmforge"]["plan"]["zero_stage"] == 0
