@@ -42,7 +42,7 @@ def state_bytes(params: int, stage: int, world: int) -> float:
 
 
 def _gb(n: float) -> str:
-    return f"{n / 1e9:.1f} GB"
+    return f"{n / 1e9:.1f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
 
 
 def plan_zero_stage(requested: int | str, world: int, device_bytes: int | None, params: int) -> ZeroChoice:
@@ -62,7 +62,7 @@ def plan_zero_stage(requested: int | str, world: int, device_bytes: int | None, 
         need = state_bytes(params, stage, world)
         if need <= room:
             if stage == 0:
-                return ZeroChoice(0, f"{params / 1e6:,.0f}M parameters' weights, gradients and AdamW state "
+                return ZeroChoice(0, f"{params / 1e6:,.1f}M parameters' weights, gradients and AdamW state "
                                      f"({_gb(need)}) fit in {where}: plain data parallel, no per-parameter hooks")
             return ZeroChoice(stage, f"ZeRO-{stage - 1} would hold {_gb(state_bytes(params, stage - 1, world))} per "
                                      f"process, more than {where}; ZeRO-{stage} over {world} processes holds {_gb(need)}")
