@@ -40,7 +40,7 @@ SUMMARIES = {
     "alerts": "a Prefect automation that POSTs to a webhook when a refresh fails (needs a Prefect server)",
     "doctor": "can this node train? torch/CUDA/NCCL facts, optimizers, NCCL all-reduce, a short GPU pretraining "
               "with resume -> runs/doctor/doctor.{json,md}",
-    "bench": "benchmarks against named peers -> docs/BENCHMARKS.md (bench corpus | data | extraction | gpu | langid | scale | tokenizer | train | transfer)",
+    "bench": "benchmarks against named peers -> docs/BENCHMARKS.md (bench attention | corpus | data | extraction | gpu | langid | scale | tokenizer | train | transfer)",
 }
 
 
@@ -61,7 +61,8 @@ def _quiet_logs(flow: bool = False) -> None:
 
 
 def _bench(rest: list[str]) -> int:
-    benches = {"corpus": "bench.corpus", "data": "bench.data", "extraction": "bench.extraction", "gpu": "bench.gpu",
+    benches = {"attention": "bench.attention", "corpus": "bench.corpus", "data": "bench.data",
+               "extraction": "bench.extraction", "gpu": "bench.gpu",
                "langid": "bench.langid", "scale": "bench.scale", "tokenizer": "bench.tokenizer",
                "train": "bench.train", "transfer": "bench.transfer"}
     if not rest or rest[0] not in benches:

@@ -72,8 +72,17 @@ def test_dry_run_prints_the_plan_and_the_deepspeed_config_without_running():
     assert "--nproc_per_node=4" in gpu["torchrun"] and "--rdzv_endpoint=node0:29400" in gpu["torchrun"]
     assert gpu["nnodes"] == 2 and not Path(ROOT, "o").exists()  # nothing ran, nothing was written
     assert here["optimizer"] == gpu["optimizer"] == "torch.optim.AdamW(fused)"  # nothing to compile
-    # a GPU plan trains in its best precision unless told: bf16 from compute capability 8.0
-    assert gpu["deepspeed_config"]["bf16"] == {"enabled": True, "check_grad_overflow": False} and here["deepspeed_config"]["bf16"] == {"enabled": False}
+    # a GPU plan trains in its best precision unless told: bf16 from compute capability 8.0; at the ZeRO-0 the plan
+    # picks for bert-sized models, bf16 is torch autocast, and the plan says why it chose what it chose
+    assert gpu["deepspeed_config"]["torch_autocast"] == {"enabled": True, "dtype": "bfloat16"}
+    assert gpu["deepspeed_config"]["bf16"] == {"enabled": False} == here["deepspeed_config"]["bf16"]
+    assert gpu["deepspeed_config"]["train_micro_batch_size_per_gpu"].startswith("auto")
+    lines = "\n".join(gpu["run_plan"])
+    assert "ZeRO-0:" in lines and "compile on: default on CUDA" in lines and "micro batch auto" in lines
+    assert "ZeRO-1: asked for" in "\n".join(here["run_plan"]) and "micro batch 16: the CPU default" in "\n".join(here["run_plan"])
+    zero2 = _dry_run("--gpus-per-node", "2", "--zero-stage", "2", "--micro-batch-size", "32")
+    assert zero2["deepspeed_config"]["bf16"] == {"enabled": True, "check_grad_overflow": False}
+    assert zero2["deepspeed_config"]["train_micro_batch_size_per_gpu"] == 32
     assert _dry_run("--gpus-per-node", "2", "--fp32")["deepspeed_config"]["bf16"] == {"enabled": False}
     lamb = _dry_run("--optimizer", "lamb", "--gpus-per-node", "2", "--zero-stage", "0", "--fp32")
     assert lamb["optimizer"] == "deepspeed.ops.lamb.FusedLamb" and lamb["deepspeed_config"]["zero_optimization"]["stage"] == 0
