@@ -11,7 +11,10 @@ Variants, one process each, the same rows and model (bert_base: 12 x 768, its dr
    regions, ZeRO-0, bf16 as autocast (training.run_plan);
 2. `lmforge_mb64`: the same at micro batch 64, the peers' batch;
 3. `plain` and `plain_compiled`: the 30-line loop (bench.step_peers), eager and with torch.compile(model);
-4. `hf_trainer` and `hf_trainer_compiled`: the HF Trainer with bf16=True, eager and with torch_compile=True.
+4. `hf_trainer` and `hf_trainer_compiled`: the HF Trainer with bf16=True, eager and with torch_compile=True;
+5. `lmforge_cudagraphs`: lmforge at micro batch 64 with --compile-mode reduce-overhead (CUDA graphs replay each
+   compiled region's kernels with one launch): whether they help a step this size. Last, as it may not fit the
+   call's minutes.
 Each: warm-up steps (compilation included), a profiled window (training.step_profile: kernels per step, the
 GPU's busy share), a timed window; tokens/s = rows x 128 / seconds per step; MFU against the GPU's dense bf16 peak
 (training.doctor.GPU_PEAKS) by the project's FLOP count (training.flops: lmforge's head at masked positions only,
@@ -36,7 +39,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-VARIANTS = ("lmforge", "lmforge_mb64", "plain", "plain_compiled", "hf_trainer", "hf_trainer_compiled")
+VARIANTS = ("lmforge", "lmforge_mb64", "plain", "plain_compiled", "hf_trainer", "hf_trainer_compiled",
+            "lmforge_cudagraphs")
 PEERS = ("plain", "plain_compiled", "hf_trainer", "hf_trainer_compiled")
 
 
@@ -92,7 +96,9 @@ def run_lmforge(name: str, data: dict[str, Path], work: Path, sizes: Sizes, devi
     out = work / name
     shutil.rmtree(out, ignore_errors=True)
     first = sizes.warmup + sizes.profiled  # a log record falls here: windows after it are timed
-    extra: dict[str, Any] = {"micro_batch_size": sizes.peer_batch} if name == "lmforge_mb64" else {}
+    extra: dict[str, Any] = {"micro_batch_size": sizes.peer_batch} if name != "lmforge" else {}
+    if name == "lmforge_cudagraphs":
+        extra["compile_mode"] = "reduce-overhead"
     if device == "cpu":
         extra.update(micro_batch_size=sizes.peer_batch, compile=False)
     cfg = PretrainConfig(shards=str(data["shards"]), tokenizer=str(data["tokenizer"]), output=str(out),

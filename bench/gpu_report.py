@@ -6,7 +6,8 @@ from typing import Any
 TITLE = "gpu: the pretraining step on one GPU against a plain PyTorch loop and the HF Trainer"
 NAMES = {"lmforge": "lmforge, defaults (micro batch auto)", "lmforge_mb64": "lmforge, micro batch 64",
          "plain": "plain PyTorch loop, eager", "plain_compiled": "plain PyTorch loop, torch.compile",
-         "hf_trainer": "HF Trainer, bf16", "hf_trainer_compiled": "HF Trainer, bf16, torch_compile"}
+         "hf_trainer": "HF Trainer, bf16", "hf_trainer_compiled": "HF Trainer, bf16, torch_compile",
+         "lmforge_cudagraphs": "lmforge, micro batch 64, CUDA graphs (reduce-overhead)"}
 MFU_GOAL = 0.40
 SPEEDUP_GOAL = 1.2
 PEERS = ("plain", "plain_compiled", "hf_trainer", "hf_trainer_compiled")
@@ -77,7 +78,7 @@ def goals(fig: dict[str, dict[str, Any]], smoke: bool = False) -> list[str]:
 
 def where_time_goes(report: dict[str, Any]) -> list[str]:
     out = []
-    for name in ("lmforge", "lmforge_mb64"):
+    for name in ("lmforge", "lmforge_mb64", "lmforge_cudagraphs"):
         r = report["results"].get(name, {})
         prof = r.get("profile") or {}
         if not prof:

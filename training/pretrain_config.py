@@ -71,7 +71,9 @@ class PretrainConfig:
     attention: str = opt("row", help="row: a token attends to its whole packed row; document: only to its own "
                                      "document's tokens, positions restarting at each document start "
                                      "(training.attention; FlexAttention on CUDA, a block-diagonal SDPA mask on "
-                                     "the CPU). MLM and causal shards.")
+                                     "the CPU). MLM and causal shards. row is the default by measurement (docs/"
+                                     "BENCHMARKS.md \"attention\": at 128-token rows, 1.3 documents a row, document "
+                                     "attention's gain was inside the spread over seeds, at 7% more time a step).")
     deepspeed_config: str = opt("", help="A DeepSpeed JSON config merged over lmforge's defaults (infra/deepspeed/*.json); "
                                          "its micro batch, accumulation, ZeRO stage and bf16 replace the options'. "
                                          "The optimizer and scheduler stay lmforge's (--optimizer, --schedule).")

@@ -173,3 +173,25 @@ def test_lean_clip_equals_torch_clip_then_adamw(lr, max_norm, tmp_path):
             torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)  # 1e-3 of an Adam step of lr 1e-3
     clipped = max_norm < ref_norm.item()
     assert clipped == (max_norm == 1e-3)
+
+
+def test_compile_watch_refuses_a_run_that_recompiles_every_step(monkeypatch):
+    """dynamo's counters as a run would see them: compiles in the first steps are the compile; one in most steps
+    after is an error naming the way out; one late compile (validation's eval mode) is fine."""
+    import training.compiled as compiled
+
+    frames = {"n": 0}
+    monkeypatch.setattr(compiled, "dynamo_counters", lambda: {"frames_compiled": frames["n"], "graph_breaks": 0,
+                                                              "recompiles": 0, "unique_graphs": 1})
+    calm = compiled.CompileWatch()
+    for step in range(1, 21):
+        frames["n"] += 3 if step <= 2 else int(step == 10)
+        calm.after_step(step)
+        calm.check(step)
+    assert calm.summary()["steps_with_recompiles"] == 1
+    busy = compiled.CompileWatch()
+    with pytest.raises(RuntimeError, match="recompiled in 4 of the 4 steps before step 6.*--no-compile"):
+        for step in range(1, 21):
+            frames["n"] += 1
+            busy.after_step(step)
+            busy.check(step)
