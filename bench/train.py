@@ -19,6 +19,10 @@ One run, on this machine, the same rows, model and batch for both:
 3. tokens/s = steps x rows per step x seq_len / seconds (positions, padding included; the rows are
    packed, so nearly all are real), MFU against this CPU's peak (`training.flops`), the goals judged in
    `train_report`, the section written to docs/BENCHMARKS.md.
+Then (--host-work, the default) each system's host work per step (bench.train_host): ops per optimizer step on
+bert_base's shape and milliseconds per step on a launch-bound one, lmforge as its plan configures it for one GPU
+(compiled, ZeRO-0, bf16 autocast) and eager against the plain PyTorch loop and the HF Trainer; the figures also go
+to docs/benchmarks/train.json. About 6 minutes more.
 Each finished measurement is kept in <work>/results.json under its settings (and a digest of training/
 and the library versions); `--resume` skips those. Each records how much of the CPU other processes
 took meanwhile (/proc/stat); the report flags the disturbed ones, and `--resume` measures them again:
@@ -40,6 +44,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench import train_host
 from bench.train_machine import machine_peak, matmul_ceiling
 from bench.train_report import QUIET, TITLE, render
 from schemas.manifest import MANIFEST_NAME, atomic_write_bytes
@@ -309,13 +314,11 @@ def main(argv: list[str] | None = None) -> int:
               "settings": {**asdict(cfg), "data_id": data_id, "code_id": code, "vocab_size": shards.vocab_size},
               "wall_seconds": time.time() - t0, "measured_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     atomic_write_bytes(Path(cfg.work, "report.json"), (json.dumps(report, indent=1) + "\n").encode())
-    print(render(report))
+    print(full_text(report))
     if not a.no_report:
         write_section(Path(a.out), report)
         if host:
-            from bench.train_host import write_json
-
-            write_json(Path(a.out).parent / "benchmarks" / "train.json", host, report["measured_utc"])
+            train_host.write_json(Path(a.out).parent / "benchmarks" / "train.json", host, report["measured_utc"])
     print(f"train: report data in {Path(cfg.work, 'report.json')} ({time.time() - t0:.0f} s)", flush=True)
     return 0
 
@@ -323,9 +326,7 @@ def main(argv: list[str] | None = None) -> int:
 def measure_host(cfg: BenchConfig, data: dict[str, Path], results: dict[str, Any], results_path: Path, resume: bool,
                  data_id: str, code: str) -> dict[str, Any]:
     """bench.train_host's measurements (each system on each shape), kept in results.json like the others."""
-    from bench import train_host
-
-    data = train_host.with_launch_shards(cfg, data)
+    data = train_host.with_launch_shards(cfg, data, stage)
     kept = results.setdefault("host", {})
     host = {}
     plan = [(system, shape) for shape in train_host.SHAPES for system in train_host.SYSTEMS]
@@ -350,7 +351,13 @@ def measure_host(cfg: BenchConfig, data: dict[str, Path], results: dict[str, Any
 def write_section(out: Path, report: dict[str, Any]) -> None:
     from bench.report import write_section as write
 
-    write(out, TITLE, render(report), report, measured=report.get("measured_utc"))
+    write(out, TITLE, full_text(report), report, measured=report.get("measured_utc"))
+
+
+def full_text(report: dict[str, Any]) -> str:
+    """The section: the presets' table and goals (bench.train_report), then the host work (bench.train_host)."""
+    text = render(report)
+    return text + "\n" + train_host.render(report["host"]) + "\n" if report.get("host") else text
 
 
 if __name__ == "__main__":

@@ -222,10 +222,6 @@ def render(report: dict[str, Any]) -> str:
             f"- lmforge's MFU at least the HF Trainer's on every preset ({', '.join(judged)}) and process count: "
             f"**{parity_verdict}** ({parity_why}).",
             ""]
-    if report.get("host"):
-        from bench.train_host import render as render_host
-
-        out += [render_host(report["host"]), ""]
     took = sum(r.get("wall_seconds", 0.0) for r in rows) + sum(r.get("wall_seconds", 0.0) for r in report.get("host", {}).values())
     out.append(f"The measurements took {took / 60:.0f} minutes of wall clock (start-up and warm-up included); `lmforge bench train --resume` reuses those kept in "
                f"{st.get('work', 'runs/bench-train')}/results.json.")
