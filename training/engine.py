@@ -35,7 +35,7 @@ EPS = 1e-6
 
 
 def make_engine(cfg: Any, module: torch.nn.Module, total: int, world: int, device_type: str,
-                ds_config: dict[str, Any], compile_regions_too: bool = False):
+                ds_config: dict[str, Any], compiled: bool = False):
     """(engine, budget clock or None, compiled region names): the optimizer and LR schedule of cfg, DeepSpeed
     initialised over `module`, the regions compiled when asked."""
     import deepspeed
@@ -60,7 +60,7 @@ def make_engine(cfg: Any, module: torch.nn.Module, total: int, world: int, devic
                 p.grad = None
 
         engine.zero_grad = zero_grad
-    regions = compile_regions(engine.module, cfg.compile_mode) if compile_regions_too else []
+    regions = compile_regions(engine.module, cfg.compile_mode) if compiled else []
     return engine, clock, regions
 
 

@@ -125,12 +125,18 @@ def fit_on_device(cfg: PretrainConfig, module, train, shards: ShardSet, device: 
     from training.memory_plan import BYTES, split_global_batch
     from training.micro_batch import LARGEST, StepProbe, budget_bytes, check_micro_batch, fitted_micro_batch
 
+    if cfg.zero_stage == 3:  # the module is partitioned already: only DeepSpeed's engine can run it
+        if cfg.micro_batch_size == AUTO:
+            raise ValueError("--micro-batch-size auto under ZeRO-3: the probe runs the model outside DeepSpeed, which "
+                             "partitions it; give --micro-batch-size")
+        return cfg, {"checked": "not under ZeRO-3"}
     view = RankLoader(train, 0, 1, 1, cfg.seed, shards.num_variants, cfg.attention == "document")
     most = view.most_masks_per_row()
 
     def make_batch(size: int) -> dict[str, torch.Tensor]:
         batch = view.view.batch(np.arange(size) % train.num_rows, 0) if view.view is not None else \
-            next(iter(RankLoader(train, 0, 1, min(size, train.num_rows), cfg.seed, shards.num_variants).epoch(0)))
+            next(iter(RankLoader(train, 0, 1, min(size, train.num_rows), cfg.seed, shards.num_variants,
+                                 cfg.attention == "document").epoch(0)))
         return prepare_batch(module, batch, size, most, fixed=compiled)
 
     trainable = sum(p.numel() for p in module.parameters() if p.requires_grad)
@@ -142,9 +148,6 @@ def fit_on_device(cfg: PretrainConfig, module, train, shards: ShardSet, device: 
     if cfg.micro_batch_size != AUTO:
         check_micro_batch(int(cfg.micro_batch_size), probe, budget, f"{name} ({budget / 1e9:.0f} GB usable)")
         return cfg, {"checked": int(cfg.micro_batch_size)}
-    if cfg.zero_stage == 3:
-        raise ValueError("--micro-batch-size auto under ZeRO-3: the probe runs the model outside DeepSpeed, which "
-                         "partitions it; give --micro-batch-size")
     rows = cfg.global_batch_size // world if cfg.global_batch_size else LARGEST
     key = {"model": module.hf.config.to_json_string(), "seq_len": shards.seq_len, "bf16": cfg.bf16, "gpu": name,
            "torch": torch.__version__, "attention": cfg.attention, "compiled": compiled, "zero": cfg.zero_stage,

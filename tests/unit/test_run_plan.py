@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -22,7 +23,7 @@ BERT_BASE = estimate_parameters(768, 12, 3072, 30522, 512)
 
 
 def _cfg(**kw) -> PretrainConfig:
-    return PretrainConfig(shards="s", tokenizer="t", output="o", **kw)
+    return PretrainConfig(**{"shards": "s", "tokenizer": "t", "output": "o", **kw})
 
 
 def test_zero_stage_costs_nothing_where_it_buys_nothing():
@@ -195,3 +196,53 @@ def test_compile_watch_refuses_a_run_that_recompiles_every_step(monkeypatch):
             frames["n"] += 1
             busy.after_step(step)
             busy.check(step)
+
+
+def test_fit_on_device_probes_the_real_rows_under_a_simulated_gpu(tmp_path, monkeypatch):
+    """pretrain's set-up step for a GPU, run on the CPU with a simulated device: the probe builds its batches from
+    the shards' real rows (fixed masked count when compiled), finds the largest micro batch under the limit,
+    makes the global batch by accumulation, caches the answer, and an asked-for size that does not fit fails in
+    one line."""
+    import torch.distributed as dist
+
+    import training.micro_batch as mb
+    from tests.fixtures import make_shards, make_tokenizer
+    from training.data import ShardSet
+    from training.pretrain_module import build_module
+    from training.pretrain_setup import fit_on_device
+
+    tok = make_tokenizer(tmp_path / "tokenizer")
+    shards = ShardSet.open(make_shards(tmp_path / "shards", tok, seq_len=32, num_variants=2, train_rows=64,
+                                      valid_rows=8))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Simulated GPU")
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/pg", rank=0, world_size=1)
+    try:
+        cfg = _cfg(shards=str(shards.root), tokenizer=str(tok), model="tiny", zero_stage=0, global_batch_size=64,
+                   dropout=0.0)
+        module = build_module(cfg, shards, None, {})
+        train = shards.read("train")
+        cpu = torch.device("cpu")
+        # the simulated device holds a step of about 12 rows: between the probe's peaks at 8 and 16 on these rows
+        from training.data import RankLoader
+        from training.pretrain_setup import prepare_batch
+
+        view = RankLoader(train, 0, 1, 1, 0, shards.num_variants).view
+
+        def rows(n):
+            return prepare_batch(module, view.batch(np.arange(n) % train.num_rows, 0), n, view.most_masks_per_row(), True)
+
+        trainable = sum(p.numel() for p in module.parameters())
+        peaks = [StepProbe(module, rows, cpu, optimizer_bytes=8 * trainable)(n) for n in (8, 16)]
+        monkeypatch.setattr(mb, "budget_bytes", lambda device, simulated=0: sum(peaks) / 2)
+        fitted, notes = fit_on_device(cfg, module, train, shards, cpu, 1, compiled=True)
+        assert 8 <= notes["fitted"] < 16 and fitted.micro_batch_size * fitted.grad_accum == 64
+        assert 64 % fitted.micro_batch_size == 0 and fitted.micro_batch_size <= notes["fitted"]
+        assert any(p is not None for _, p in notes["tried"]) and (tmp_path / "cache" / "lmforge" / "micro_batch.json").exists()
+        again, notes2 = fit_on_device(cfg, module, train, shards, cpu, 1, compiled=True)  # from the cache
+        assert again.micro_batch_size == fitted.micro_batch_size and notes2["tried"] == notes["tried"]
+        with pytest.raises(ValueError, match=r"--micro-batch-size 64 does not fit on Simulated GPU .*--micro-batch-size \d+ does"):
+            fit_on_device(dataclasses.replace(cfg, micro_batch_size=64, global_batch_size=0), module, train, shards,
+                          cpu, 1, compiled=True)
+    finally:
+        dist.destroy_process_group()
