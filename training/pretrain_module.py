@@ -12,8 +12,12 @@ from typing import Any
 
 import torch
 
+from schemas.objectives import objective as objective_record
+from training.attention import ATTENTION, kernel_for
 from training.data import ShardSet
 from training.model import build_for_objective, load_for_objective, preset
+from training.model_kinds import KINDS
+from training.run_plan import estimate_parameters
 
 log = logging.getLogger("lmforge.pretrain")
 
@@ -80,10 +84,6 @@ def build_module(cfg: Any, shards: ShardSet, tokenizer, ds_config: dict[str, Any
 def estimated_parameters(cfg: Any, shards: ShardSet) -> int:
     """The model's parameter count before it is built (the ZeRO plan needs it first): from the preset's sizes, or
     from --init-from's config.json; an encoder-decoder's blocks count twice."""
-    from schemas.objectives import objective as objective_record
-    from training.model_kinds import KINDS
-    from training.run_plan import estimate_parameters
-
     if cfg.init_from:
         from transformers import AutoConfig
 
@@ -101,8 +101,6 @@ def estimated_parameters(cfg: Any, shards: ShardSet) -> int:
 def set_attention(module: torch.nn.Module, attention: str, device: torch.device) -> str:
     """`document` attention's kernel on the module (training.attention): FlexAttention on CUDA, SDPA with a dense
     mask elsewhere; `row` leaves the model as it is. Returns what the log and metrics say."""
-    from training.attention import ATTENTION, kernel_for
-
     if attention not in ATTENTION:
         raise ValueError(f"attention must be one of {', '.join(ATTENTION)}, got {attention!r}")
     hf = module.hf
