@@ -90,9 +90,9 @@ def _model_bytes(module: torch.nn.Module) -> int:
     return sum(p.numel() * p.element_size() * (2 if p.requires_grad else 1) for p in module.parameters())
 
 
-def budget_bytes(device: torch.device, simulated: int = 0) -> float:
-    """What a step may fill: the GPU's memory less MARGIN (or a simulated device's, for tests and planning)."""
-    total = simulated or (torch.cuda.get_device_properties(device).total_memory if device.type == "cuda" else 0)
+def budget_bytes(device: torch.device) -> float:
+    """What a step may fill: the GPU's memory less MARGIN."""
+    total = torch.cuda.get_device_properties(device).total_memory if device.type == "cuda" else 0
     if not total:
         raise ValueError("no device memory to fit a micro batch into (a CPU run has no --micro-batch-size probe)")
     return total * (1 - MARGIN)

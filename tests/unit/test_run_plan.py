@@ -234,7 +234,7 @@ def test_fit_on_device_probes_the_real_rows_under_a_simulated_gpu(tmp_path, monk
 
         trainable = sum(p.numel() for p in module.parameters())
         peaks = [StepProbe(module, rows, cpu, optimizer_bytes=8 * trainable)(n) for n in (8, 16)]
-        monkeypatch.setattr(mb, "budget_bytes", lambda device, simulated=0: sum(peaks) / 2)
+        monkeypatch.setattr(mb, "budget_bytes", lambda device: sum(peaks) / 2)
         fitted, notes = fit_on_device(cfg, module, train, shards, cpu, 1, compiled=True)
         assert 8 <= notes["fitted"] < 16 and fitted.micro_batch_size * fitted.grad_accum == 64
         assert 64 % fitted.micro_batch_size == 0 and fitted.micro_batch_size <= notes["fitted"]
