@@ -78,7 +78,7 @@ def goals(fig: dict[str, dict[str, Any]], smoke: bool = False) -> list[str]:
 
 def where_time_goes(report: dict[str, Any]) -> list[str]:
     out = []
-    for name in ("lmforge", "lmforge_mb64", "lmforge_cudagraphs"):
+    for name in ("lmforge", "lmforge_mb64", "lmforge_cudagraphs", "plain_compiled"):
         r = report["results"].get(name, {})
         prof = r.get("profile") or {}
         if not prof:
@@ -89,6 +89,10 @@ def where_time_goes(report: dict[str, Any]) -> list[str]:
                       f"{prof['kernels_per_step']:.0f} kernels" if busy is not None else "")
                    + f"; the host dispatched {prof['ops_per_step']:.0f} ops ("
                    + ", ".join(f"{op} {n:.0f}" for op, n in prof.get("top_ops", [])[:6]) + ").")
+        if prof.get("kernel_kinds"):
+            out.append("  GPU ms a step by kind of kernel: "
+                       + ", ".join(f"{kind} {ms:.1f}" for kind, ms in prof["kernel_kinds"]) + "; the longest: "
+                       + "; ".join(f"`{k[:60]}` {ms:.1f}" for k, ms in prof.get("top_kernels", [])[:3]) + ".")
         comp = r.get("compile") or {}
         if comp.get("regions"):
             out.append(f"  Compiled regions: {len(comp['regions'])}; graph breaks {comp.get('graph_breaks')}, frames "
@@ -128,6 +132,6 @@ def render(report: dict[str, Any]) -> str:
     failed = {n: r["error"] for n, r in report["results"].items() if "error" in r}
     if failed:
         out += ["", "Did not run to the end: " + "; ".join(f"{NAMES[n]}: {e}" for n, e in failed.items()) + "."]
-    out += ["", "Goals:", *goals(fig, smoke), "", "Where lmforge's step goes:", *(where_time_goes(report) or ["- no profile"]),
+    out += ["", "Goals:", *goals(fig, smoke), "", "Where the step's time goes (lmforge, and the compiled plain loop):", *(where_time_goes(report) or ["- no profile"]),
             "", f"The run took {report['wall_seconds'] / 60:.1f} minutes, data and compilation included."]
     return "\n".join(out) + "\n"

@@ -13,7 +13,10 @@ Per step, from the profiler's events:
 - `compute_ops_per_step`: the same without the ops that only make tensor metadata (views, reshapes,
   allocations), which launch nothing on a GPU;
 - on CUDA: `kernels_per_step` (CUDA kernel events), `gpu_busy_ms_per_step` (the union of their intervals)
-  and `gpu_busy_share` (busy over the window's wall time): how much of the step the GPU waited on the host.
+  and `gpu_busy_share` (busy over the window's wall time): how much of the step the GPU waited on the host;
+  `kernel_kinds` (GPU ms a step by kind of kernel: matrix products, attention, inductor's fused kernels, the
+  optimizer, eager elementwise...) and `top_kernels` (the kernels that took the most GPU time): where the
+  GPU's own time goes once the host keeps up.
 The window is synchronised with the device at its two ends (two host syncs, only while profiling).
 """
 from __future__ import annotations
@@ -50,12 +53,14 @@ def summarize(events, steps: int, wall_s: float) -> dict[str, Any]:
     """Per-step figures (module docstring) from a profile's `events()` over `steps` optimizer steps."""
     ops: Counter[str] = Counter()
     kernels, intervals = 0, []
+    by_name: Counter[str] = Counter()
     for e in events:
         device = str(getattr(e, "device_type", "")).rsplit(".", 1)[-1]
         if device == "CUDA":  # a kernel, or a memcpy/memset (busy too, but no launch of ours to count)
             activity = str(getattr(e, "activity_type", "") or "").lower()
             kernels += "memcpy" not in activity and "memset" not in activity
             intervals.append((e.time_range.start, e.time_range.end))
+            by_name[e.name] += e.time_range.end - e.time_range.start
             continue
         if _is_kernel(e.name):
             ops[e.name.split("_cpp_fused")[0] + "_cpp_fused"] += 1
@@ -79,7 +84,33 @@ def summarize(events, steps: int, wall_s: float) -> dict[str, Any]:
         busy = _union_us(intervals) / 1e3
         out.update(kernels_per_step=kernels / steps, gpu_busy_ms_per_step=busy / steps,
                    gpu_busy_share=min(1.0, busy / 1e3 / wall_s) if wall_s > 0 else None)
+        kinds: Counter[str] = Counter()
+        for name, us in by_name.items():
+            kinds[kernel_kind(name)] += us
+        out["kernel_kinds"] = [[k, us / 1e3 / steps] for k, us in kinds.most_common()]
+        out["top_kernels"] = [[name[:90], us / 1e3 / steps] for name, us in by_name.most_common(8)]
     return out
+
+
+KERNEL_KINDS = (  # first match wins; names as CUDA, cuBLAS, cuDNN and inductor's Triton give them
+    ("attention", ("flash", "fmha", "cudnn", "attention", "attn", "sdpa")),
+    ("matrix products", ("gemm", "xmma", "cutlass", "nvjet", "cublas", "sm90_", "sm80_", "ampere_", "wgmma")),
+    ("optimizer", ("adam", "multi_tensor", "foreach", "lamb")),
+    ("compiled (inductor)", ("triton_",)),
+    ("embedding", ("embedding", "indexing_backward", "index_put", "scatter", "gather", "index")),
+    ("copies", ("memcpy", "memset", "copy", "cast", "fill")),
+    ("reductions", ("reduce", "sum", "norm")),
+    ("eager elementwise", ("elementwise", "vectorized", "unrolled")),
+)
+
+
+def kernel_kind(name: str) -> str:
+    """A GPU kernel's kind, from its name (KERNEL_KINDS; "other" where none matches)."""
+    low = name.lower()
+    for kind, keys in KERNEL_KINDS:
+        if any(k in low for k in keys):
+            return kind
+    return "other"
 
 
 def _union_us(intervals: list[tuple[float, float]]) -> float:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On the GPU machine (the device tool runs it in the repository's copy): install the carried wheels, then
-#   bash infra/gpu/run.sh bench    # lmforge bench gpu: six variants, ~6-7 minutes on an H100/H200
+#   bash infra/gpu/run.sh bench    # lmforge bench gpu: seven variants, ~6 minutes on an H100 (VARIANTS='a b' for some)
 #   bash infra/gpu/run.sh doctor   # lmforge doctor --gpu-run (make gpu-check): ~2 minutes
 # Everything worth keeping goes to $OUT (the device tool brings back at most 8 files): the report section, gpu.json,
 # the full report data and the logs as one archive.
@@ -19,7 +19,8 @@ export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | tee "$OUT/gpu.txt"
 case "$what" in
   bench)
-    "$PY" -m bench.gpu --corpus .carry/bench-gpu-corpus --work /tmp/bench-gpu --minutes "${MINUTES:-7.5}" 2>&1 \
+    "$PY" -m bench.gpu --corpus .carry/bench-gpu-corpus --work /tmp/bench-gpu --minutes "${MINUTES:-7.5}" \
+      ${VARIANTS:+--variants $VARIANTS} 2>&1 \
       | tee "$OUT/bench-gpu.log"
     rc=${PIPESTATUS[0]}
     cp docs/BENCHMARKS.md docs/benchmarks/gpu.json /tmp/bench-gpu/report.json "$OUT/" 2>/dev/null

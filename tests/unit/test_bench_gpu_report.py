@@ -13,7 +13,8 @@ from bench.gpu_report import figures, gpu_json, render
 
 def _report(device="NVIDIA H100 80GB HBM3", lm_ms=100.0, peer_ms=60.0, failed=("hf_trainer_compiled",)):
     prof = {"wall_ms_per_step": 110.0, "gpu_busy_ms_per_step": 99.0, "gpu_busy_share": 0.9, "kernels_per_step": 700.0,
-            "ops_per_step": 900.0, "top_ops": [["aten::mm", 148.0]]}
+            "ops_per_step": 900.0, "top_ops": [["aten::mm", 148.0]],
+            "kernel_kinds": [["matrix products", 60.0], ["attention", 20.0]], "top_kernels": [["nvjet_gemm_x", 30.0]]}
     results = {
         "lmforge": {"seconds_per_step": lm_ms / 1e3, "rows_per_step": 512, "seq_len": 128, "micro_batch_size": 512,
                     "head_share": 0.15, "profile": prof, "peak_memory_gb": 40.0, "compile": {"regions": ["a", "b"]},
@@ -41,6 +42,7 @@ def test_gpu_figures_mfu_and_goals():
     assert "lmforge at least 1.2x the best peer at micro batch 64: **MET** (5.00x plain PyTorch loop, eager; 1 of 4" in text
     assert "Did not run to the end: HF Trainer, bf16, torch_compile: RuntimeError: boom" in text
     assert "256: 20.0 GB, 1024: out of memory -> 512" in text
+    assert "by kind of kernel: matrix products 60.0, attention 20.0; the longest: `nvjet_gemm_x` 30.0." in text
     doc = gpu_json(report)
     assert doc["device"] == "NVIDIA H100 80GB HBM3"
     assert set(doc["variants"]["lmforge"]) == {"tokens_per_s", "mfu", "micro_batch_size", "gpu_busy_share",
@@ -71,3 +73,25 @@ def test_attention_verdict_follows_gain_against_spread():
                              "runs": _runs([6.80, 6.84], [6.79, 6.83]), "steps": 300, "seeds": [0, 1],
                              "verdict": "v"})
     assert "| untrained | - | 9.000 ± 0.000 | 9.000 ± 0.000 |" in text and "1.30 documents" in text
+
+
+def test_profile_summary_splits_gpu_time_by_kernel_kind():
+    from types import SimpleNamespace as NS
+
+    from training.step_profile import kernel_kind, summarize
+
+    def cuda(name, start, end):
+        return NS(name=name, device_type="DeviceType.CUDA", activity_type="kernel",
+                  time_range=NS(start=start, end=end), cpu_parent=None)
+
+    events = [cuda("sm90_xmma_gemm_bf16bf16_bf16f32", 0, 600), cuda("triton_per_fused_add_native_layer_norm_0", 600, 800),
+              cuda("cudnn_generated_fort_native_sdpa_sm90_flash_fprop", 800, 1000),
+              cuda("void at::native::vectorized_elementwise_kernel<4, GeluCUDA>", 1000, 1100),
+              cuda("multi_tensor_apply_kernel<FusedAdamMathFunctor>", 1100, 1500)]
+    out = summarize(events, steps=2, wall_s=0.004)
+    assert out["kernels_per_step"] == 2.5 and out["gpu_busy_ms_per_step"] == pytest.approx(0.75)
+    assert dict(out["kernel_kinds"]) == pytest.approx({"matrix products": 0.3, "optimizer": 0.2, "compiled (inductor)": 0.1,
+                                                       "attention": 0.1, "eager elementwise": 0.05})
+    assert out["top_kernels"][0] == ["sm90_xmma_gemm_bf16bf16_bf16f32", 0.3]
+    assert kernel_kind("void at::native::(anonymous)::indexing_backward_kernel") == "embedding"
+    assert kernel_kind("something new") == "other"
