@@ -330,7 +330,9 @@ def lmforge_dag(run_name: str = D.run_name, runs_dir: str = D.runs_dir, crawl: l
                 cluster_image: str = D.cluster_image, cluster_pvc: str = D.cluster_pvc, cluster_mount: str = D.cluster_mount,
                 cluster_namespace: str = D.cluster_namespace, cluster_gpus: int = D.cluster_gpus, labeled: str = D.labeled,
                 task: TaskKind = D.task, text_column: str = D.text_column, text_pair_column: str = D.text_pair_column,
-                label_column: str = D.label_column, dedup_index: str = D.dedup_index, index_wait: float = D.index_wait,
+                label_column: str = D.label_column, split_column: str = D.split_column, id_column: str = D.id_column,
+                tokens_column: str = D.tokens_column, tags_column: str = D.tags_column,
+                dedup_index: str = D.dedup_index, index_wait: float = D.index_wait,
                 decontaminate: bool = D.decontaminate,
                 beam_args: list[str] = D.beam_args, stage_timeout_minutes: float = D.stage_timeout_minutes,
                 overrides: dict[str, dict[str, Any]] = D.overrides) -> dict[str, str | None]:
@@ -354,7 +356,8 @@ def lmforge_train(run_name: str = T.run_name, runs_dir: str = T.runs_dir, shards
                   cluster_namespace: str = T.cluster_namespace, cluster_gpus: int = T.cluster_gpus,
                   labeled: str = T.labeled, task: TaskKind = T.task, text_column: str = T.text_column,
                   text_pair_column: str = T.text_pair_column, label_column: str = T.label_column,
-                  stage_timeout_minutes: float = T.stage_timeout_minutes,
+                  split_column: str = T.split_column, id_column: str = T.id_column, tokens_column: str = T.tokens_column,
+                  tags_column: str = T.tags_column, stage_timeout_minutes: float = T.stage_timeout_minutes,
                   overrides: dict[str, dict[str, Any]] = T.overrides) -> dict[str, str | None]:
     p = TrainOnlyParams(**{k: v for k, v in locals().items()})
     run = p.run_dir

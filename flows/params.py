@@ -190,6 +190,11 @@ class TrainParams(BaseModel):
     text_column: str = Field("", description="text column of a labelled data file (empty: text)")
     text_pair_column: str = Field("", description="second text column for sentence-pair tasks (empty: none)")
     label_column: str = Field("", description="label column of a labelled data file (empty: label)")
+    split_column: str = Field("", description="split column of a labelled data file (train/validation/test; empty: "
+                              "split, and a file without one is split for you: seeded, stratified by label)")
+    id_column: str = Field("", description="id column of a labelled data file (empty: id, else the text's digest)")
+    tokens_column: str = Field("", description="token-tagging files: the column with each sentence's words (empty: tokens)")
+    tags_column: str = Field("", description="token-tagging files: the column with each word's tag (empty: tags)")
     stage_timeout_minutes: float = Field(240.0, gt=0, description="a stage still running after this long is stopped "
                                          "and its task fails")
     overrides: dict[str, dict[str, Any]] = Field(default_factory=dict, description="per-stage option overrides, e.g. "
@@ -271,7 +276,10 @@ class TrainParams(BaseModel):
                                    ("model", "pretrain", "model"), ("task", "finetune", "task"),
                                    ("text_column", "finetune", "text_column"),
                                    ("text_pair_column", "finetune", "text_pair_column"),
-                                   ("label_column", "finetune", "label_column")):
+                                   ("label_column", "finetune", "label_column"),
+                                   ("split_column", "finetune", "split_column"), ("id_column", "finetune", "id_column"),
+                                   ("tokens_column", "finetune", "tokens_column"),
+                                   ("tags_column", "finetune", "tags_column")):
             if getattr(self, key, ""):
                 opts[stage][option] = getattr(self, key)
         for stage, extra in self.overrides.items():
@@ -290,10 +298,9 @@ class CorpusParams(BaseModel):
     index_wait: float = Field(3600.0, ge=0, description="seconds the corpus stage waits for another run holding the "
                               "band index before it fails")
     decontaminate: bool = Field(True, description="check the crawl against the validation and test splits of the "
-                                "fine-tune task (`labeled`, a known source or a prepared folder): pages sharing a 12-word "
-                                "n-gram with an item are dropped, and the card says how many items the crawl held. A "
-                                "labelled data file or config is checked when overrides give {'corpus': {'decontaminate': "
-                                "{'files': [...]}}}")
+                                "fine-tune task (`labeled`: a known source, a labelled data file or a finetune config, "
+                                "each prepared as the labeled stage before the corpus): pages sharing a 12-word n-gram "
+                                "with an item are dropped, counted per split on the corpus report and the card")
     beam_args: list[str] = Field([], description="Beam pipeline options for the corpus and shards stages, passed "
                                  "as given, e.g. ['--direct_num_workers=2']")
 

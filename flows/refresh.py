@@ -77,6 +77,8 @@ def lmforge_refresh(run_name: str = R.run_name, runs_dir: str = R.runs_dir, craw
                     cluster_gpus: int = R.cluster_gpus, labeled: str = R.labeled, task: TaskKind = R.task,
                     text_column: str = R.text_column,
                     text_pair_column: str = R.text_pair_column, label_column: str = R.label_column,
+                    split_column: str = R.split_column, id_column: str = R.id_column,
+                    tokens_column: str = R.tokens_column, tags_column: str = R.tags_column,
                     dedup_index: str = R.dedup_index, replay_fraction: float = R.replay_fraction,
                     index_wait: float = R.index_wait, decontaminate: bool = R.decontaminate, beam_args: list[str] = R.beam_args,
                     stage_timeout_minutes: float = R.stage_timeout_minutes,
