@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +23,7 @@ from flows import dag
 from flows.dag import lmforge_dag, lmforge_train
 from flows.params import FLOW_PARAMS, PATH_PARAMS, check_params, trust_paths
 from flows.refresh import lmforge_refresh
+from flows.stages import StageFailed, StagesFailed
 from pipelines.io import expand_inputs
 from pipelines.labeled.registry import SOURCES
 from schemas.manifest import read_manifest
@@ -36,7 +42,7 @@ def missing_inputs(flow: str, params: dict[str, Any]) -> str | None:
             read_manifest(p.tokenizer)
         if flow == "refresh" and not Path(p.crawl_root).is_dir():
             return f"crawl_root {p.crawl_root}: no such folder"
-        if p.labeled not in SOURCES:
+        if p.labeled and p.labeled not in SOURCES:
             if not Path(p.labeled).exists():
                 return f"labeled {p.labeled}: neither a known source ({', '.join(SOURCES)}) nor a file or folder"
             if p.labeled.endswith(".json"):
@@ -48,6 +54,56 @@ def missing_inputs(flow: str, params: dict[str, Any]) -> str | None:
     return None
 
 
+TRACEBACK_ENV = "LMFORGE_TRACEBACK"
+
+
+class _NoFailureRecords(logging.Filter):
+    """Keeps Prefect's failure records (task and flow tracebacks, 'Finished in state Failed') off the console;
+    the flow log file and the Prefect API still get them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info or record.levelno >= logging.ERROR:
+            return False
+        msg = record.getMessage()
+        return not (msg.startswith("Finished in state") and ("Failed" in msg or "Crashed" in msg))
+
+
+@contextmanager
+def failures_to_file(log_path: Path) -> Iterator[None]:
+    """Everything Prefect logs, tracebacks included, into `log_path`; failures off the console (unless
+    LMFORGE_TRACEBACK=1), where `lmforge run` prints a line per failed stage instead."""
+    import prefect  # noqa: F401  (sets up Prefect's logging: the console handler this quiets)
+
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    root = logging.getLogger()
+    file = logging.FileHandler(log_path, encoding="utf-8")
+    file.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    quiet = _NoFailureRecords()
+    consoles = [] if os.environ.get(TRACEBACK_ENV) == "1" else [h for h in root.handlers if h.__class__.__name__ == "PrefectConsoleHandler"]
+    root.addHandler(file)
+    for h in consoles:
+        h.addFilter(quiet)
+    try:
+        yield
+    finally:
+        for h in consoles:
+            h.removeFilter(quiet)
+        root.removeHandler(file)
+        file.close()
+
+
+def failure_lines(error: BaseException, flow_log: Path) -> list[str]:
+    """At most 3 lines: each failed stage with its reason and log (flows.stages), then where the rest is."""
+    stages = error.failures if isinstance(error, StagesFailed) else [error]
+    lines = [f"lmforge run: {e}" if isinstance(e, StageFailed) else f"lmforge run: error: {type(e).__name__}: "
+             f"{str(e).splitlines()[0] if str(e) else ''}" for e in stages]
+    if len(lines) > 2:
+        lines = [*lines[:1], f"lmforge run: and {len(lines) - 1} more stages failed: "
+                 + "; ".join(str(e) for e in stages[1:])]
+    return [*lines, f"lmforge run: the flow run ended Failed; flow log: {flow_log} ({TRACEBACK_ENV}=1 prints the "
+                    "tracebacks here)"]
+
+
 def cli_main(argv: list[str]) -> int:
     flows = {"dag": lmforge_dag, "train": lmforge_train, "refresh": lmforge_refresh}
     ap = Parser(prog="lmforge run", description=dag.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -55,8 +111,16 @@ def cli_main(argv: list[str]) -> int:
     ap.add_argument("--name", default=None, help="run name: outputs go to <runs-dir>/<name>/ (default: the flow's)")
     ap.add_argument("--runs-dir", default=None, help="parent folder of runs (default: runs)")
     ap.add_argument("--crawl", nargs="+", default=None, help="crawl inputs (dag; default: samples/crawl)")
-    ap.add_argument("--labeled", default=None, help="fine-tune task: a known source (lmforge labeled list), a finetune "
-                    "--config JSON file or a labelled data file (default: vader)")
+    ap.add_argument("--labeled", default=None, help="fine-tune task: your labelled file (JSONL, CSV or Parquet with a "
+                    "text and a label column; a split column is optional: without one it is split for you, seeded "
+                    "and stratified), a known source (lmforge labeled list) or a finetune --config JSON. Its "
+                    "validation and test items are removed from the crawl before pretraining. Default: vader for "
+                    "the demo (the bundled crawl), else none (no fine-tune)")
+    ap.add_argument("--task", default=None, choices=("classification", "regression", "tokens"),
+                    help="what --labeled's label is (default: classification)")
+    for col in ("text", "text-pair", "label", "split", "id", "tokens", "tags"):
+        ap.add_argument(f"--{col}-column", default=None, help=f"--labeled's {col.replace('-', ' ')} column "
+                        f"(default: {'none' if col == 'text-pair' else col})")
     ap.add_argument("--preset", default=None, help="stage sizes: demo, full (the same sample, twice the training) or tiny "
                     "(default: demo)")
     ap.add_argument("--nproc", type=int, default=None, help="pretraining processes (default: 2)")
@@ -70,7 +134,11 @@ def cli_main(argv: list[str]) -> int:
     a = parse_strict(ap, argv)
     kwargs: dict[str, Any] = {k: v for k, v in (("run_name", a.name), ("runs_dir", a.runs_dir), ("crawl", a.crawl),
                                                 ("labeled", a.labeled), ("preset", a.preset), ("nproc", a.nproc),
-                                                ("dedup_index", a.dedup_index), ("init_from", a.init_from))
+                                                ("dedup_index", a.dedup_index), ("init_from", a.init_from),
+                                                ("task", a.task),
+                                                *((f"{c}_column", getattr(a, f"{c}_column"))
+                                                  for c in ("text", "text_pair", "label", "split", "id", "tokens",
+                                                            "tags")))
                               if v is not None}
     for item in a.param:
         key, sep, value = item.partition("=")
@@ -87,7 +155,15 @@ def cli_main(argv: list[str]) -> int:
     if problem:                                                               # line, not a flow's traceback
         ap.error(problem)
     t0 = time.time()
-    result = fn(**kwargs)
+    flow_log = FLOW_PARAMS[a.flow](**kwargs).run_dir / "logs" / "flow.log"
+    with failures_to_file(flow_log):
+        try:
+            result = fn(**kwargs)
+        except Exception as e:
+            if os.environ.get(TRACEBACK_ENV) == "1":
+                raise
+            print("\n".join(failure_lines(e, flow_log)), file=sys.stderr)
+            return 1
     report = f"; report: {result['eval']}/report.md" if isinstance(result, dict) and result.get("eval") else ""
     print(f"lmforge run ({a.flow}): finished in {time.time() - t0:.0f}s{report}")
     return 0

@@ -76,6 +76,36 @@ def run_logged(cmd: list[str], log_path: Path, stage: str, grace: float = STOP_G
             raise
 
 
+class StageFailed(RuntimeError):
+    """A stage that exited non-zero, in one line: the stage, its reason (its own error line), its log."""
+
+    def __init__(self, stage: str, reason: str, log: Path, rc: int):
+        self.stage, self.reason, self.log, self.rc = stage, reason, log, rc
+        super().__init__(f"stage {stage} failed: {reason} (log: {log})")
+
+
+class StagesFailed(RuntimeError):
+    """Stages that failed while the flow went on without them (fine-tune, distil, the card...): a line each."""
+
+    def __init__(self, failures: list[BaseException], after: str = ""):
+        self.failures = failures
+        super().__init__("; ".join(map(str, failures)) + (f"; {after}" if after else ""))
+
+
+def failure_reason(log_path: Path, width: int = 300) -> str:
+    """The line of a failed stage's log that says why: the last `...error: ...` line (every entry point ends
+    with one: common/cli.py), else the last line of a traceback (`ValueError: ...`), else its last line."""
+    lines = [line.strip() for line in log_path.read_text(errors="replace").splitlines() if line.strip()]
+    for line in reversed(lines):
+        if ": error: " in line:
+            return line.split(": error: ", 1)[1][:width]
+    for line in reversed(lines):
+        head = line.split(":", 1)[0]
+        if head.endswith(("Error", "Exception", "Interrupt")) and " " not in head:
+            return line[:width]
+    return (lines[-1] if lines else "no output")[:width]
+
+
 def launch_stage(stage: str, opts: dict[str, Any], out: Path, log_dir: Path, argv: Iterable[str] = (),
                  upstream: Iterable[str | Path] = (), raw_inputs: Iterable[str] = (), cache: bool = True,
                  before_run=None, log_name: str = "") -> tuple[str, bool]:
@@ -97,8 +127,7 @@ def launch_stage(stage: str, opts: dict[str, Any], out: Path, log_dir: Path, arg
     print(f"[{stage}] {' '.join(map(str, cmd[3:]))}", flush=True)
     rc = run_logged(cmd, log_path, stage)
     if rc != 0:
-        tail = "".join(log_path.read_text(errors="replace").splitlines(keepends=True)[-40:])
-        raise RuntimeError(f"stage {stage} failed (exit {rc}); full log: {log_path}\n{tail}")
+        raise StageFailed(log_name or stage, failure_reason(log_path), log_path, rc)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / FLOW_KEY, key)
     print(f"[{stage}] done in {time.time() - t0:.1f}s -> {out}", flush=True)

@@ -35,7 +35,7 @@ SUMMARIES = {
     "compress": "int8 dynamic quantization of a model's Linear layers, for CPU inference",
     "evaluate": "MLM loss, accuracy, parameters, throughput -> eval/report.{json,md}",
     "contamination": "check a finished corpus against evaluation sets (their validation and test items) without cleaning it again",
-    "labeled": "real labelled datasets (VADER, Reuters-21578, ...) as files finetune reads: labeled list | prepare NAME",
+    "labeled": "labelled data as a task folder finetune, the card and decontamination read: labeled list | prepare NAME | file PATH",
     "run": "a Prefect flow (no server needed): the whole DAG, training from shards (--flow train), or a refresh (--flow refresh)",
     "alerts": "a Prefect automation that POSTs to a webhook when a refresh fails (needs a Prefect server)",
     "doctor": "can this node train? torch/CUDA/NCCL facts, optimizers, NCCL all-reduce, a short GPU pretraining "
@@ -92,13 +92,34 @@ def _labeled(rest: list[str]) -> int:
     p.add_argument("name", choices=SOURCES)
     p.add_argument("--output", required=True, help="directory to write")
     p.add_argument("--source", default=None, help="where the source's files are (default: its usual place)")
+    f = sub.add_parser("file", help="a labelled file of yours (JSONL, CSV/TSV, Parquet, a datasets folder, CoNLL): "
+                       "checked, split where it has no split (seeded, stratified by label), written as a task folder")
+    f.add_argument("path", help="the labelled file")
+    f.add_argument("--output", required=True, help="directory to write")
+    f.add_argument("--task", default="classification", choices=("classification", "regression", "tokens"),
+                   help="what the label is (default: %(default)s)")
+    for col, default in (("text", "text"), ("text-pair", ""), ("label", "label"), ("split", "split"), ("id", "id"),
+                         ("tokens", "tokens"), ("tags", "tags")):
+        f.add_argument(f"--{col}-column", default=default, help=f"column of the {col.replace('-', ' ')} "
+                       f"(default: {default or 'none'})")
+    f.add_argument("--seed", type=int, default=0, help="seed of the split made for a file without one (default: 0)")
+    f.add_argument("--test-per-mille", type=int, default=100, help="test share of such a split (default: 100 = 10%%)")
+    f.add_argument("--validation-per-mille", type=int, default=100, help="validation share (default: 100 = 10%%)")
     a = parse_strict(ap, rest)
     if a.action == "list":
         for name in SOURCES:
             print(f"{name:10s} {describe(name)}")
         return 0
     try:
-        out = prepare(a.name, a.output, a.source)
+        if a.action == "file":
+            from training.tasks.dataset import Columns
+            from training.tasks.prepare import prepare_file
+
+            cols = Columns(a.text_column, a.text_pair_column or None, a.label_column, a.split_column, a.id_column,
+                           a.tokens_column, a.tags_column)
+            out = prepare_file(a.path, a.output, a.task, cols, a.seed, a.test_per_mille, a.validation_per_mille)
+        else:
+            out = prepare(a.name, a.output, a.source)
     except (FileNotFoundError, ValueError) as e:
         print(f"lmforge labeled: error: {e}", file=sys.stderr)
         return 2

@@ -140,15 +140,18 @@ def card_entry(model_dir: str, cfg, name: str = "") -> CardEntry:
         if ref:
             quality["task"]["reference"] = ref
     if cfg.probe_corpus:
-        from training.probing import probe_model
+        from training.probing import probe_languages, probe_model
 
         vpm = 50
         if cfg.shards:
             from schemas.manifest import read_manifest
 
             vpm = int(read_manifest(cfg.shards)["config"].get("valid_per_mille", vpm))
-        quality["probing"] = probe_model(model_dir, cfg.probe_corpus, cfg.probe_languages, vpm, cfg.probe_wc_words,
-                                         cfg.probe_min_per_class, model=model, tokenizer=h.tokenizer)
+        langs, skipped = probe_languages(cfg.probe_corpus, cfg.probe_languages)
+        quality["probing"] = probe_model(model_dir, cfg.probe_corpus, langs, vpm, cfg.probe_wc_words,
+                                         cfg.probe_min_per_class, model=model, tokenizer=h.tokenizer, skipped=skipped)
+        if skipped:
+            quality["probing_skipped"] = skipped
         if KINDS[kind].pseudo_perplexity and cfg.pppl_sentences:
             from training.pppl import pseudo_perplexity
             from training.probing import held_out_texts, sentences
@@ -158,7 +161,7 @@ def card_entry(model_dir: str, cfg, name: str = "") -> CardEntry:
             quality["pseudo_perplexity"] = {
                 lang: pseudo_perplexity(model, tok, sentences(held_out_texts(cfg.probe_corpus, lang, vpm, 100000))
                                         [:cfg.pppl_sentences], length)
-                for lang in cfg.probe_languages}
+                for lang in quality["probing"]}
     ids, lengths = resource_inputs(model_dir, cfg.shards or None, cfg.texts or None, cfg.max_length)
     cost = resources(model_dir, ids, lengths, cfg.threads, cfg.cost_inputs, cfg.cost_repeats, cfg.latency_inputs)
     return CardEntry(model_dir, kind, quality, cost, name)
@@ -195,6 +198,9 @@ def render(entries: list[CardEntry]) -> str:
                 lines.append(f"| {name} | {len(t['classes'])} | {t['train']} / {t['test']} | "
                              + " | ".join(f"{a:.3f}" for a in t["layers"])
                              + f" | {t['chance']:.3f} | {t['majority']:.3f} | {t['bag_of_embeddings']:.3f} |")
+    skipped = next((e.quality["probing_skipped"] for e in entries if e.quality.get("probing_skipped")), {})
+    if skipped:
+        lines += ["", "Probing skipped: " + "; ".join(f"{lang}: {why}" for lang, why in skipped.items()) + "."]
     scores = {str(Path(e.path).resolve()): e.task_score for e in entries if e.task}
     labels = {str(Path(e.path).resolve()): e.label for e in entries}
     shares = []

@@ -54,7 +54,8 @@ class EvaluateConfig:
                                "fine-tuned models are scored on its test split, the split the finetune stage scored")
     probe_corpus: str = opt("", "card mode: a corpus stage directory whose held-out documents (the shards' valid split) "
                                 "give the probing sentences (SentLen, WC, BShift per layer; training/probing.py)")
-    probe_languages: list[str] = opt(["en", "ru"], "card mode: languages to probe in")
+    probe_languages: list[str] = opt([], "card mode: languages to probe in (default: each language the corpus kept "
+                                         "20 or more documents of; one it has none of is skipped, named on the card)")
     probe_min_per_class: int = opt(10, "card mode: fewest held-out sentences a probing class may have")
     probe_wc_words: int = opt(20, "card mode: words of the WC task")
     pppl_sentences: int = opt(100, "card mode, masked LMs with --probe-corpus: held-out sentences per language for the "
@@ -256,6 +257,9 @@ def run_card(cfg: EvaluateConfig, t0: float) -> Path:
 
     found = contamination(cfg.shards or None, cfg.task_config)
     md = render(entries) + "\n" + "\n\n".join(lines(found)) + "\n"
+    if not cfg.task_config:
+        md += ("\nTask: none. The card scores a labelled task given one (--task-config; `lmforge run --labeled FILE` "
+               "fine-tunes on your file and passes its test split here).\n")
     plain = [e.to_dict() for e in entries]
     images = [p for p in (quality_cost(plain, out / "quality_cost.png"), probing(plain, out / "probing.png"),
                           loss_curves(plain, out / "loss_curves.png")) if p]

@@ -185,8 +185,38 @@ def held_out_texts(corpus: str | Path, lang: str, valid_per_mille: int, limit: i
     return out
 
 
+MIN_PROBE_DOCUMENTS = 20
+"""Kept documents a language needs before the card probes in it by default: with 5% held out (the shards'
+valid split), 20 documents give one or two held-out pages, about the fewest that can fill SentLen's classes."""
+
+
+def probe_languages(corpus: str | Path, asked: list[str], min_documents: int = MIN_PROBE_DOCUMENTS
+                    ) -> tuple[list[str], dict[str, str]]:
+    """(languages to probe in, {language: why not} for the others): the ones asked for, else every language the
+    corpus kept at least `min_documents` documents of, most documents first. A language the corpus has no documents
+    of is skipped with the reason, not an error: the card stands without it."""
+    from schemas.manifest import read_manifest
+
+    kept = {str(k): int(v) for k, v in (read_manifest(corpus)["counts"].get("kept_by_language") or {}).items()}
+    have = {d.name for d in Path(corpus, "data").iterdir() if d.is_dir()} if Path(corpus, "data").is_dir() else set()
+    counts = {lang: kept.get(lang, 0) for lang in have | set(kept)}
+    held = ", ".join(f"{k} {v:,}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1])) or "none"
+    chosen, skipped = [], {}
+    for lang in asked or sorted(counts, key=lambda k: (-counts[k], k)):
+        if lang not in have:
+            skipped[lang] = f"no {lang} documents in the corpus (it kept: {held})"
+        elif not asked and counts[lang] < min_documents:
+            skipped[lang] = f"{counts[lang]} {lang} documents kept, fewer than {min_documents}"
+        else:
+            chosen.append(lang)
+    return chosen, skipped
+
+
 def probe_model(model_dir: str, corpus: str, languages: list[str], valid_per_mille: int, wc_words: int = 20,
-                min_per_class: int = 10, max_length: int = 64, model=None, tokenizer=None) -> dict[str, Any]:
+                min_per_class: int = 10, max_length: int = 64, model=None, tokenizer=None,
+                skipped: dict[str, str] | None = None) -> dict[str, Any]:
+    """{language: {"sentences": n, task: figures}} for each language the held-out documents can fill every task's
+    classes in; a language they cannot is left out and its reason put into `skipped`."""
     from transformers import AutoTokenizer
 
     from training.model_formats import load_model
@@ -198,8 +228,14 @@ def probe_model(model_dir: str, corpus: str, languages: list[str], valid_per_mil
     out: dict[str, Any] = {}
     for lang in languages:
         sents = sentences(held_out_texts(corpus, lang, valid_per_mille, limit=100000))
-        tasks = {"SentLen": sentlen_task(sents, min_per_class), "WC": wc_task(sents, wc_words, min_per_class),
-                 "BShift": bshift_task(sents, min_per_class)}
+        try:
+            tasks = {"SentLen": sentlen_task(sents, min_per_class), "WC": wc_task(sents, wc_words, min_per_class),
+                     "BShift": bshift_task(sents, min_per_class)}
+        except ValueError as e:  # too few held-out sentences in this language for a task's classes
+            if skipped is not None:
+                skipped[lang] = f"{len(sents)} held-out sentences: {e}"
+                continue
+            raise
         out[lang] = {"sentences": len(sents),
                      **{name: run_task(model, tok, items, names, max_length) for name, (items, names) in tasks.items()}}
     return out

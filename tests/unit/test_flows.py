@@ -246,7 +246,7 @@ def test_failed_finetune_does_not_stop_distillation(root, recorded):
     import flows.dag as dag
 
     rec = recorded(fail={"finetune"})
-    with pytest.raises(RuntimeError, match="finetune failed; evaluate reported what finished"):
+    with pytest.raises(RuntimeError, match=r"stage finetune failed \(exit 1\); evaluate reported what finished"):
         dag.lmforge_dag.fn(run_name="w", runs_dir=str(root), preset="tiny")
     assert rec.stages()[-3:] == ["distill", "evaluate", "evaluate"]  # no compression without a fine-tuned model
     assert rec.opts("evaluate")["skip"] == ["finetune"]

@@ -193,10 +193,34 @@ class _Builder:
         return name
 
 
+def stratified_split(examples: list[Example], task: str, seed: int, test_per_mille: int,
+                     validation_per_mille: int) -> dict[str, list[Example]]:
+    """{split: examples}: within each class (classification; one group otherwise) the distinct ids in the order of
+    a seeded hash, the first test_per_mille/1000 of them test, the next validation_per_mille/1000 validation, the
+    rest train, so every split has each class in its share (a class of 5 rows keeps all 5 in train: 10% of 5
+    rounds to 0). Rows sharing an id (identical texts without an id column) share a split."""
+    groups: dict[Any, dict[str, list[Example]]] = {}
+    for ex in examples:
+        key = ex.label if task == "classification" else None
+        groups.setdefault(key, {}).setdefault(ex.uid, []).append(ex)
+    out: dict[str, list[Example]] = {"train": [], "validation": [], "test": []}
+    where: dict[str, str] = {}
+    for by_uid in groups.values():
+        order = sorted(by_uid, key=lambda u: hashlib.blake2b(f"{seed}:{u}".encode(), digest_size=8).digest())
+        n_test = round(len(order) * test_per_mille / 1000)
+        n_valid = round(len(order) * validation_per_mille / 1000)
+        for i, uid in enumerate(order):
+            where[uid] = "test" if i < n_test else "validation" if i < n_test + n_valid else "train"
+    for ex in examples:  # file order within each split
+        out[where[ex.uid]].append(ex)
+    return out
+
+
 def load_task(task: str, cols: Columns = Columns(), *, train: Iterable[str] = (), validation: Iterable[str] = (),
               test: Iterable[str] = (), data: Iterable[str] = (), test_per_mille: int = 100,
-              validation_per_mille: int = 100, max_bad_fraction: float = 0.1) -> TaskData:
-    """Read the files and split them; see the module docstring for the rules."""
+              validation_per_mille: int = 100, max_bad_fraction: float = 0.1, split_seed: int | None = None) -> TaskData:
+    """Read the files and split them; see the module docstring for the rules. With `split_seed`, rows that no
+    file or column assigns are split by `stratified_split` instead of the id hash."""
     if task not in TASKS:
         raise ValueError(f"task {task!r} is not one of {', '.join(TASKS)}")
     named = [(p, s) for s, paths in (("train", train), ("validation", validation), ("test", test)) for p in paths]
@@ -237,8 +261,15 @@ def load_task(task: str, cols: Columns = Columns(), *, train: Iterable[str] = ()
         raise DataError(f"{bad} of {b.rows} rows cannot be used (more than {max_bad_fraction:.0%}), so the options or "
                         f"the file are probably wrong. First ones: {first}")
 
-    # hash split of the rest: test first (unless a test split was given), then validation from train
     rest = by_split.pop(None)
+    if rest and split_seed is not None and not any(by_split.values()):  # nothing assigned: seeded, stratified
+        by_split = stratified_split(rest, task, split_seed, test_per_mille, validation_per_mille)
+        how = "stratified by label, by" if task == "classification" else "by"
+        for name, share in (("test", test_per_mille), ("validation", validation_per_mille)):
+            splits_from[name] = f"{share / 10:g}% of the rows, {how} a hash seeded {split_seed}"
+        splits_from["train"] = "the rows not held out"
+        rest = []
+    # hash split of the rest: test first (unless a test split was given), then validation from train
     hash_test = bool(rest) and not by_split["test"]
     if hash_test:
         splits_from["test"] = f"hash of the id: {test_per_mille / 10:g}% of the rows"
