@@ -1,6 +1,11 @@
-"""What a run shows in the Prefect UI (Artifacts tab): corpus counts, links to reports and models, the
-evaluation card, and the lineage of the model back to its corpus. Everything is read from the
-stages' manifests and reports; nothing is computed here.
+"""What a run shows in the Prefect UI (Artifacts tab): corpus counts and report, the evaluation card, the
+stage directories and models, and the lineage of the model back to its corpus. Everything is read from
+the stages' manifests and reports; nothing is computed here.
+
+Every artifact opens from the run page in a browser on another machine: markdown and tables, and plots as
+image artifacts whose address is the PNG itself (a data: URI, which the UI shows). A file:// link would
+not open there ("Not allowed to load local resource"), so the HTML reports' paths are given as text, for a
+user on the worker's machine.
 """
 from __future__ import annotations
 
@@ -9,12 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from prefect.artifacts import (
-    create_image_artifact,
-    create_link_artifact,
-    create_markdown_artifact,
-    create_table_artifact,
-)
+from prefect.artifacts import create_image_artifact, create_markdown_artifact, create_table_artifact
 
 from schemas.card import Card, table_rows
 from schemas.manifest import MANIFEST_NAME, read_manifest, sha256_file
@@ -38,6 +38,65 @@ def corpus_rows(counts: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def md_table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    """A markdown table (numbers with thousands separators); `none` for no rows."""
+    def cell(v: Any) -> str:
+        return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v).replace("|", "\\|")
+
+    if not rows:
+        return ["none"]
+    return ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"] + ["| " + " | ".join(map(cell, r)) + " |" for r in rows]
+
+
+def corpus_markdown(rep: dict[str, Any], corpus: Path, top: int = 10) -> str:
+    """The corpus report (report.json, lmforge.corpus_report/v1) as markdown: what report.html shows, less
+    the plots (image artifacts) and cut to the `top` largest domains."""
+    o, d, dom = rep["outcomes"], rep["duplicates"], rep["domains"]
+
+    def reasons(pairs: list[list[Any]]) -> str:
+        return ", ".join(f"{r} {n}" for r, n in pairs)
+
+    status = "reconciles" if o["reconciles"] else f"DOES NOT reconcile (accounted {o['accounted']:,})"
+    n_in = "unknown" if o["in"] is None else f"{o['in']:,}"
+    lines = [f"# Corpus report: {corpus}", "", f"in = kept + dropped + duplicates + quarantined: {n_in} = "
+             f"{o['kept']:,} + {o['dropped']:,} + {o['duplicates']:,} + {o['quarantined']:,}: **{status}**.", ""]
+    if rep.get("stage_counts_disagree"):
+        lines += [f"**Files and manifest counts disagree on: {', '.join(rep['stage_counts_disagree'])}**", ""]
+    by_count = sorted(rep["dropped_by_reason"].items(), key=lambda kv: (-kv[1], kv[0]))
+    sections = [
+        ("Dropped, per reason", md_table(["reason", "documents"], [list(kv) for kv in by_count])),
+        ("Noted while cleaning (before deduplication)", md_table(["kind", "count"], sorted(rep.get("noted", {}).items()))),
+        ("Evaluation items found in the crawl (decontamination)",
+         md_table(["task", "items", "too short", "found", "pages dropped", "pages kept (marked)"],
+                  [[t, v["items"], v["too_short"], v["found"], v["pages_dropped"], v["pages_kept"]]
+                   for t, v in sorted((rep.get("contamination") or {}).items())]) if rep.get("contamination") else None),
+        ("Quarantined, per reason", md_table(["reason", "records"], sorted(rep["quarantined_by_reason"].items()))),
+        ("Kept, per language", md_table(["language", "documents", "characters", "mean characters", "mean words"],
+                                        [[k, v["documents"], v["characters"], v["mean_characters"], v["mean_words"]]
+                                         for k, v in rep["kept_by_language"].items()])),
+        ("Duplicates", [f"{d['clusters']:,} clusters (kept document + removed copies).", "",
+                        *md_table(["kind", "removed"], sorted(d["by_kind"].items()))]),
+        (f"Top {top} domains of kept documents (of {dom['kept_distinct']:,})",
+         md_table(["domain", "documents"], [[x["domain"], x["documents"]] for x in dom["kept_top"][:top]])),
+        (f"Top {top} domains of dropped documents (of {dom['dropped_distinct']:,})",
+         md_table(["domain", "documents", "top reasons"], [[x["domain"], x["documents"], reasons(x["top_reasons"])]
+                                                           for x in dom["dropped_top"][:top]])),
+    ]
+    for title, body in sections:
+        if body is not None:
+            lines += [f"## {title}", "", *body, ""]
+    lines.append(f"The full report with its plots, on the worker: `{corpus / 'report.html'}`.")
+    return "\n".join(lines) + "\n"
+
+
+def publish_images(run_name: str, what: str, pngs: list[Path]) -> None:
+    """Each PNG as an image artifact `{run_name}-{what}-{stem}`, the picture inline (see the module's docstring)."""
+    for png in pngs:
+        if png.exists():
+            create_image_artifact(image_url=image_data_uri(png), key=artifact_key(run_name, f"{what}-{png.stem}"),
+                                  description=f"{png.stem.replace('_', ' ')} ({png})")
+
+
 def publish_corpus(run_name: str, corpus: Path) -> None:
     m = read_manifest(corpus)
     index = (m.get("extra") or {}).get("index") or {}
@@ -47,10 +106,12 @@ def publish_corpus(run_name: str, corpus: Path) -> None:
                 + (f"wrote {index['wrote']}" if index["wrote"] else "snapshot already indexed"))
     create_table_artifact(key=artifact_key(run_name, "corpus-counts"), table=corpus_rows(m["counts"]),
                           description=f"corpus stage {corpus}: what was read, kept, dropped, deduplicated{note}")
-    report = corpus / "report.html"
+    report = corpus / "report.json"
     if report.exists():
-        create_link_artifact(key=artifact_key(run_name, "corpus-report"), link=report.resolve().as_uri(),
-                             link_text=f"corpus report ({report})", description="the corpus stage's HTML report")
+        create_markdown_artifact(key=artifact_key(run_name, "corpus-report"),
+                                 markdown=corpus_markdown(json.loads(report.read_text()), corpus.resolve()),
+                                 description=f"the corpus stage's report ({corpus / 'report.html'} on the worker)")
+        publish_images(run_name, "corpus", sorted((corpus / "report").glob("*.png")))
 
 
 def publish_outputs(run_name: str, stages: dict[str, str | None]) -> None:
@@ -115,21 +176,15 @@ def publish_note(run_name: str, what: str, text: str) -> None:
 
 
 def publish_card(run_name: str, card: Path, models: dict[str, str]) -> None:
-    """The evaluation card: markdown, a table of every model's quality and cost, links to its HTML and plots."""
+    """The evaluation card: markdown, a table of every model's quality and cost, and its plots."""
     report = Card.read(card / "report.json")
-    create_markdown_artifact(key=artifact_key(run_name, "card"), markdown=(card / "report.md").read_text(),
+    where = f"\n\nThe card with its plots, on the worker: `{(card / 'report.html').resolve()}`.\n"
+    create_markdown_artifact(key=artifact_key(run_name, "card"), markdown=(card / "report.md").read_text() + where,
                              description=f"quality and cost of every model of the run ({card})")
     rows = table_rows(report.models, {v: k for k, v in models.items()})  # the headline columns of schemas.card
     create_table_artifact(key=artifact_key(run_name, "card-table"), table=rows,
                           description="quality and cost together (MOROCCO's protocol, training/resources.py)")
-    create_link_artifact(key=artifact_key(run_name, "card-html"), link=(card / "report.html").resolve().as_uri(),
-                         link_text=f"evaluation card with plots ({card / 'report.html'})")
-    # the plots themselves, inline: a file:// address would not load in a browser on another machine
-    for name in report.images:
-        png = card / name
-        if png.exists():
-            create_image_artifact(image_url=image_data_uri(png), key=artifact_key(run_name, f"card-{png.stem}"),
-                                  description=f"{png.stem.replace('_', ' ')} ({png})")
+    publish_images(run_name, "card", [card / name for name in report.images])
 
 
 def image_data_uri(png: Path) -> str:

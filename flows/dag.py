@@ -36,6 +36,7 @@ from prefect.runtime import flow_run
 from common.config import options_to_argv
 from flows import artifacts
 from flows.params import (
+    Checked,
     ClusterKind,
     DagParams,
     MaskObjective,
@@ -323,18 +324,18 @@ def token_stages(p, run: Path, corpus: str, adopt_from: str = "", replay: list[s
 
 @flow(name="lmforge-dag", persist_result=True, log_prints=True, flow_run_name=flow_run_name)
 @flow_doc("Crawl in, evaluated and distilled model out; every stage writes <runs_dir>/<run_name>/<stage>/.", DagParams)
-def lmforge_dag(run_name: str = D.run_name, runs_dir: str = D.runs_dir, crawl: list[str] = D.crawl,
+def lmforge_dag(run_name: Checked.run_name = D.run_name, runs_dir: str = D.runs_dir, crawl: Checked.crawl = D.crawl,
                 preset: Preset = D.preset, tokenizer_model: TokenizerKind = D.tokenizer_model, mask_objective: MaskObjective = D.mask_objective,
-                model: str = D.model, init_from: str = D.init_from, nproc: int = D.nproc, nnodes: int = D.nnodes,
+                model: str = D.model, init_from: str = D.init_from, nproc: Checked.nproc = D.nproc, nnodes: Checked.nnodes = D.nnodes,
                 rdzv_endpoint: str = D.rdzv_endpoint, hostfile: str = D.hostfile, cluster: ClusterKind = D.cluster,
                 cluster_image: str = D.cluster_image, cluster_pvc: str = D.cluster_pvc, cluster_mount: str = D.cluster_mount,
-                cluster_namespace: str = D.cluster_namespace, cluster_gpus: int = D.cluster_gpus, labeled: str = D.labeled,
+                cluster_namespace: str = D.cluster_namespace, cluster_gpus: Checked.cluster_gpus = D.cluster_gpus, labeled: str = D.labeled,
                 task: TaskKind = D.task, text_column: str = D.text_column, text_pair_column: str = D.text_pair_column,
                 label_column: str = D.label_column, split_column: str = D.split_column, id_column: str = D.id_column,
                 tokens_column: str = D.tokens_column, tags_column: str = D.tags_column,
-                dedup_index: str = D.dedup_index, index_wait: float = D.index_wait,
+                dedup_index: str = D.dedup_index, index_wait: Checked.index_wait = D.index_wait,
                 decontaminate: bool = D.decontaminate,
-                beam_args: list[str] = D.beam_args, stage_timeout_minutes: float = D.stage_timeout_minutes,
+                beam_args: list[str] = D.beam_args, stage_timeout_minutes: Checked.stage_timeout_minutes = D.stage_timeout_minutes,
                 overrides: dict[str, dict[str, Any]] = D.overrides) -> dict[str, str | None]:
     p = DagParams(**{k: v for k, v in locals().items()})
     run = p.run_dir
@@ -348,16 +349,16 @@ def lmforge_dag(run_name: str = D.run_name, runs_dir: str = D.runs_dir, crawl: l
 
 @flow(name="lmforge-train", persist_result=True, log_prints=True, flow_run_name=flow_run_name)
 @flow_doc("Training from existing shards: pretrain, fine-tune and distil, evaluate.", TrainOnlyParams)
-def lmforge_train(run_name: str = T.run_name, runs_dir: str = T.runs_dir, shards: str = T.shards,
+def lmforge_train(run_name: Checked.run_name = T.run_name, runs_dir: str = T.runs_dir, shards: str = T.shards,
                   tokenizer: str = T.tokenizer, preset: Preset = T.preset, model: str = T.model, init_from: str = T.init_from,
-                  nproc: int = T.nproc, nnodes: int = T.nnodes, rdzv_endpoint: str = T.rdzv_endpoint,
+                  nproc: Checked.nproc = T.nproc, nnodes: Checked.nnodes = T.nnodes, rdzv_endpoint: str = T.rdzv_endpoint,
                   hostfile: str = T.hostfile, cluster: ClusterKind = T.cluster, cluster_image: str = T.cluster_image,
                   cluster_pvc: str = T.cluster_pvc, cluster_mount: str = T.cluster_mount,
-                  cluster_namespace: str = T.cluster_namespace, cluster_gpus: int = T.cluster_gpus,
+                  cluster_namespace: str = T.cluster_namespace, cluster_gpus: Checked.cluster_gpus = T.cluster_gpus,
                   labeled: str = T.labeled, task: TaskKind = T.task, text_column: str = T.text_column,
                   text_pair_column: str = T.text_pair_column, label_column: str = T.label_column,
                   split_column: str = T.split_column, id_column: str = T.id_column, tokens_column: str = T.tokens_column,
-                  tags_column: str = T.tags_column, stage_timeout_minutes: float = T.stage_timeout_minutes,
+                  tags_column: str = T.tags_column, stage_timeout_minutes: Checked.stage_timeout_minutes = T.stage_timeout_minutes,
                   overrides: dict[str, dict[str, Any]] = T.overrides) -> dict[str, str | None]:
     p = TrainOnlyParams(**{k: v for k, v in locals().items()})
     run = p.run_dir

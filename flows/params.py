@@ -17,7 +17,8 @@ import dataclasses
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Literal
+from types import SimpleNamespace
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
@@ -381,3 +382,21 @@ def flow_doc(summary: str, model: type[BaseModel]):
 
 FLOW_PARAMS: dict[str, type[BaseModel]] = {"dag": DagParams, "train": TrainOnlyParams, "refresh": RefreshParams}
 """Each flow's parameters, by the name `lmforge run --flow` takes."""
+
+
+def checked_types(*models: type[BaseModel]) -> SimpleNamespace:
+    """Each field's type with the checks its model states (bounds, pattern, length), by field name.
+
+    A flow's signature annotates a bounded parameter with it (`nproc: Checked.nproc = D.nproc`): Prefect
+    builds the deployment's parameter schema, and so the UI's form, from the signature alone, so a plain
+    `int` there would let the form accept `nproc = -1` that the model refuses only once the run started.
+    The bounds stay stated once, on the model's Field; tests/unit/test_flow_schema.py checks each one reaches
+    the schema."""
+    types = {}
+    for model in models:
+        for name, f in model.model_fields.items():
+            types[name] = Annotated[(f.annotation, *f.metadata)] if f.metadata else f.annotation
+    return SimpleNamespace(**types)
+
+
+Checked = checked_types(*FLOW_PARAMS.values())

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 from pathlib import Path
 
 import pytest
@@ -42,8 +43,13 @@ def test_documented_deployment_runs_and_a_failed_refresh_is_reported(tmp_path):
         env.pop("LMFORGE_HOME", None)
         rest = ops.deploy(env)
         url = env["PREFECT_API_URL"]
-        names = {d["name"] for d in ops.api(url, "/deployments/filter", {})}
-        assert names == {"demo", "train", "weekly-refresh"}
+        deployments = {d["name"]: d for d in ops.api(url, "/deployments/filter", {})}
+        assert set(deployments) == {"demo", "train", "weekly-refresh"}
+        # the form's schema carries the model's bounds, so the server refuses a run the flow would refuse
+        nproc = deployments["demo"]["parameter_openapi_schema"]["properties"]["nproc"]
+        assert (nproc["minimum"], nproc["maximum"]) == (1, 64)
+        with pytest.raises(urllib.error.HTTPError, match="409"):
+            ops.api(url, f"/deployments/{deployments['demo']['id']}/create_flow_run", {"parameters": {"nproc": -1}})
         worker_line = next(line for line in rest if " worker start" in line)
         run_line = next(line for line in rest if " deployment run" in line)
         assert "--param preset=tiny" in run_line
@@ -63,7 +69,10 @@ def test_documented_deployment_runs_and_a_failed_refresh_is_reported(tmp_path):
             assert run["state"]["type"] == "COMPLETED", log[-5000:]
             assert re.fullmatch(r"demo-\d{4}-\d{2}-\d{2}T\d{4}", run["name"]), run["name"]
             assert run["parameters"]["preset"] == "tiny" and run["parameters"]["run_name"] == "demo"
-            keys = {a["key"] for a in ops.artifacts(url, run["id"]) if a.get("key")}
+            published = ops.artifacts(url, run["id"])
+            keys = {a["key"] for a in published if a.get("key")}
+            # each opens from the run page: a browser refuses a file:// link from the UI's page
+            assert not [a["key"] for a in published if "file://" in json.dumps(a["data"])]
             assert {"demo-corpus-counts", "demo-corpus-report", "demo-outputs", "demo-lineage", "demo-eval-report",
                     "demo-eval-table", "demo-card", "demo-card-table", "demo-card-quality-cost"} <= keys, keys
             tasks = ops.api(url, "/task_runs/filter", {"flow_runs": {"id": {"any_": [run["id"]]}}})
