@@ -47,7 +47,7 @@ from flows.params import (
     TrainParams,
     flow_doc,
 )
-from flows.stages import launch_stage
+from flows.stages import StageFailed, StagesFailed, launch_stage
 from pipelines.labeled.registry import SOURCES
 from training.cluster import job_name
 
@@ -123,6 +123,30 @@ def labeled_task(name: str, run: Path) -> str:
     """A known source turned into files finetune reads (data.jsonl and the finetune.json that names them)."""
     out = run / "labeled" / name
     return launch_stage("labeled", {"output": out}, out, run / "logs", argv=["prepare", name])[0]
+
+
+@task(name="labeled-file", retries=0)
+def labeled_file_task(path: str, run: Path, opts: dict) -> str:
+    """A user's labelled file checked, split where it has no split, and written as a task folder
+    (`lmforge labeled file`, training/tasks/prepare.py), as a known source is: finetune, the card and the corpus
+    stage's decontamination then read the same splits. Not retried: a file that fails its checks fails again."""
+    out = run / "labeled" / Path(path).name.split(".")[0]
+    return launch_stage("labeled", {"output": out, **opts}, out, run / "logs", argv=["file", path],
+                        raw_inputs=[path], log_name="labeled")[0]
+
+
+TOO_FEW_ROWS = 3
+"""`lmforge labeled file`'s exit status for a file too small to split (training.tasks.readers.TooFewRows)."""
+LABELED_FILE_KEYS = ("task", "text_column", "text_pair_column", "label_column", "split_column", "id_column",
+                     "tokens_column", "tags_column")
+"""What the run says about a labelled file's columns: options of its labeled stage, not of finetune, which reads
+the task folder's own columns."""
+
+
+def from_user_file(labeled: str | None) -> bool:
+    """Whether `labeled` is a task folder made from a user's file (its columns are data.jsonl's own)."""
+    m = Path(labeled or "", "manifest.json")
+    return bool(labeled) and m.exists() and "file" in (json.loads(m.read_text()).get("config") or {})
 
 
 def _labeled_source(labeled: str) -> tuple[dict, bool]:
@@ -228,7 +252,8 @@ def cluster_options(p: TrainParams, run: Path) -> dict[str, Any] | None:
 
 
 def train_and_evaluate(p: TrainParams, run: Path, shards: str, tokenizer: str, init_from: str = "",
-                       previous: str = "", corpus: str | None = None, labeled: str | None = None) -> dict[str, str | None]:
+                       previous: str = "", corpus: str | None = None, labeled: str | None = None,
+                       no_task: str = "") -> dict[str, str | None]:
     """pretrain -> (labeled -> finetune -> int8, pruned), distill (-> the student fine-tuned on the task) ->
     evaluate and the card, then the
     artifacts. Shared by every flow."""
@@ -236,17 +261,20 @@ def train_and_evaluate(p: TrainParams, run: Path, shards: str, tokenizer: str, i
     limit = {"timeout_seconds": p.stage_timeout_minutes * 60}
     pretrain = pretrain_task.with_options(**limit)(shards, tokenizer, run, opts["pretrain"], p.nproc, init_from,
                                                    p.nnodes, p.rdzv_endpoint, p.hostfile, cluster_options(p, run))
-    failed: dict[str, str] = {}
+    failed: dict[str, BaseException] = {}
 
     def independent(t, *args) -> str | None:
         state = t.with_options(**limit)(*args, return_state=True)
         if state.is_completed():
             return state.result()
-        failed[t.name] = str(state.result(raise_on_failure=False))[:2000]
+        error = state.result(raise_on_failure=False)
+        failed[t.name] = error if isinstance(error, BaseException) else RuntimeError(f"{t.name} failed: {error}")
         return None
 
-    if labeled is None:  # not prepared before the corpus stage (lmforge-train has none)
-        labeled = independent(labeled_task, p.labeled, run) if p.labeled in SOURCES else p.labeled
+    if labeled is None and not no_task:  # not prepared before the corpus stage (lmforge-train has none)
+        labeled, no_task = prepare_labeled(p, run)
+    if from_user_file(labeled):
+        opts["finetune"] = {k: v for k, v in opts["finetune"].items() if k not in LABELED_FILE_KEYS}
     finetune = independent(finetune_task, pretrain, labeled, run, opts["finetune"]) if labeled else None
     distill = independent(distill_task, pretrain, shards, run, opts["distill"])
     task = task_config(labeled, opts["finetune"], run) if finetune else ""
@@ -262,6 +290,8 @@ def train_and_evaluate(p: TrainParams, run: Path, shards: str, tokenizer: str, i
     artifacts.publish_eval(p.run_name, Path(evaluation))
     card_opts = dict(opts["card"])
     probe = card_opts.pop("probe", False)
+    if not finetune:
+        card_opts["task_note"] = no_task or "the fine-tune did not finish (see the flow's failed stages)"
     models = {"teacher": f"{pretrain}/hf", **({"student": f"{distill}/hf"} if distill else {}),
               **({"fine-tuned": f"{finetune}/hf"} if finetune else {}),
               **({"student fine-tuned": f"{student_ft}/hf"} if student_ft else {}), **({"int8": int8} if int8 else {}),
@@ -274,20 +304,32 @@ def train_and_evaluate(p: TrainParams, run: Path, shards: str, tokenizer: str, i
               "finetune": finetune, "distill": distill, "student_finetune": student_ft, "int8": int8, "pruned": pruned, "eval": evaluation, "card": card}
     artifacts.publish_outputs(p.run_name, result)
     if failed:
-        raise RuntimeError(f"{', '.join(failed)} failed; evaluate reported what finished ({evaluation}/report.md). "
-                           + " | ".join(f"{k}: {v}" for k, v in failed.items()))
+        raise StagesFailed(list(failed.values()), f"evaluate reported what finished ({evaluation}/report.md)")
     return result
 
 
-def prepare_labeled(p, run: Path) -> str | None:
-    """The fine-tune task's data before the corpus stage, which checks the crawl against its evaluation
-    splits: a known source prepared under the run, else the path given; None if preparing it failed
-    (fine-tune then fails on its own, and the corpus goes unchecked, as its manifest says)."""
-    if p.labeled not in SOURCES:
-        return p.labeled or None
+def prepare_labeled(p, run: Path) -> tuple[str | None, str]:
+    """(the fine-tune task's data, why there is none): prepared before the corpus stage, which checks the crawl
+    against its validation and test splits: a known source or a user's labelled file as a task folder under the
+    run; a task folder or a finetune config as given; None with no task. A file that fails its checks fails the
+    flow here, in one line, before any stage has spent time on the crawl; a file too small for a split (exit
+    TooFewRows.exit_code) leaves the run without a task, the reason on the card."""
+    if not p.labeled:
+        return None, "the run was given no labelled data (`lmforge run --labeled FILE`)"
     limit = {"timeout_seconds": p.stage_timeout_minutes * 60}
-    state = labeled_task.with_options(**limit)(p.labeled, run, return_state=True)
-    return state.result() if state.is_completed() else None
+    if p.labeled in SOURCES:
+        return labeled_task.with_options(**limit)(p.labeled, run), ""
+    if Path(p.labeled, "finetune.json").exists() or p.labeled.endswith(".json"):
+        return p.labeled, ""
+    opts = {k: v for k, v in p.stage_options()["finetune"].items() if k in LABELED_FILE_KEYS and v}
+    state = labeled_file_task.with_options(**limit)(str(Path(p.labeled).resolve()), run, opts, return_state=True)
+    if state.is_completed():
+        return state.result(), ""
+    error = state.result(raise_on_failure=False)
+    if isinstance(error, StageFailed) and error.rc == TOO_FEW_ROWS:
+        print(f"[labeled] no fine-tune task: {error.reason}", flush=True)
+        return None, f"{p.labeled}: {error.reason}"
+    raise error
 
 
 def decontamination(p, labeled: str | None, opts: dict) -> dict:
@@ -341,10 +383,11 @@ def lmforge_dag(run_name: Checked.run_name = D.run_name, runs_dir: str = D.runs_
     run = p.run_dir
     run.mkdir(parents=True, exist_ok=True)
     index = Path(p.dedup_index).resolve() if p.dedup_index else run / "minhash_index"
-    labeled = prepare_labeled(p, run)
+    labeled, no_task = prepare_labeled(p, run)
     corpus = corpus_stage(p, run, p.crawl, index, own_index=not p.dedup_index, labeled=labeled)
     tokenizer, shards = token_stages(p, run, corpus, adopt_from=p.init_from)
-    return {"corpus": corpus, **train_and_evaluate(p, run, shards, tokenizer, p.init_from, corpus=corpus, labeled=labeled)}
+    return {"corpus": corpus, **train_and_evaluate(p, run, shards, tokenizer, p.init_from, corpus=corpus,
+                                                   labeled=labeled, no_task=no_task)}
 
 
 @flow(name="lmforge-train", persist_result=True, log_prints=True, flow_run_name=flow_run_name)

@@ -38,6 +38,9 @@ MaskObjective = Literal[("", *MLM_OBJECTIVES)]
 TaskKind = Literal["", "classification", "regression", "tokens"]
 ClusterKind = Literal["local", "k8s", "pytorchjob", "slurm"]
 DATA_ROOT_ENV = "LMFORGE_DATA_ROOT"
+DEMO_CRAWL = ["samples/crawl"]
+DEMO_LABELED = "vader"
+"""The demo's inputs (the bundled crawl sample and its task): the only defaults that name the sample."""
 
 # Options the flow wires itself (a stage's inputs and outputs): an override may not replace them.
 WIRED = {
@@ -50,7 +53,8 @@ WIRED = {
     "evaluate": {"run", "output"},
     "student_finetune": {"model", "output", "data", "train", "validation", "test", "config", "teacher"},
     "compress": {"model", "output", "method", "task_config"},
-    "card": {"run", "output", "model", "name", "shards", "task_config", "probe_corpus", "pretrain", "finetune", "distill"},
+    "card": {"run", "output", "model", "name", "shards", "task_config", "probe_corpus", "pretrain", "finetune", "distill",
+             "task_note"},
 }
 
 
@@ -184,8 +188,10 @@ class TrainParams(BaseModel):
                                "tokenizer and init_from must be under it. Empty: the worker's data root")
     cluster_namespace: str = Field("", description="k8s/pytorchjob: the namespace (empty: kubectl's current)")
     cluster_gpus: int = Field(0, ge=0, le=64, description="cluster jobs: GPUs per node (0: a CPU job)")
-    labeled: str = Field("vader", description="the fine-tune task: a known labelled source (`lmforge labeled list`), "
-                         "a `lmforge finetune --config` JSON file, or one labelled data file (JSONL/CSV/Parquet)")
+    labeled: str = Field("", description="the fine-tune task: a labelled data file of yours (JSONL/CSV/Parquet with a "
+                         "text and a label column; a split column is optional), a known labelled source (`lmforge "
+                         "labeled list`) or a `lmforge finetune --config` JSON file. Empty: vader for the demo (the "
+                         "bundled crawl), else no fine-tune task (the card says so)")
     task: TaskKind = Field(
         "", description="fine-tune task kind for a data file (empty: the source's, else classification)")
     text_column: str = Field("", description="text column of a labelled data file (empty: text)")
@@ -262,7 +268,7 @@ class TrainParams(BaseModel):
     def _labeled(self):
         from pipelines.labeled.registry import SOURCES
 
-        if self.labeled not in SOURCES:
+        if self.labeled and self.labeled not in SOURCES:
             inside_root(self.labeled, "labeled")
         return self
 
@@ -315,8 +321,9 @@ class CorpusParams(BaseModel):
 class DagParams(CorpusParams, TrainParams):
     """The whole DAG: crawl in, evaluated and distilled model out."""
 
-    crawl: list[str] = Field(["samples/crawl"], min_length=1,
-                             description="crawl inputs: files, directories or globs (WARC/WET/JSONL/Parquet)")
+    crawl: list[str] = Field(DEMO_CRAWL, min_length=1,
+                             description="crawl inputs: files, directories or globs (WARC/WET/JSONL/Parquet). The "
+                             "default is the bundled sample: the demo")
     dedup_index: str = Field("", description="MinHash band index shared by recurring corpus refreshes: each run drops "
                              "what earlier runs kept and adds its own. Empty: a fresh {runs_dir}/{run_name}/minhash_index")
 
@@ -324,6 +331,18 @@ class DagParams(CorpusParams, TrainParams):
     @classmethod
     def _crawl_inside_root(cls, v: list[str]) -> list[str]:
         return [inside_root(c, "crawl input") for c in v]
+
+    @model_validator(mode="after")
+    def _demo_task(self):
+        """The demo's task is the demo's alone: a run on another crawl gets no fine-tune task it did not ask for."""
+        if not self.labeled and self.is_demo:
+            self.labeled = DEMO_LABELED
+        return self
+
+    @property
+    def is_demo(self) -> bool:
+        """A run of the bundled sample crawl."""
+        return [str(Path(c)) for c in self.crawl] == DEMO_CRAWL
 
     @field_validator("dedup_index")
     @classmethod

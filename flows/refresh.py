@@ -99,7 +99,7 @@ def lmforge_refresh(run_name: Checked.run_name = R.run_name, runs_dir: str = R.r
     prev_model = str(prev / "pretrain" / "hf") if prev else ""
     start = prev_model or p.init_from
     crawl = [str(Path(p.crawl_root, snap).resolve())]
-    labeled = prepare_labeled(p, run)
+    labeled, no_task = prepare_labeled(p, run)
     corpus = corpus_stage(p, run, crawl, index, own_index=False, snapshot=snap, labeled=labeled)
     m = read_manifest(Path(corpus))
     if m["extra"]["index"]["wrote"] is None:  # the stage ran now and found this snapshot's pages indexed
@@ -113,7 +113,8 @@ def lmforge_refresh(run_name: Checked.run_name = R.run_name, runs_dir: str = R.r
     earlier = [str(base / s / "corpus") for s in indexed_snapshots(index)
                if s != snap and (base / s / "corpus" / "manifest.json").exists()]
     tokenizer, shards = token_stages(p, run, corpus, adopt_from=start, replay=earlier, replay_fraction=p.replay_fraction)
-    result = train_and_evaluate(p, run, shards, tokenizer, init_from=start, previous=prev_model, corpus=corpus, labeled=labeled)
+    result = train_and_evaluate(p, run, shards, tokenizer, init_from=start, previous=prev_model, corpus=corpus, labeled=labeled,
+                                no_task=no_task)
     switch_latest(base, snap)
     summary = (f"# refresh {p.run_name}: {snap}\n\n{why}. Continued from "
                + (f"the previous snapshot's model `{prev_model}` (its tokenizer adopted)" if prev_model

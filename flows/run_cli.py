@@ -55,6 +55,17 @@ def missing_inputs(flow: str, params: dict[str, Any]) -> str | None:
 
 
 TRACEBACK_ENV = "LMFORGE_TRACEBACK"
+YOUR_OWN_DATA = """Your own data (README.md, "Your own data"):
+
+    lmforge run --name mine --crawl wiki.jsonl --labeled tweets.csv --text-column tweet --label-column sentiment
+
+  --crawl: WARC/WET files, JSONL (one page a line: text; id and url if you have them) or Parquet.
+  --labeled: JSONL, CSV/TSV or Parquet with a text and a label column (--text-column, --label-column; pairs:
+  --text-pair-column; --task regression or tokens). A split column (train/validation/test) is optional: without
+  one the file is split for you (10% test, 10% validation per label, seeded) and the split written down under
+  runs/NAME/labeled/. Its validation and test items are removed from the crawl before pretraining, counted per
+  split on the corpus report and the card. Without --labeled: no fine-tune task; without --crawl: the demo.
+  A failed run prints a line per failed stage and the flow log's path; LMFORGE_TRACEBACK=1 shows the tracebacks."""
 
 
 class _NoFailureRecords(logging.Filter):
@@ -106,7 +117,8 @@ def failure_lines(error: BaseException, flow_log: Path) -> list[str]:
 
 def cli_main(argv: list[str]) -> int:
     flows = {"dag": lmforge_dag, "train": lmforge_train, "refresh": lmforge_refresh}
-    ap = Parser(prog="lmforge run", description=dag.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = Parser(prog="lmforge run", description=dag.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                epilog=YOUR_OWN_DATA)
     ap.add_argument("--flow", choices=sorted(flows), default="dag", help="which flow (default: dag, the whole DAG)")
     ap.add_argument("--name", default=None, help="run name: outputs go to <runs-dir>/<name>/ (default: the flow's)")
     ap.add_argument("--runs-dir", default=None, help="parent folder of runs (default: runs)")

@@ -122,7 +122,7 @@ def _labeled(rest: list[str]) -> int:
             out = prepare(a.name, a.output, a.source)
     except (FileNotFoundError, ValueError) as e:
         print(f"lmforge labeled: error: {e}", file=sys.stderr)
-        return 2
+        return getattr(e, "exit_code", 2)
     print(f"labeled: wrote {out} (lmforge finetune --config {out}/finetune.json --model DIR --output DIR)")
     return 0
 

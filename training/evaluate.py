@@ -52,6 +52,7 @@ class EvaluateConfig:
     max_length: int = opt(128, "card mode with --texts: tokens per input")
     task_config: str = opt("", "card mode: a `lmforge finetune --config` JSON (e.g. runs/demo/labeled/vader/finetune.json): "
                                "fine-tuned models are scored on its test split, the split the finetune stage scored")
+    task_note: str = opt("", "card mode without --task-config: why the card has no task score (printed on it)")
     probe_corpus: str = opt("", "card mode: a corpus stage directory whose held-out documents (the shards' valid split) "
                                 "give the probing sentences (SentLen, WC, BShift per layer; training/probing.py)")
     probe_languages: list[str] = opt([], "card mode: languages to probe in (default: each language the corpus kept "
@@ -258,7 +259,8 @@ def run_card(cfg: EvaluateConfig, t0: float) -> Path:
     found = contamination(cfg.shards or None, cfg.task_config)
     md = render(entries) + "\n" + "\n\n".join(lines(found)) + "\n"
     if not cfg.task_config:
-        md += ("\nTask: none. The card scores a labelled task given one (--task-config; `lmforge run --labeled FILE` "
+        md += (f"\nTask: none: {cfg.task_note}.\n" if cfg.task_note else
+               "\nTask: none. The card scores a labelled task given one (--task-config; `lmforge run --labeled FILE` "
                "fine-tunes on your file and passes its test split here).\n")
     plain = [e.to_dict() for e in entries]
     images = [p for p in (quality_cost(plain, out / "quality_cost.png"), probing(plain, out / "probing.png"),

@@ -85,7 +85,8 @@ class FinetuneConfig:
     max_length: int = opt(128, "tokens per example after truncation (truncations are counted)")
     teacher: str = opt("", "task-level distillation: a fine-tuned model of this task (same labels) whose soft "
                            "labels the model also learns from: alpha * KL(teacher/T || model/T) * T^2 + (1 - alpha) "
-                           "* the gold-label loss (Hinton et al. 2015; DistilBERT's task-specific variant)")
+                           "* the gold-label loss (Hinton et al. 2015; DistilBERT's task-specific variant); for regression "
+                           "the squared error to the teacher's prediction in place of the KL term")
     distill_alpha: float = opt(0.5, "with --teacher: the soft labels' weight")
     distill_temperature: float = opt(2.0, "with --teacher: the softmax temperature T")
     bf16: bool = opt(False, "train and predict under bfloat16 autocast (fp32 weights): 1.4x faster on CPUs with "
@@ -297,8 +298,6 @@ def tokenizer_identity(model_dir: str) -> str | None:
 def load_teacher(teacher_dir: str, data: TaskData, model_dir: str):
     """The fine-tuned teacher of task-level distillation, checked to predict this task's labels in this order."""
     refuse_quantized(teacher_dir, "a distillation teacher (its logits are needed in fp32)")
-    if data.task == "regression":
-        raise ValueError("--teacher: task-level distillation here is for classification and tagging (soft labels)")
     model, kind = load_model(teacher_dir)
     want = task_head_kind(data.task)
     if kind != want:
@@ -306,8 +305,10 @@ def load_teacher(teacher_dir: str, data: TaskData, model_dir: str):
     if tokenizer_identity(teacher_dir) != tokenizer_identity(model_dir):
         raise ValueError(f"--teacher {teacher_dir} tokenizes differently from {model_dir}: the soft labels must be "
                          "for the same input ids")
-    names = [model.config.id2label[i] for i in range(model.config.num_labels)]
-    if names != list(data.labels):
+    if data.task == "regression":
+        if model.config.num_labels != 1:
+            raise ValueError(f"--teacher {teacher_dir} has {model.config.num_labels} outputs; a regression needs one")
+    elif (names := [model.config.id2label[i] for i in range(model.config.num_labels)]) != list(data.labels):
         raise ValueError(f"--teacher {teacher_dir} predicts labels {names}, this data has {list(data.labels)} "
                          "(in this order); distil from a model fine-tuned on the same labelled data")
     from training.tasks.trainer import device

@@ -19,7 +19,7 @@ def test_dag_end_to_end(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
     monkeypatch.setenv("LMFORGE_DATA_ROOT", f"{ROOT}:{tmp_path}")
     crawl = sorted(glob.glob(str(ROOT / "tests/data/tiny/*.warc.gz")) + glob.glob(str(ROOT / "tests/data/tiny/*.wet")))
-    result = lmforge_dag(run_name="e2e", runs_dir=str(tmp_path), crawl=crawl, preset="tiny")
+    result = lmforge_dag(run_name="e2e", runs_dir=str(tmp_path), crawl=crawl, preset="tiny", labeled="vader")
     run = tmp_path / "e2e"
     assert set(result) == set(STAGES) | {"tokenizer", "student_finetune", "int8", "pruned", "card"} and all(result.values())
     for stage in STAGES:
@@ -82,12 +82,12 @@ def test_dag_end_to_end(tmp_path, monkeypatch):
 
     ALL = (*STAGES, "student-finetune", "int8", "pruned", "card")
     before = {s: read_manifest(run / ("labeled/vader" if s == "labeled" else s))["created_unix"] for s in ALL}
-    lmforge_dag(run_name="e2e", runs_dir=str(tmp_path), crawl=crawl, preset="tiny",
+    lmforge_dag(run_name="e2e", runs_dir=str(tmp_path), crawl=crawl, preset="tiny", labeled="vader",
                 overrides={"finetune": {"seeds": [2]}})
     after = {s: read_manifest(run / ("labeled/vader" if s == "labeled" else s))["created_unix"] for s in ALL}
     assert {s for s in ALL if after[s] != before[s]} == {"finetune", "student-finetune", "eval", "int8", "pruned", "card"}
     # the same parameters again: nothing reruns
-    lmforge_dag(run_name="e2e", runs_dir=str(tmp_path), crawl=crawl, preset="tiny",
+    lmforge_dag(run_name="e2e", runs_dir=str(tmp_path), crawl=crawl, preset="tiny", labeled="vader",
                 overrides={"finetune": {"seeds": [2]}})
     again = {s: read_manifest(run / ("labeled/vader" if s == "labeled" else s))["created_unix"] for s in ALL}
     assert again == after

@@ -1,11 +1,16 @@
-"""`lmforge run` on a user's own data, as a user types it: an English-only JSONL crawl (the tiny slice's English
-pages as id/url/text) and a labelled CSV of tweets with its own column names and no split column (VADER's tweets),
-some of whose test and train items were planted into the crawl. One whole-DAG run at the tiny preset; a failing
-run counts its lines."""
+"""`lmforge run` on a user's own data, as a user types it, each case one whole-DAG run at the tiny preset to the card:
+- an English-only JSONL crawl (the tiny slice's English pages as id/url/text) and a labelled CSV of tweets with its
+  own column names and no split column (VADER's tweets), some of whose test and train items were planted into the
+  crawl;
+- a Russian-only WET file (the sample's Russian pages as WET conversion records) and a sentence-pair task (Lee's
+  rated document pairs, a regression, as a JSONL file with its own split column);
+- the tiny slice's WARC and a token-tagging task (WSJ part-of-speech tags as a JSONL file of tokens and tags);
+and a failing run, whose lines are counted."""
 from __future__ import annotations
 
 import csv
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,22 +20,47 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "data" / "tiny"
 TWEETS = ROOT / "samples" / "labeled" / "vader" / "tweets_GroundTruth.txt"
+LABELED = ROOT / "tests" / "data" / "labeled"
+SMALL = ["--param", 'overrides={"finetune": {"max_train": 300, "max_test": 200, "max_validation": 100}, '
+         '"card": {"probe": true, "cost_repeats": 1}}']
+"""The tiny preset, a smaller fine-tune and one cost repeat; probing on (the card picks the corpus's languages)."""
+PATHS = ["--param", 'overrides={"finetune": {"max_train": 300, "max_test": 200, "max_validation": 100, '
+         '"init": ["pretrained"]}, "card": {"probe": true, "cost_repeats": 1}}']
+"""For the matrix's other cases, which test the DAG's paths, not scores: no random-init control run."""
+MATRIX = {"russian_wet_pairs": ({"ru"}, "regression"), "english_warc_tagging": ({"en", "ru"}, "tokens")}
+"""Case: (the corpus's languages, the task kind)."""
 
 
-def english_pages() -> list[dict]:
-    """The tiny slice's English pages (its manifest's lang column), as the corpus stage would extract them."""
+def pages_in(language: str, warcs: list[Path], manifest: Path, limit: int = 10**6) -> list[dict]:
+    """Pages of `language` (the sample manifest's lang column) as the corpus stage would extract them."""
     from pipelines.corpus.readers import read_file
     from pipelines.corpus.text import decode_html, html_to_text
     from schemas.records import RawDocument
 
-    lang = {r["url"]: r["lang"] for r in csv.DictReader((TINY / "manifest.tsv").open(), delimiter="\t")}
+    lang = {r["url"]: r["lang"] for r in csv.DictReader(manifest.open(), delimiter="\t")}
     pages = []
-    for doc in read_file(str(TINY / "tiny.warc.gz")):
-        if isinstance(doc, RawDocument) and doc.html and lang.get(doc.url) == "en":
-            text = html_to_text(decode_html(doc.html, doc.charset).text)
-            if len(text.split()) > 50:
-                pages.append({"id": f"page-{len(pages)}", "url": doc.url, "text": text})
+    for warc in warcs:
+        for doc in read_file(str(warc)):
+            if isinstance(doc, RawDocument) and doc.html and lang.get(doc.url) == language:
+                text = html_to_text(decode_html(doc.html, doc.charset).text)
+                if len(text.split()) > 50 and len(pages) < limit:
+                    pages.append({"id": f"page-{len(pages)}", "url": doc.url, "text": text})
     return pages
+
+
+def english_pages() -> list[dict]:
+    return pages_in("en", [TINY / "tiny.warc.gz"], TINY / "manifest.tsv")
+
+
+def wet_file(path: Path, pages: list[dict]) -> None:
+    """Pages as a WET file: one WARC `conversion` record of plain text each (Common Crawl's layout)."""
+    from warcio.warcwriter import WARCWriter
+
+    with path.open("wb") as f:
+        w = WARCWriter(f, gzip=False)
+        for p in pages:
+            w.write_record(w.create_warc_record(p["url"], "conversion", payload=__import__("io").BytesIO(
+                p["text"].encode()), warc_headers_dict={"Content-Type": "text/plain"}))
 
 
 def tweets_csv(path: Path, n: int = 900) -> None:
@@ -45,16 +75,15 @@ def tweets_csv(path: Path, n: int = 900) -> None:
             w.writerow([text.strip(), label_of(float(score))])
 
 
-def lmforge_run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "lmforge.cli", "run", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=1500, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+def lmforge_run(*args: str, cwd: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "lmforge.cli", "run", *args], cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
-@pytest.fixture(scope="module")
-def user_run(tmp_path_factory):
+def user_case(work: Path) -> tuple[list[str], dict]:
+    """The English JSONL crawl with planted tweets, and the tweets CSV: `lmforge run`'s arguments, what was planted."""
     from training.tasks.dataset import Columns, load_task
 
-    work = tmp_path_factory.mktemp("mine")
     tweets_csv(work / "tweets.csv")
     # the split the labeled stage will make (seeded, stratified: training.tasks.prepare), to plant from
     task = load_task("classification", Columns(text="tweet", label="sentiment"), data=[str(work / "tweets.csv")],
@@ -71,19 +100,38 @@ def user_run(tmp_path_factory):
     with (work / "wiki.jsonl").open("w", encoding="utf-8") as f:
         for p in pages:
             f.write(json.dumps({k: p[k] for k in ("id", "url", "text")}) + "\n")
-    r = lmforge_run("--name", "mine", "--runs-dir", str(work / "runs"), "--crawl", str(work / "wiki.jsonl"),
-                    "--labeled", str(work / "tweets.csv"), "--text-column", "tweet", "--label-column", "sentiment",
-                    "--preset", "tiny", "--nproc", "1", "--param", 'overrides={"card": {"probe": true}}', cwd=work)
-    return {"r": r, "run": work / "runs" / "mine", "pages": pages, "planted": planted}
+    args = ["--crawl", str(work / "wiki.jsonl"), "--labeled", str(work / "tweets.csv"), "--text-column", "tweet",
+            "--label-column", "sentiment", *SMALL]
+    return args, {"pages": pages, "planted": planted}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, dict]:
+    """Every case's whole-DAG run, started together (the 2 cores overlap one run's start-ups and waits with
+    another's work: about 0.6x the time of one after another); each case's inputs, output and run folder."""
+    cases: dict[str, dict] = {}
+    for case in ("mine", *MATRIX):
+        work = tmp_path_factory.mktemp(case)
+        args, facts = user_case(work) if case == "mine" else (matrix_case(case, work), {})
+        proc = lmforge_run("--name", case, "--runs-dir", str(work / "runs"), *args, "--preset", "tiny", "--nproc", "1",
+                           cwd=work)
+        cases[case] = {"proc": proc, "args": args, "run": work / "runs" / case, **facts}
+    for c in cases.values():
+        c["out"] = c["proc"].communicate(timeout=2400)[0]
+        c["rc"] = c["proc"].returncode
+    return cases
 
 
 @pytest.mark.slow
-def test_user_crawl_and_labelled_file_run_to_the_card(user_run):
+def test_user_crawl_and_labelled_file_run_to_the_card(runs):
+    import pyarrow.parquet as pq
+
     from schemas.manifest import read_manifest
 
-    r, run = user_run["r"], user_run["run"]
-    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
-    assert "finished" in r.stdout and "Traceback" not in r.stdout + r.stderr
+    user_run = runs["mine"]
+    run = user_run["run"]
+    assert user_run["rc"] == 0, user_run["out"][-4000:]
+    assert "finished" in user_run["out"] and "Traceback" not in user_run["out"]
     # the labelled file, a task folder like a known source's: its splits made and written down, its checksum kept
     lab = read_manifest(run / "labeled" / "tweets")
     assert lab["config"]["columns"]["text"] == "tweet" and len(lab["extra"]["source"]["sha256"]) == 64
@@ -97,13 +145,11 @@ def test_user_crawl_and_labelled_file_run_to_the_card(user_run):
     found = corpus["counts"]["contamination"]["tweets"]
     assert found["found_by_split"].get("test", 0) == 2 and found["found_by_split"].get("train", 0) == 0
     assert found["pages_dropped"] == 2
-    kept = {row["id"] for f in (run / "corpus" / "data").rglob("*.parquet")
-            for row in __import__("pyarrow.parquet").parquet.read_table(f, columns=["id"]).to_pylist()}
-    for p in user_run["pages"]:
-        if p.get("planted") == "test":
-            assert p["id"] not in kept
-        if p.get("planted") == "train":
-            assert p["id"] in kept
+    dropped = {row["id"]: row["reason"] for f in (run / "corpus" / "dropped").glob("*.parquet")
+               for row in pq.read_table(f, columns=["id", "reason"]).to_pylist()}
+    for p in user_run["pages"]:  # a train item's page may still fall to a quality rule, not to decontamination
+        if p.get("planted"):
+            assert (dropped.get(p["id"]) == "contaminated") == (p["planted"] == "test"), (p["id"], dropped.get(p["id"]))
     assert set(corpus["counts"]["kept_by_language"]) == {"en"}
     # the card: fine-tuned on the user's task with its controls, contamination stated, probing in the corpus's
     # languages only (no Russian in it: skipped, with the reason)
@@ -117,14 +163,51 @@ def test_user_crawl_and_labelled_file_run_to_the_card(user_run):
     assert set(report["finetune"]["test"]) >= {"pretrained", "scratch", "majority", "tfidf_lr"}
 
 
+def matrix_case(case: str, work: Path) -> list[str]:
+    """The case's `lmforge run` arguments, its inputs written under `work`."""
+    from pipelines.labeled.registry import prepare
+
+    if case == "russian_wet_pairs":
+        ru = pages_in("ru", sorted((ROOT / "samples" / "crawl").glob("debian-docs-*.warc.gz")),
+                      ROOT / "samples" / "manifest.tsv", limit=150)
+        wet_file(work / "ru.warc.wet", ru)
+        lee = prepare("lee_pairs", work / "lee", LABELED / "gensim-4.4.0" / "gensim" / "test" / "test_data")
+        (work / "pairs.jsonl").write_text((lee / "data.jsonl").read_text())
+        return ["--crawl", str(work / "ru.warc.wet"), "--labeled", str(work / "pairs.jsonl"), "--task", "regression",
+                "--text-pair-column", "text_pair", "--label-column", "score", *PATHS]
+    wsj = prepare("wsj_pos", work / "wsj", LABELED / "pattern")
+    (work / "pos.jsonl").write_text((wsj / "data.jsonl").read_text())
+    return ["--crawl", str(TINY / "tiny.warc.gz"), "--labeled", str(work / "pos.jsonl"), "--task", "tokens", *PATHS]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", list(MATRIX))
+def test_matrix_case_runs_to_the_card(runs, case):
+    from schemas.manifest import read_manifest
+
+    languages, task = MATRIX[case]
+    r, args, run = runs[case], runs[case]["args"], runs[case]["run"]
+    assert r["rc"] == 0, r["out"][-4000:]
+    kept = read_manifest(run / "corpus")["counts"]["kept_by_language"]
+    assert languages <= set(kept) and (case != "russian_wet_pairs" or set(kept) == {"ru"}), kept
+    name = Path(args[3]).stem
+    assert read_manifest(run / "labeled" / name)["config"]["task"] == task
+    assert read_manifest(run / "corpus")["counts"]["contamination"][name]["items"] > 0  # checked, unasked
+    card = json.loads((run / "card" / "report.json").read_text())
+    tuned = next(e for e in card["models"] if e["name"] == "fine-tuned")["quality"]["task"]
+    assert tuned["test_examples"] > 0 and tuned["controls"]
+    teacher = next(e for e in card["models"] if e["name"] == "teacher")["quality"]
+    assert set(teacher.get("probing") or {}) | set(teacher.get("probing_skipped") or {}) <= set(kept)
+
+
 @pytest.mark.slow
 def test_a_failed_stage_is_reported_in_a_few_lines(tmp_path):
     tweets_csv(tmp_path / "tweets.csv", n=200)
     r = lmforge_run("--name", "bad", "--runs-dir", str(tmp_path / "runs"), "--crawl", str(TINY / "tiny.warc.gz"),
-                    "--labeled", str(tmp_path / "tweets.csv"), "--label-column", "stars", "--preset", "tiny",
-                    cwd=tmp_path)
+                    "--labeled", str(tmp_path / "tweets.csv"), "--text-column", "tweet", "--label-column", "stars",
+                    "--preset", "tiny", cwd=tmp_path)
+    out = r.communicate(timeout=600)[0]
     assert r.returncode == 1
-    out = r.stdout + r.stderr
     failure = [line for line in out.splitlines() if "fail" in line.lower() or "error" in line.lower()]
     assert "Traceback" not in out and 1 <= len(failure) <= 3, out
     assert failure[0].startswith("lmforge run: stage labeled failed:") and "'stars'" in failure[0]

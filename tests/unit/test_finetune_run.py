@@ -157,6 +157,15 @@ def test_soft_label_loss_is_hintons_kl_on_labelled_positions():
     assert torch.allclose(soft_label_loss(s3, t3, labels, 1.0), soft_label_loss(s3[keep], t3[keep], labels[keep], 1.0))
 
 
+def test_regression_distils_to_the_teachers_prediction():
+    import torch
+
+    from training.tasks.trainer import soft_label_loss
+
+    s, t = torch.tensor([[0.2], [0.9]]), torch.tensor([[0.4], [0.5]])
+    assert torch.isclose(soft_label_loss(s, t, torch.tensor([0.0, 1.0]), 2.0), torch.tensor((0.2**2 + 0.4**2) / 2))
+
+
 def test_task_level_distillation_from_a_fine_tuned_teacher(tmp_path, model_dir, capsys):
     from lmforge.cli import main
 

@@ -242,6 +242,39 @@ def test_decontamination_follows_the_parameter_and_the_overrides(root, recorded)
                                                    "files": [str(root.resolve() / "v" / "labeled" / "vader")]}
 
 
+def test_a_users_labelled_file_is_prepared_first_and_decontaminates_the_crawl(root, recorded, monkeypatch):
+    """A labelled file (not a known source) becomes a task folder before the corpus; its columns go to that
+    stage, not to finetune, which reads the folder; a file too small to split leaves the run without a task,
+    the reason on the card."""
+    import flows.dag as dag
+    from flows.stages import StageFailed
+
+    data = root / "tweets.csv"
+    data.write_text("tweet,sentiment\nfine day,pos\n")
+    rec = recorded()
+    dag.lmforge_dag.fn(run_name="u", runs_dir=str(root), preset="tiny", crawl=["tests/data/tiny"], labeled=str(data),
+                       text_column="tweet", label_column="sentiment")
+    run = root.resolve() / "u"
+    assert rec.stages()[:2] == ["labeled", "corpus"]
+    assert next(a for s, _, a in rec.calls if s == "labeled") == ["file", str(data.resolve())]
+    assert rec.opts("labeled") == {"output": run / "labeled" / "tweets", "text_column": "tweet",
+                                   "label_column": "sentiment"}
+    assert rec.opts("corpus")["decontaminate"] == {"files": [str(run / "labeled" / "tweets")]}
+    assert rec.opts("finetune")["config"] == run / "labeled" / "tweets" / "finetune.json"
+
+    def too_small(stage, opts, out, *a, **k):
+        if stage == "labeled":
+            raise StageFailed("labeled", "the test split is empty", Path(out) / "x.log", dag.TOO_FEW_ROWS)
+        return rec(stage, opts, out, *a, **k)
+
+    rec = recorded()
+    monkeypatch.setattr(dag, "launch_stage", too_small)
+    dag.lmforge_dag.fn(run_name="s", runs_dir=str(root), preset="tiny", crawl=["tests/data/tiny"], labeled=str(data))
+    assert "finetune" not in rec.stages() and "decontaminate" not in rec.opts("corpus")
+    card = [o for s, o, _ in rec.calls if s == "evaluate"][1]
+    assert card["task_note"] == f"{data}: the test split is empty" and "task_config" not in card
+
+
 def test_failed_finetune_does_not_stop_distillation(root, recorded):
     import flows.dag as dag
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemas.finetune import SPLITS, TASKS
-from training.tasks.readers import Bad, DataError, Record, read_file
+from training.tasks.readers import Bad, DataError, Record, TooFewRows, read_file
 
 SPLIT_ALIASES = {"train": "train", "training": "train", "validation": "validation", "valid": "validation",
                  "val": "validation", "dev": "validation", "test": "test", "testing": "test"}
@@ -285,7 +285,7 @@ def load_task(task: str, cols: Columns = Columns(), *, train: Iterable[str] = ()
         splits_from["validation"] = f"held out from train: {validation_per_mille / 10:g}% by a hash of the id"
     for name in SPLITS:
         if not by_split[name]:
-            raise DataError(f"the {name} split is empty ({splits_from.get(name, 'no source')}); "
+            raise TooFewRows(f"the {name} split is empty ({splits_from.get(name, 'no source')}); "
                             f"sources: {', '.join(str(p) for p, _ in sources)}")
 
     labels = _label_names(task, by_split, cols, sources)

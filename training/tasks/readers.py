@@ -36,6 +36,13 @@ class DataError(ValueError):
     """A labelled-data problem that stops the run; the message names the file (and line, column)."""
 
 
+class TooFewRows(DataError):
+    """A labelled file that is right but too small for a task: a split would be empty."""
+
+    exit_code = 3
+    """`lmforge labeled file`'s exit status for it, which a flow reads as "skip the task", not "fail"."""
+
+
 @dataclass(frozen=True)
 class Record:
     where: str

@@ -125,10 +125,14 @@ def predict(model, enc: Encoded, data, split: str, pad_id: int, batch_size: int 
 
 def soft_label_loss(student_logits, teacher_logits, labels, temperature: float):
     """KL(teacher/T || student/T) * T^2 over the positions that have a label (every example in
-    classification, the first sub-words in tagging): Hinton et al.'s soft-label term, DistilBERT's scaling."""
+    classification, the first sub-words in tagging): Hinton et al.'s soft-label term, DistilBERT's scaling.
+    For regression (one output) the teacher's prediction is the soft target: the squared error to it, as
+    TinyBERT distils STS-B (a temperature has nothing to soften there)."""
     import torch.nn.functional as F
 
     s, t = student_logits.float(), teacher_logits.float()
+    if s.dim() == 2 and s.shape[-1] == 1:
+        return F.mse_loss(s, t)
     if s.dim() == 3:  # tokens: (batch, length, labels) -> the labelled positions
         keep = labels != -100
         s, t = s[keep], t[keep]
