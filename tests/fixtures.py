@@ -8,6 +8,7 @@ tokenizer stage and `pipelines.shards.stage.run_local` (the shards stage without
 """
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -221,3 +222,40 @@ def tiny_pages() -> list[str]:
             except DecodeError:
                 continue
     return [t for t in out if t]
+
+
+# --- a user's own data, for the whole-DAG tests of `lmforge run` on it -------------------------------------------
+TINY = ROOT / "tests" / "data" / "tiny"
+
+
+def pages_in(language: str, warcs: list[Path], manifest: Path, limit: int = 10**6) -> list[dict]:
+    """Pages of `language` (the sample manifest's lang column) as the corpus stage would extract them."""
+    from pipelines.corpus.readers import read_file
+    from pipelines.corpus.text import decode_html, html_to_text
+    from schemas.records import RawDocument
+
+    lang = {r["url"]: r["lang"] for r in csv.DictReader(manifest.open(), delimiter="\t")}
+    pages = []
+    for warc in warcs:
+        for doc in read_file(str(warc)):
+            if isinstance(doc, RawDocument) and doc.html and lang.get(doc.url) == language:
+                text = html_to_text(decode_html(doc.html, doc.charset).text)
+                if len(text.split()) > 50 and len(pages) < limit:
+                    pages.append({"id": f"page-{len(pages)}", "url": doc.url, "text": text})
+    return pages
+
+
+def english_pages() -> list[dict]:
+    return pages_in("en", [TINY / "tiny.warc.gz"], TINY / "manifest.tsv")
+
+
+def tweets_csv(path: Path, n: int = 900) -> None:
+    """VADER's tweets with a user's column names and no split column (label: VADER's 3 classes)."""
+    from pipelines.labeled.vader import label_of
+
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["tweet", "sentiment"])
+        for line in (VADER / "tweets_GroundTruth.txt").read_text(encoding="utf-8").splitlines()[:n]:
+            _, score, text = line.split("\t", 2)
+            w.writerow([text.strip(), label_of(float(score))])

@@ -34,6 +34,10 @@ SENTLEN_BINS = ((5, 8), (9, 12), (13, 16), (17, 20), (21, 25), (26, 28))
 _SPLIT = re.compile(r"(?<=[.!?])\s+(?=[\"«(A-ZА-ЯЁ])")
 
 
+class TooSmall(ValueError):
+    """Too few held-out sentences for a probing task's classes (the card skips the language and says why)."""
+
+
 def _h(s: str, salt: str) -> int:
     return int.from_bytes(hashlib.sha1(f"{salt}:{s}".encode()).digest()[:8], "big")
 
@@ -57,7 +61,7 @@ def _balance(items: list[tuple[str, int]], min_per_class: int, task: str, names:
     counts = Counter(y for _, y in items)
     if len(counts) < len(names) or min(counts.values()) < min_per_class:
         have = ", ".join(f"{names[c]}: {counts.get(c, 0)}" for c in range(len(names)))
-        raise ValueError(f"probing data too small for {task}: each class needs >= {min_per_class} held-out sentences "
+        raise TooSmall(f"probing data too small for {task}: each class needs >= {min_per_class} held-out sentences "
                          f"({have}); give more held-out text or lower --probe-min-per-class")
     n = min(counts.values())
     kept, taken = [], Counter()
@@ -87,7 +91,7 @@ def wc_task(sents: list[str], words: int, min_per_class: int) -> tuple[list[tupl
             break
         chosen.append(w)
     if len(chosen) < 2:
-        raise ValueError(f"probing data too small for WC: fewer than 2 words occur in >= {min_per_class} held-out "
+        raise TooSmall(f"probing data too small for WC: fewer than 2 words occur in >= {min_per_class} held-out "
                          "sentences; give more held-out text")
     index = {w: i for i, w in enumerate(chosen)}
     items = []
@@ -98,7 +102,7 @@ def wc_task(sents: list[str], words: int, min_per_class: int) -> tuple[list[tupl
     counts = Counter(y for _, y in items)
     keep = [i for i in range(len(chosen)) if counts[i] >= min_per_class]  # words too rare once exclusive go
     if len(keep) < 2:
-        raise ValueError(f"probing data too small for WC: fewer than 2 words with >= {min_per_class} sentences "
+        raise TooSmall(f"probing data too small for WC: fewer than 2 words with >= {min_per_class} sentences "
                          "holding only them")
     remap = {old: new for new, old in enumerate(keep)}
     items = [(s, remap[y]) for s, y in items if y in remap]
@@ -157,7 +161,7 @@ def run_task(model, tok, items: list[tuple[str, int]], names: list[str], max_len
     y = np.array([c for _, c in items])
     test = np.array([_h(t, "probe-split") % 4 == 0 for t in texts])
     if test.sum() < len(names) or (~test).sum() < 2 * len(names):
-        raise ValueError(f"probing data too small: {len(items)} sentences for {len(names)} classes")
+        raise TooSmall(f"probing data too small: {len(items)} sentences for {len(names)} classes")
     layers, boe = features(model, tok, texts, max_length)
     majority = Counter(y[test]).most_common(1)[0][1] / test.sum()
     return {"classes": names, "train": int((~test).sum()), "test": int(test.sum()),
@@ -231,11 +235,10 @@ def probe_model(model_dir: str, corpus: str, languages: list[str], valid_per_mil
         try:
             tasks = {"SentLen": sentlen_task(sents, min_per_class), "WC": wc_task(sents, wc_words, min_per_class),
                      "BShift": bshift_task(sents, min_per_class)}
-        except ValueError as e:  # too few held-out sentences in this language for a task's classes
-            if skipped is not None:
-                skipped[lang] = f"{len(sents)} held-out sentences: {e}"
-                continue
-            raise
-        out[lang] = {"sentences": len(sents),
-                     **{name: run_task(model, tok, items, names, max_length) for name, (items, names) in tasks.items()}}
+            out[lang] = {"sentences": len(sents), **{name: run_task(model, tok, items, names, max_length)
+                                                     for name, (items, names) in tasks.items()}}
+        except ValueError as e:  # too few held-out sentences in this language for a task's classes or its split
+            if skipped is None or not isinstance(e, TooSmall):
+                raise
+            skipped[lang] = f"{len(sents)} held-out sentences: {e}"
     return out

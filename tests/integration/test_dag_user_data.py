@@ -8,7 +8,6 @@
 and a failing run, whose lines are counted."""
 from __future__ import annotations
 
-import csv
 import json
 import os
 import subprocess
@@ -17,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures import english_pages, pages_in, tweets_csv
+
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "data" / "tiny"
-TWEETS = ROOT / "samples" / "labeled" / "vader" / "tweets_GroundTruth.txt"
 LABELED = ROOT / "tests" / "data" / "labeled"
 SMALL = ["--param", 'overrides={"finetune": {"max_train": 300, "max_test": 200, "max_validation": 100}, '
          '"card": {"probe": true, "cost_repeats": 1}}']
@@ -31,27 +31,6 @@ MATRIX = {"russian_wet_pairs": ({"ru"}, "regression"), "english_warc_tagging": (
 """Case: (the corpus's languages, the task kind)."""
 
 
-def pages_in(language: str, warcs: list[Path], manifest: Path, limit: int = 10**6) -> list[dict]:
-    """Pages of `language` (the sample manifest's lang column) as the corpus stage would extract them."""
-    from pipelines.corpus.readers import read_file
-    from pipelines.corpus.text import decode_html, html_to_text
-    from schemas.records import RawDocument
-
-    lang = {r["url"]: r["lang"] for r in csv.DictReader(manifest.open(), delimiter="\t")}
-    pages = []
-    for warc in warcs:
-        for doc in read_file(str(warc)):
-            if isinstance(doc, RawDocument) and doc.html and lang.get(doc.url) == language:
-                text = html_to_text(decode_html(doc.html, doc.charset).text)
-                if len(text.split()) > 50 and len(pages) < limit:
-                    pages.append({"id": f"page-{len(pages)}", "url": doc.url, "text": text})
-    return pages
-
-
-def english_pages() -> list[dict]:
-    return pages_in("en", [TINY / "tiny.warc.gz"], TINY / "manifest.tsv")
-
-
 def wet_file(path: Path, pages: list[dict]) -> None:
     """Pages as a WET file: one WARC `conversion` record of plain text each (Common Crawl's layout)."""
     from warcio.warcwriter import WARCWriter
@@ -61,18 +40,6 @@ def wet_file(path: Path, pages: list[dict]) -> None:
         for p in pages:
             w.write_record(w.create_warc_record(p["url"], "conversion", payload=__import__("io").BytesIO(
                 p["text"].encode()), warc_headers_dict={"Content-Type": "text/plain"}))
-
-
-def tweets_csv(path: Path, n: int = 900) -> None:
-    """VADER's tweets with a user's column names and no split column (label: VADER's 3 classes)."""
-    from pipelines.labeled.vader import label_of
-
-    with path.open("w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(["tweet", "sentiment"])
-        for line in TWEETS.read_text(encoding="utf-8").splitlines()[:n]:
-            _, score, text = line.split("\t", 2)
-            w.writerow([text.strip(), label_of(float(score))])
 
 
 def lmforge_run(*args: str, cwd: Path) -> subprocess.Popen:

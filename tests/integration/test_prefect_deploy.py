@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures import english_pages, tweets_csv
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -62,9 +64,15 @@ def test_documented_deployment_runs_and_a_failed_refresh_is_reported(tmp_path):
         assert r.returncode == 0, r.stderr
 
         with ops.worker(env, worker_line, tmp_path / "worker.log"):
-            # partial parameters: the deployment's run_name and preset stay unless given
+            # partial parameters: the deployment's run_name and preset stay unless given. The data is a user's:
+            # an English JSONL crawl and a labelled CSV with its own column names and no split column
+            with (tmp_path / "wiki.jsonl").open("w") as f:
+                f.writelines(json.dumps(p) + "\n" for p in english_pages())
+            tweets_csv(tmp_path / "tweets.csv", n=600)
             run = ops.run_deployment(env, run_line, {"runs_dir": str(tmp_path / "runs"),
-                                                     "crawl": [str(ROOT / "tests/data/tiny")]})
+                                                     "crawl": [str(tmp_path / "wiki.jsonl")],
+                                                     "labeled": str(tmp_path / "tweets.csv"), "text_column": "tweet",
+                                                     "label_column": "sentiment"})
             log = (tmp_path / "worker.log").read_text()
             assert run["state"]["type"] == "COMPLETED", log[-5000:]
             assert re.fullmatch(r"demo-\d{4}-\d{2}-\d{2}T\d{4}", run["name"]), run["name"]
@@ -77,8 +85,10 @@ def test_documented_deployment_runs_and_a_failed_refresh_is_reported(tmp_path):
                     "demo-eval-table", "demo-card", "demo-card-table", "demo-card-quality-cost"} <= keys, keys
             tasks = ops.api(url, "/task_runs/filter", {"flow_runs": {"id": {"any_": [run["id"]]}}})
             assert {t["name"].rsplit("-", 1)[0] for t in tasks} >= {"corpus", "tokenizer", "shards", "pretrain",
-                                                                   "labeled", "finetune", "distill", "evaluate"}
+                                                                   "labeled-file", "finetune", "distill", "evaluate"}
             assert (tmp_path / "runs" / "demo" / "eval" / "report.md").exists()
+            contamination = json.loads((tmp_path / "runs" / "demo" / "corpus" / "manifest.json").read_text())
+            assert contamination["counts"]["contamination"]["tweets"]["items"] > 0  # the user's file, checked
 
             # a refresh whose crawl root does not exist fails; the automation posts to the webhook
             refresh = next(d for d in ops.api(url, "/deployments/filter", {}) if d["name"] == "weekly-refresh")
