@@ -50,6 +50,7 @@ from flows.params import (
 from flows.stages import StageFailed, StagesFailed, launch_stage
 from pipelines.labeled.registry import SOURCES
 from training.cluster import job_name
+from training.tasks.readers import TooFewRows
 
 D, T = DagParams(), TrainOnlyParams()
 
@@ -135,8 +136,8 @@ def labeled_file_task(path: str, run: Path, opts: dict) -> str:
                         raw_inputs=[path], log_name="labeled")[0]
 
 
-TOO_FEW_ROWS = 3
-"""`lmforge labeled file`'s exit status for a file too small to split (training.tasks.readers.TooFewRows)."""
+TOO_FEW_ROWS = TooFewRows.exit_code
+"""`lmforge labeled file`'s exit status for a file too small to split."""
 LABELED_FILE_KEYS = ("task", "text_column", "text_pair_column", "label_column", "split_column", "id_column",
                      "tokens_column", "tags_column")
 """What the run says about a labelled file's columns: options of its labeled stage, not of finetune, which reads

@@ -83,8 +83,6 @@ class _NoFailureRecords(logging.Filter):
 def failures_to_file(log_path: Path) -> Iterator[None]:
     """Everything Prefect logs, tracebacks included, into `log_path`; failures off the console (unless
     LMFORGE_TRACEBACK=1), where `lmforge run` prints a line per failed stage instead."""
-    import prefect  # noqa: F401  (sets up Prefect's logging: the console handler this quiets)
-
     log_path.parent.mkdir(parents=True, exist_ok=True)
     root = logging.getLogger()
     file = logging.FileHandler(log_path, encoding="utf-8")
