@@ -6,8 +6,13 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.lmforge-installed
 RUN    ?= demo
+# checkov, the scanner tests/unit/test_security_scan.py runs on the images and the cluster manifests, in a venv of
+# its own: its pins (packaging 23, urllib3 1.26, networkx 2.6) would downgrade ones lmforge's environment has
+SCAN       := .venv-scan
+CHECKOV    := checkov==3.3.30
+SCAN_STAMP := $(SCAN)/.installed-$(CHECKOV)
 
-.PHONY: setup demo test test-fast lint ui ui-check bench gpu-check clean
+.PHONY: setup scan-setup demo test test-fast lint ui ui-check bench gpu-check clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,13 +25,20 @@ $(STAMP): pyproject.toml constraints.txt
 
 setup: $(STAMP)
 
+$(SCAN_STAMP):
+	test -x $(SCAN)/bin/python || $(PYTHON) -m venv $(SCAN)
+	$(SCAN)/bin/python -m pip install --quiet $(CHECKOV)
+	touch $(SCAN_STAMP)
+
+scan-setup: $(SCAN_STAMP)
+
 demo: setup
 	$(BIN)/lmforge run --name $(RUN)
 
-test: setup
+test: setup scan-setup
 	$(BIN)/python -m pytest -q
 
-test-fast: setup
+test-fast: setup scan-setup
 	$(BIN)/python -m pytest -q -m "not slow"
 
 lint: setup

@@ -16,12 +16,15 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
-def opt(default: Any = dataclasses.MISSING, help: str = "", alias: str | None = None, **kw: Any) -> Any:
+def opt(default: Any = dataclasses.MISSING, help: str = "", alias: str | None = None, path: bool = False,
+        **kw: Any) -> Any:
     """A config field with its documentation. Mutable defaults go through default_factory.
 
     `alias` is a second spelling of the flag (`--from` for the field `from_model`, as `from` is a
-    Python keyword); the JSON config key stays the field name."""
-    meta = {"help": help, **({"alias": alias} if alias else {})}
+    Python keyword); the JSON config key stays the field name. `path`: the option names files or
+    folders the stage reads or writes, so a run started from the Prefect UI may point it only inside
+    the data root (flows/params.py checks every such option its `overrides` set)."""
+    meta = {"help": help, **({"alias": alias} if alias else {}), **({"path": True} if path else {})}
     if isinstance(default, (list, dict)):
         value = default
         return dataclasses.field(default_factory=lambda: type(value)(value), metadata=meta, **kw)

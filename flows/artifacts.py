@@ -71,6 +71,9 @@ def corpus_markdown(rep: dict[str, Any], corpus: Path, top: int = 10) -> str:
                   [[t, v["items"], v["too_short"], v["found"], v["pages_dropped"], v["pages_kept"]]
                    for t, v in sorted((rep.get("contamination") or {}).items())]) if rep.get("contamination") else None),
         ("Quarantined, per reason", md_table(["reason", "records"], sorted(rep["quarantined_by_reason"].items()))),
+        ("Quarantined, the first per reason", md_table(["reason", "source", "offset", "detail"], [
+            [r, x["source"], x["offset"], x["detail"]] for r, xs in rep["quarantined_examples"].items() for x in xs])
+         if rep.get("quarantined_examples") else None),
         ("Kept, per language", md_table(["language", "documents", "characters", "mean characters", "mean words"],
                                         [[k, v["documents"], v["characters"], v["mean_characters"], v["mean_words"]]
                                          for k, v in rep["kept_by_language"].items()])),

@@ -35,6 +35,7 @@ from prefect.runtime import flow_run
 
 from common.config import options_to_argv
 from flows import artifacts
+from flows.credentials import use_credentials
 from flows.params import (
     Checked,
     ClusterKind,
@@ -379,8 +380,10 @@ def lmforge_dag(run_name: Checked.run_name = D.run_name, runs_dir: str = D.runs_
                 dedup_index: str = D.dedup_index, index_wait: Checked.index_wait = D.index_wait,
                 decontaminate: bool = D.decontaminate,
                 beam_args: list[str] = D.beam_args, stage_timeout_minutes: Checked.stage_timeout_minutes = D.stage_timeout_minutes,
-                overrides: dict[str, dict[str, Any]] = D.overrides) -> dict[str, str | None]:
+                overrides: dict[str, dict[str, Any]] = D.overrides,
+                credentials_block: Checked.credentials_block = D.credentials_block) -> dict[str, str | None]:
     p = DagParams(**{k: v for k, v in locals().items()})
+    use_credentials(p.credentials_block)
     run = p.run_dir
     run.mkdir(parents=True, exist_ok=True)
     index = Path(p.dedup_index).resolve() if p.dedup_index else run / "minhash_index"
@@ -403,8 +406,10 @@ def lmforge_train(run_name: Checked.run_name = T.run_name, runs_dir: str = T.run
                   text_pair_column: str = T.text_pair_column, label_column: str = T.label_column,
                   split_column: str = T.split_column, id_column: str = T.id_column, tokens_column: str = T.tokens_column,
                   tags_column: str = T.tags_column, stage_timeout_minutes: Checked.stage_timeout_minutes = T.stage_timeout_minutes,
-                  overrides: dict[str, dict[str, Any]] = T.overrides) -> dict[str, str | None]:
+                  overrides: dict[str, dict[str, Any]] = T.overrides,
+                  credentials_block: Checked.credentials_block = T.credentials_block) -> dict[str, str | None]:
     p = TrainOnlyParams(**{k: v for k, v in locals().items()})
+    use_credentials(p.credentials_block)
     run = p.run_dir
     run.mkdir(parents=True, exist_ok=True)
     return train_and_evaluate(p, run, str(Path(p.shards).resolve()), str(Path(p.tokenizer).resolve()), p.init_from)

@@ -5,17 +5,16 @@ Parameters are flat (one Prefect parameter per field): Prefect merges a run's pa
 deployment's shallowly, so `--param preset=tiny` changes the preset and keeps the deployment's crawl
 and index. A nested object would be replaced whole.
 
-Paths a parameter names (crawl inputs, runs folder, band index, models, labelled data) must resolve
-inside a data root: the worker's `LMFORGE_DATA_ROOT` (several roots separated by `:`), by default its
-working directory. The root is the worker's setting, never a form field, so the form cannot point a
-run at `/` or `../elsewhere`. Paths typed on `lmforge run`'s command line are the user's own
-(trust_paths): a local user owns the machine.
+Paths a parameter names (crawl inputs, runs folder, band index, models, labelled data, hostfile, cluster
+mount), and those an override gives a stage, must resolve inside a data root: the worker's `LMFORGE_DATA_ROOT`
+(several roots separated by `:`), by default its working directory. The root is the worker's setting, never a
+form field, so the form cannot point a run at `/` or `../elsewhere`. Paths typed on `lmforge run`'s command line
+are the user's own (trust_paths): a local user owns the machine. The rule, with what "resolves" means for
+symlinks, globs, `~` and URLs (object stores pass), is flows/data_root.py's.
 """
 from __future__ import annotations
 
 import dataclasses
-import os
-from collections.abc import Iterable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Annotated, Any, Literal
@@ -23,6 +22,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from common.cli import closest
+from common.redact import is_secret_name, secret_in_value
+from flows.data_root import check_beam_paths, check_option_paths, data_roots, inside_root
 from flows.presets import PRESETS
 from flows.stage_table import stage_entry
 from pipelines.tokenizer import MODELS
@@ -37,7 +38,6 @@ TokenizerKind = Literal[("", *MODELS)]
 MaskObjective = Literal[("", *MLM_OBJECTIVES)]
 TaskKind = Literal["", "classification", "regression", "tokens"]
 ClusterKind = Literal["local", "k8s", "pytorchjob", "slurm"]
-DATA_ROOT_ENV = "LMFORGE_DATA_ROOT"
 DEMO_CRAWL = ["samples/crawl"]
 DEMO_LABELED = "vader"
 """The demo's inputs (the bundled crawl sample and its task): the only defaults that name the sample."""
@@ -50,7 +50,7 @@ WIRED = {
     "pretrain": {"shards", "tokenizer", "output", "init_from", "resume"},
     "finetune": {"model", "output", "data", "train", "validation", "test", "config"},
     "distill": {"teacher", "shards", "output"},
-    "evaluate": {"run", "output"},
+    "evaluate": {"run", "output", "shards", "pretrain", "finetune", "distill", "skip", "previous"},
     "student_finetune": {"model", "output", "data", "train", "validation", "test", "config", "teacher"},
     "compress": {"model", "output", "method", "task_config"},
     "card": {"run", "output", "model", "name", "shards", "task_config", "probe_corpus", "pretrain", "finetune", "distill",
@@ -62,22 +62,10 @@ class ParamError(ValueError):
     """A flow parameter that would be unsafe or that no stage understands."""
 
 
-def data_roots() -> list[Path]:
-    raw = os.environ.get(DATA_ROOT_ENV, "")
-    return [Path(r).resolve() for r in raw.split(":") if r] or [Path.cwd().resolve()]
-
-
-PATH_PARAMS = ("runs_dir", "init_from", "labeled", "crawl", "dedup_index", "shards", "tokenizer", "crawl_root")
-"""The parameters that name paths (each checked by inside_root below)."""
-
-
-def trust_paths(values: Iterable[Any]) -> None:
-    """Paths typed on this process's own command line (`lmforge run --runs-dir /data/runs`) become data
-    roots of this process: the rule protects a shared worker from what a deployment or the UI's form
-    passes, and the user at a command line owns the machine."""
-    typed = [Path(str(v).split("*", 1)[0] or ".").expanduser().resolve() for v in values if isinstance(v, str) and v]
-    if typed:
-        os.environ[DATA_ROOT_ENV] = ":".join(dict.fromkeys(map(str, [*data_roots(), *typed])))
+PATH_PARAMS = ("runs_dir", "init_from", "labeled", "crawl", "dedup_index", "shards", "tokenizer", "crawl_root",
+               "hostfile", "cluster_mount")
+"""The parameters that name paths: each checked by inside_root (TrainParams._paths_inside_root), and trusted
+when typed on `lmforge run`'s command line."""
 
 
 def check_params(flow: str, params: dict[str, Any]) -> str | None:
@@ -96,28 +84,17 @@ def check_params(flow: str, params: dict[str, Any]) -> str | None:
     return None
 
 
-def inside_root(value: str, what: str) -> str:
-    """`value` if it resolves inside a data root (symlinks followed), else ParamError naming the roots.
-    Globs are checked by their fixed prefix."""
-    fixed = value.split("*", 1)[0].split("?", 1)[0].split("[", 1)[0]
-    path = Path(fixed or ".").expanduser()
-    resolved = (path if path.is_absolute() else Path.cwd() / path).resolve()
-    roots = data_roots()
-    if not any(resolved == r or r in resolved.parents for r in roots):
-        raise ParamError(f"{what} {value!r} resolves to {resolved}, outside the data root "
-                         f"({', '.join(map(str, roots))}): add its folder to {DATA_ROOT_ENV} (':'-separated) in the "
-                         "worker's environment, or start the run with `lmforge run`, whose paths are the user's own")
-    return value
+def stage_config(stage: str) -> type:
+    """The config class of the stage an override names: student_finetune is the finetune stage on the distilled
+    student, the card the evaluate stage on several models."""
+    return stage_entry({"student_finetune": "finetune", "card": "evaluate"}.get(stage, stage))[0]
 
 
 def stage_options(stage: str) -> set[str]:
-    """The option names of a stage's config class (what `lmforge <stage> --help` lists)."""
-    if stage == "student_finetune":  # the finetune stage on the distilled student
-        stage = "finetune"
-    if stage == "card":  # the evaluation card is the evaluate stage on several models, plus the flow's switch
-        return {f.name for f in dataclasses.fields(stage_entry("evaluate")[0])} | {"probe"}
-    cls = stage_entry(stage)[0]
-    return {f.name for f in dataclasses.fields(cls)}
+    """The option names of a stage's config class (what `lmforge <stage> --help` lists); the card's also the
+    flow's switch `probe`."""
+    names = {f.name for f in dataclasses.fields(stage_config(stage))}
+    return names | {"probe"} if stage == "card" else names
 
 
 def check_overrides(overrides: dict[str, dict[str, Any]]) -> None:
@@ -134,6 +111,33 @@ def check_overrides(overrides: dict[str, dict[str, Any]]) -> None:
         if unknown:
             raise ParamError(f"overrides[{stage!r}]: {', '.join(unknown)} not an option of `lmforge {stage}` (see its "
                              "--help; options use underscores here). Beam options go in beam_args")
+        cls = stage_config(stage)
+        check_option_paths(cls, {k: v for k, v in opts.items() if k in cls.__dataclass_fields__}, f"overrides[{stage!r}]")
+
+
+def refuse_secret(field: str, value: Any) -> None:
+    """A credential in a parameter's value (`--s3_secret_access_key=...`, `--s3_session_token value`, a URL's
+    user:password@) is refused: the Prefect server stores parameters and shows them on the run's page."""
+    values = value if isinstance(value, (list, tuple)) else list(value.values()) if isinstance(value, dict) else [value]
+    for i, v in enumerate(values):
+        if isinstance(v, (list, tuple, dict)):
+            refuse_secret(field, v)
+            continue
+        what = secret_in_value(str(v)) if isinstance(v, str) else None
+        if what is None and isinstance(value, dict):
+            key = list(value)[i]
+            what = key if is_secret_name(str(key)) and v not in (None, "") else None
+        if what:
+            raise ParamError(f"{field}: {what} carries a credential, and a flow's parameters are stored by the Prefect "
+                             "server and shown in the UI: pass it in the worker's environment (AWS_SECRET_ACCESS_KEY, "
+                             "GOOGLE_APPLICATION_CREDENTIALS) or a Secret block named by credentials_block")
+
+
+def no_secrets(values: Any) -> Any:
+    """Every parameter's value checked by refuse_secret (a `mode="before"` validator of the parameter models)."""
+    for field, value in (values.items() if isinstance(values, dict) else ()):
+        refuse_secret(field, value)
+    return values
 
 
 def check_beam_args(args: list[str]) -> None:
@@ -142,6 +146,8 @@ def check_beam_args(args: list[str]) -> None:
         return  # no Beam import (and its warnings) in the flow process for nothing
     from pipelines.beam_options import beam_flags  # Beam only when there are Beam options to check
 
+    for a in args:
+        refuse_secret("beam_args", a)
     known = beam_flags(args)
     for i, a in enumerate(args):
         if not a.startswith("--"):
@@ -207,6 +213,15 @@ class TrainParams(BaseModel):
     overrides: dict[str, dict[str, Any]] = Field(default_factory=dict, description="per-stage option overrides, e.g. "
                                                  "{'pretrain': {'steps': 50}}; a stage's inputs and outputs are wired "
                                                  "by the flow and cannot be overridden")
+    credentials_block: str = Field("", pattern=r"^[a-z0-9-]*$", description="the name of a Prefect Secret block holding "
+                                   "a JSON object of environment variables the stages need (object-store keys, e.g. "
+                                   "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY). Credentials never go in a parameter: "
+                                   "the server stores parameters and shows them here (flows/credentials.py)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_secrets(cls, values: Any) -> Any:
+        return no_secrets(values)
 
     @model_validator(mode="after")
     def _nodes(self):
@@ -253,24 +268,34 @@ class TrainParams(BaseModel):
             raise ParamError(f"run_name {v!r} names no folder of its own")
         return v
 
-    @field_validator("runs_dir", "init_from")
+    @field_validator(*PATH_PARAMS, check_fields=False)
     @classmethod
-    def _paths_inside_root(cls, v: str, info) -> str:
-        return inside_root(v, info.field_name) if v else v
+    def _paths_inside_root(cls, v: str | list[str], info) -> str | list[str]:
+        """Every path parameter of every flow model, by one rule (flows/data_root.py). Empty is checked as the
+        working directory it would mean, unless the field's default is empty too (no model, no task, no hostfile:
+        the flow's own choice); a known labelled source is a name, not a path."""
+        from pipelines.labeled.registry import SOURCES
+
+        name = info.field_name
+        if (name == "labeled" and v in SOURCES) or (v == "" and cls.model_fields[name].default == ""):
+            return v
+        for value in [v] if isinstance(v, str) else v:
+            inside_root(value, name)
+        return v
+
+    @model_validator(mode="after")
+    def _run_folder_inside_root(self):
+        """The run's own folder as well: a symlink `<runs_dir>/<run_name>` would take every stage's writes elsewhere.
+        Checked when given, as the field validators are (the flows give every field; `DagParams()` gives none)."""
+        if {"runs_dir", "run_name"} & self.model_fields_set:
+            inside_root(str(Path(self.runs_dir, self.run_name)), "run_name")
+        return self
 
     @field_validator("overrides")
     @classmethod
     def _overrides(cls, v: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         check_overrides(v)
         return v
-
-    @model_validator(mode="after")
-    def _labeled(self):
-        from pipelines.labeled.registry import SOURCES
-
-        if self.labeled and self.labeled not in SOURCES:
-            inside_root(self.labeled, "labeled")
-        return self
 
     @property
     def run_dir(self) -> Path:
@@ -311,10 +336,16 @@ class CorpusParams(BaseModel):
     beam_args: list[str] = Field([], description="Beam pipeline options for the corpus and shards stages, passed "
                                  "as given, e.g. ['--direct_num_workers=2']")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_secrets(cls, values: Any) -> Any:
+        return no_secrets(values)
+
     @field_validator("beam_args")
     @classmethod
     def _beam(cls, v: list[str]) -> list[str]:
         check_beam_args(v)
+        check_beam_paths(v)
         return v
 
 
@@ -326,11 +357,6 @@ class DagParams(CorpusParams, TrainParams):
                              "default is the bundled sample: the demo")
     dedup_index: str = Field("", description="MinHash band index shared by recurring corpus refreshes: each run drops "
                              "what earlier runs kept and adds its own. Empty: a fresh {runs_dir}/{run_name}/minhash_index")
-
-    @field_validator("crawl")
-    @classmethod
-    def _crawl_inside_root(cls, v: list[str]) -> list[str]:
-        return [inside_root(c, "crawl input") for c in v]
 
     @model_validator(mode="after")
     def _demo_task(self):
@@ -344,22 +370,12 @@ class DagParams(CorpusParams, TrainParams):
         """A run of the bundled sample crawl."""
         return [str(Path(c)) for c in self.crawl] == DEMO_CRAWL
 
-    @field_validator("dedup_index")
-    @classmethod
-    def _index_inside_root(cls, v: str) -> str:
-        return inside_root(v, "dedup_index") if v else v
-
 
 class TrainOnlyParams(TrainParams):
     """Training from existing shards: pretrain, fine-tune, distil, evaluate."""
 
     shards: str = Field("runs/demo/shards", description="a finished shards stage directory")
     tokenizer: str = Field("runs/demo/tokenizer", description="the tokenizer stage directory the shards were encoded with")
-
-    @field_validator("shards", "tokenizer")
-    @classmethod
-    def _inside(cls, v: str, info) -> str:
-        return inside_root(v, info.field_name)
 
 
 class RefreshParams(CorpusParams, TrainParams):
@@ -375,11 +391,6 @@ class RefreshParams(CorpusParams, TrainParams):
     replay_fraction: float = Field(0.0, ge=0.0, le=1.0, description="fraction of the earlier snapshots' kept pages "
                                    "mixed into the new shards (a hash sample by page id), so continued pretraining "
                                    "does not see only the new pages; 0: none")
-
-    @field_validator("crawl_root", "dedup_index")
-    @classmethod
-    def _inside(cls, v: str, info) -> str:
-        return inside_root(v, info.field_name)
 
     @field_validator("snapshot")
     @classmethod

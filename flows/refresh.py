@@ -24,6 +24,7 @@ from typing import Any
 from prefect import flow, task
 
 from flows import artifacts
+from flows.credentials import use_credentials
 from flows.dag import corpus_stage, flow_run_name, prepare_labeled, token_stages, train_and_evaluate
 from flows.params import Checked, ClusterKind, MaskObjective, Preset, RefreshParams, TaskKind, TokenizerKind, flow_doc
 from pipelines.corpus.snapshots import indexed_snapshots, next_snapshot
@@ -82,8 +83,10 @@ def lmforge_refresh(run_name: Checked.run_name = R.run_name, runs_dir: str = R.r
                     dedup_index: str = R.dedup_index, replay_fraction: Checked.replay_fraction = R.replay_fraction,
                     index_wait: Checked.index_wait = R.index_wait, decontaminate: bool = R.decontaminate, beam_args: list[str] = R.beam_args,
                     stage_timeout_minutes: Checked.stage_timeout_minutes = R.stage_timeout_minutes,
-                    overrides: dict[str, dict[str, Any]] = R.overrides) -> dict[str, Any]:
+                    overrides: dict[str, dict[str, Any]] = R.overrides,
+                    credentials_block: Checked.credentials_block = R.credentials_block) -> dict[str, Any]:
     p = RefreshParams(**{k: v for k, v in locals().items()})
+    use_credentials(p.credentials_block)
     index = Path(p.dedup_index).resolve()
     snap, why = snapshot_task(p.crawl_root, str(index), p.snapshot)
     if snap is None:

@@ -21,7 +21,8 @@ from common.cli import Parser, parse_strict
 from common.config import read_json_object
 from flows import dag
 from flows.dag import lmforge_dag, lmforge_train
-from flows.params import FLOW_PARAMS, PATH_PARAMS, check_params, trust_paths
+from flows.data_root import trust_paths
+from flows.params import FLOW_PARAMS, PATH_PARAMS, check_params
 from flows.refresh import lmforge_refresh
 from flows.stages import StageFailed, StagesFailed
 from pipelines.io import expand_inputs
@@ -52,6 +53,15 @@ def missing_inputs(flow: str, params: dict[str, Any]) -> str | None:
     except (FileNotFoundError, ValueError) as e:
         return str(e)
     return None
+
+
+def typed_paths(flow: str, params: dict[str, Any]) -> list[Any]:
+    """The paths a command line names: its path parameters' values and the run folder they make (a symlink
+    `runs/<name>` of the user's is theirs too)."""
+    fields = FLOW_PARAMS[flow].model_fields
+    runs_dir, name = (params.get(k, fields[k].default) for k in ("runs_dir", "run_name"))
+    return [*(v for k, v in params.items() if k in PATH_PARAMS for v in (v if isinstance(v, list) else [v])),
+            str(Path(str(runs_dir), str(name)))]
 
 
 TRACEBACK_ENV = "LMFORGE_TRACEBACK"
@@ -138,6 +148,10 @@ def cli_main(argv: list[str]) -> int:
                     "<runs-dir>/<name>/minhash_index; refresh: state/minhash_index)")
     ap.add_argument("--init-from", default=None, help="start from this HF model directory: adopt its tokenizer and "
                     "continue pretraining its weights (default: train both from scratch)")
+    ap.add_argument("--credentials-block", default=None, metavar="NAME",
+                    help="a Prefect Secret block holding the environment variables the stages need (object-store "
+                         "keys): credentials never go in a parameter, which the Prefect server stores and shows; "
+                         "or export them (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, ...) before running")
     ap.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                     help="any flow parameter (see flows/params.py); VALUE is JSON when it parses, else a string, "
                          "e.g. --param overrides='{\"pretrain\": {\"steps\": 50}}' --param mask_objective=span")
@@ -145,7 +159,7 @@ def cli_main(argv: list[str]) -> int:
     kwargs: dict[str, Any] = {k: v for k, v in (("run_name", a.name), ("runs_dir", a.runs_dir), ("crawl", a.crawl),
                                                 ("labeled", a.labeled), ("preset", a.preset), ("nproc", a.nproc),
                                                 ("dedup_index", a.dedup_index), ("init_from", a.init_from),
-                                                ("task", a.task),
+                                                ("task", a.task), ("credentials_block", a.credentials_block),
                                                 *((f"{c}_column", getattr(a, f"{c}_column"))
                                                   for c in ("text", "text_pair", "label", "split", "id", "tokens",
                                                             "tags")))
@@ -160,7 +174,7 @@ def cli_main(argv: list[str]) -> int:
             kwargs[key] = value
     fn = flows[a.flow]
     # Paths typed here are the user's own: the data root guards a shared worker against a form's parameters
-    trust_paths(v for k, v in kwargs.items() if k in PATH_PARAMS for v in (v if isinstance(v, list) else [v]))
+    trust_paths(typed_paths(a.flow, kwargs))
     problem = check_params(a.flow, kwargs) or missing_inputs(a.flow, kwargs)  # before any task starts: one
     if problem:                                                               # line, not a flow's traceback
         ap.error(problem)

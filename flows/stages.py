@@ -16,12 +16,14 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from common.config import options_to_argv
+from common.redact import redact_args, redact_text
 from schemas.manifest import MANIFEST_NAME, atomic_write_json, sha256_file
 
 FLOW_KEY = ".flow-key.json"
@@ -34,7 +36,7 @@ def _file_signature(pattern: str) -> list[list[Any]]:
 
 def stage_key(stage: str, cmd: list[str], upstream: Iterable[str | Path] = (), raw_inputs: Iterable[str] = ()) -> dict:
     """What decides a stage's output: its command, its upstream manifests, its raw input files."""
-    return {"stage": stage, "cmd": [str(c) for c in cmd],
+    return {"stage": stage, "cmd": redact_args([str(c) for c in cmd]),
             "upstream": {str(u): sha256_file(Path(u) / MANIFEST_NAME) for u in upstream},
             "raw_inputs": {str(r): _file_signature(str(r)) for r in raw_inputs}}
 
@@ -50,20 +52,28 @@ kubectl delete) and torchrun stops its workers in that time; then it is killed."
 
 
 def run_logged(cmd: list[str], log_path: Path, stage: str, grace: float = STOP_GRACE_SECONDS) -> int:
-    """Run `cmd`, its stdout to the flow log and `log_path`, its stderr to `log_path`; returns its exit code.
+    """Run `cmd`, its stdout to the flow log and `log_path`, its stderr to `log_path`, both redacted; returns
+    its exit code.
 
     When this process is told to stop while the stage runs (Prefect's cancellation: a SIGTERM that its
     engine turns into TerminationSignal here; Ctrl-C), the stage gets SIGTERM first and `grace` seconds to
     stop cleanly, so a stage that submitted a cluster job cancels it instead of living on as an orphan."""
     with open(log_path, "w", buffering=1) as log:  # line-buffered: tail -f works while a stage runs
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        assert proc.stdout is not None
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
+                                errors="replace", env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        assert proc.stdout is not None and proc.stderr is not None
+        # Both streams pass the redaction rule on their way to the log (common/redact.py): the net under
+        # the stages' own, for a library that echoes its options or a traceback that shows a value.
+        errors = threading.Thread(target=lambda: [log.write(redact_text(line)) for line in proc.stderr], daemon=True)
+        errors.start()
         try:
             for line in proc.stdout:
+                line = redact_text(line)
                 log.write(line)
                 print(f"[{stage}] {line}", end="", flush=True)
-            return proc.wait()
+            code = proc.wait()
+            errors.join()
+            return code
         except BaseException:
             if proc.poll() is None:
                 print(f"[{stage}] stopping: SIGTERM to the stage (pid {proc.pid}), {grace:g} s to exit", flush=True)
@@ -124,7 +134,7 @@ def launch_stage(stage: str, opts: dict[str, Any], out: Path, log_dir: Path, arg
     log_path = Path(log_dir) / f"{log_name or stage}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
-    print(f"[{stage}] {' '.join(map(str, cmd[3:]))}", flush=True)
+    print(f"[{stage}] {' '.join(redact_args(cmd[3:]))}", flush=True)
     rc = run_logged(cmd, log_path, stage)
     if rc != 0:
         raise StageFailed(log_name or stage, failure_reason(log_path), log_path, rc)

@@ -212,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
                         "NCCL_DEBUG=WARN), GLOO_SOCKET_IFNAME, TORCH_NCCL_ASYNC_ERROR_HANDLING, TORCH_NCCL_BLOCKING_WAIT "
                         "or TORCH_DISTRIBUTED_DEBUG")
         sp.add_argument("--rdma-resource", default="", metavar="NAME", help="k8s/pytorchjob: an RDMA device resource "
-                        "each pod asks one of (e.g. rdma/hca, nvidia.com/hostdev), with the IPC_LOCK capability")
+                        "each pod asks one of (e.g. rdma/hca, nvidia.com/hostdev), with the IPC_LOCK capability, as "
+                        "root: the namespace must allow the Pod Security level privileged (infra/README.md)")
         sp.add_argument("--namespace", default="", help="with --submit k8s/pytorchjob: the namespace (default: "
                         "kubectl's current)")
         sp.add_argument("--cluster-timeout", type=float, default=0, help="with --submit: cancel the job and fail after "
@@ -257,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
 
             if ns.emit or ns.submit:
                 from common.config import config_to_dict
-                from training.cluster import ClusterSpec, env_pairs, render
+                from training.cluster import ClusterSpec, env_pairs, rdma_note, render
 
                 spec = ClusterSpec(nnodes=ns.nnodes, nproc=ns.nproc, job=ns.job_name, image=ns.image,
                                    shared_pvc=ns.shared_pvc, mount=ns.mount, gpus_per_node=ns.gpus_per_node or 0,
@@ -268,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
                 base = config_to_dict(cls(shards=cfg.shards, tokenizer=cfg.tokenizer, output=cfg.output))
                 opts = {k: v for k, v in given.items() if k in ("shards", "tokenizer", "output") or base[k] != v}
                 text = render(ns.emit or ns.submit, opts, spec)
+                if spec.rdma and (ns.emit or ns.submit) != "slurm":  # the file's header says it too
+                    print(f"lmforge pretrain: {rdma_note(spec)}", file=sys.stderr)
                 if ns.emit:
                     print(text, end="")
                     return 0

@@ -51,10 +51,10 @@ def min_vocab(model: str, extra_ids: int) -> int:
 
 @dataclass
 class TokenizerConfig:
-    output: str = opt(help="stage directory to write tokenizer.json and the transformers files to")
-    corpus: str = opt("", "corpus stage directory to train on (reads data/<lang>/*.parquet)")
+    output: str = opt(help="stage directory to write tokenizer.json and the transformers files to", path=True)
+    corpus: str = opt("", "corpus stage directory to train on (reads data/<lang>/*.parquet)", path=True)
     from_model: str = opt("", "adopt the tokenizer of this Hugging Face model directory instead of training one "
-                          "(for continued pretraining with --init-from; its special tokens and ids are kept)", alias="--from")
+                          "(for continued pretraining with --init-from; its special tokens and ids are kept)", alias="--from", path=True)
     model: str = opt("wordpiece", " | ".join(f"{f.name} ({f.summary})" for f in FAMILIES.values()))
     vocab_size: int = opt(8000, "vocabulary size, special tokens (and unigram's sentinels) included")
     min_frequency: int = opt(2, "ignore pieces seen fewer times (wordpiece, bpe, byte_bpe; unigram prunes by likelihood)")

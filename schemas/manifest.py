@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any
 
+from common.redact import redact
 from schemas import storage
 
 MANIFEST_SCHEMA = "lmforge.manifest/v1"
@@ -109,7 +110,7 @@ def describe_outputs(stage_dir: str | os.PathLike, files: list[str | os.PathLike
 
 def write_manifest(stage_dir: str | os.PathLike, manifest: Manifest) -> str | Path:
     path = storage.join(stage_dir, MANIFEST_NAME)
-    atomic_write_json(path, asdict(manifest))
+    atomic_write_json(path, redact(asdict(manifest)))  # a manifest travels with its data: no credential in it
     return path if storage.is_remote(path) else Path(path)
 
 

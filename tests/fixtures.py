@@ -259,3 +259,28 @@ def tweets_csv(path: Path, n: int = 900) -> None:
         for line in (VADER / "tweets_GroundTruth.txt").read_text(encoding="utf-8").splitlines()[:n]:
             _, score, text = line.split("\t", 2)
             w.writerow([text.strip(), label_of(float(score))])
+
+
+def files_holding(secret: str, *roots: str | Path, texts: dict[str, str] | None = None) -> list[str]:
+    """Every file under `roots` (and every named text: captured logs) whose bytes hold `secret`, gzip members
+    and zstd frames decompressed first (the corpus and shards write .gz/.zst parts); empty when none does."""
+    import gzip
+    import zlib
+
+    import zstandard
+
+    needle = secret.encode()
+    hits = [name for name, text in (texts or {}).items() if secret in text]
+    for root in map(Path, roots):
+        for path in [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()):
+            data = path.read_bytes()
+            try:
+                if data[:2] == b"\x1f\x8b":
+                    data += gzip.decompress(data)
+                elif data[:4] == b"\x28\xb5\x2f\xfd":
+                    data += zstandard.ZstdDecompressor().stream_reader(data).read()
+            except (OSError, EOFError, zlib.error, zstandard.ZstdError):
+                pass  # a deliberately broken input (tests/data/tiny/broken.warc.gz): its raw bytes were scanned
+            if needle in data:
+                hits.append(str(path))
+    return hits

@@ -29,6 +29,13 @@ checkpoint). Each node's command forces its accelerator: cuda with the GPUs `--g
 for (one process per GPU unless `--nproc`), else cpu: a GPU job cannot fall back to CPU unnoticed.
 `--nccl-env` variables go into each node's environment and `--rdma-resource` asks for an RDMA device. Rendering is a
 pure function (`render`), so tests check the kinds and fields, and the Kubernetes schemas, without a cluster.
+
+Pods meet the Pod Security Standards' `restricted` profile (`_security`): the images' non-root user (POD_UID), no
+privilege escalation, every capability dropped, the runtime's seccomp profile, a read-only root file system with an
+emptyDir at /tmp for what a run writes outside the claim, no service account token. Not with `--rdma-resource`:
+IPC_LOCK is outside both `restricted` and `baseline`, so those pods need a namespace at the `privileged` level
+(`rdma_note`). Checks a scanner (checkov) would raise and that do not apply are skipped by annotation, each with
+its reason (`_skips`; tests/unit/test_security_scan.py runs checkov on every kind).
 """
 from __future__ import annotations
 
@@ -171,38 +178,110 @@ def _q(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+POD_UID = 10001
+"""The user and group the pods run as: the `lmforge` user of infra/docker/Dockerfile and Dockerfile.cuda (a test
+checks both say so). Above 10000, so it is no user of the node's (checkov CKV_K8S_40)."""
+SCRATCH = "/tmp"
+"""The emptyDir for what a run writes outside the claim (HOME's caches, torchrun's and torch's temporary files),
+as the root file system is read-only."""
+
+
+def rdma_note(spec: ClusterSpec) -> str:
+    """What `--rdma-resource` costs in Pod Security, for the manifest's header and a line on stderr; empty without."""
+    if not spec.rdma:
+        return ""
+    return (f"--rdma-resource {spec.rdma}: pods run as root with IPC_LOCK, which the Pod Security levels restricted "
+            "and baseline refuse: apply this in a namespace at the privileged level (infra/README.md)")
+
+
+def _security(spec: ClusterSpec) -> tuple[str, str]:
+    """(pod-level, container-level) securityContext and settings, as YAML lines.
+
+    `restricted` (kubernetes.io/docs/concepts/security/pod-security-standards) wants runAsNonRoot, no privilege
+    escalation, `drop: [ALL]` and a RuntimeDefault or Localhost seccomp profile. RDMA adds IPC_LOCK, so that NCCL
+    can lock (register) its buffers with the device beyond the default locked-memory limit, and runs as root: a
+    capability added to a non-root container is not effective (runtimes set no ambient capabilities,
+    kubernetes/kubernetes#56374), and Kubernetes has no ulimit field. Group and fsGroup stay POD_UID, so what
+    root writes on the claim stays the group's."""
+    user = "runAsUser: 0, runAsNonRoot: false" if spec.rdma else f"runAsNonRoot: true, runAsUser: {POD_UID}"
+    pod = (f"securityContext: {{{user}, runAsGroup: {POD_UID}, fsGroup: {POD_UID}, "
+           "seccompProfile: {type: RuntimeDefault}}\n"
+           # the job never calls the API server
+           "automountServiceAccountToken: false\n")
+    add = ", add: [IPC_LOCK]" if spec.rdma else ""
+    # a read-only root: a run writes the claim, /dev/shm and the scratch emptyDir (HOME=/tmp: ~/.cache, Triton's
+    # and torch's caches; tempfile); two nodes of this Job trained as UID 10001 under bubblewrap with / read-only
+    container = ("\n  securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, "
+                 f"capabilities: {{drop: [ALL]{add}}}}}")
+    return pod, container
+
+
+def _skips(spec: ClusterSpec, kind: str) -> str:
+    """checkov's skip annotations (`checkov.io/skipN: CHECK=reason`) for the checks that do not apply here, as
+    metadata lines; the Service gets only the namespace's. A reason holds no '=' (checkov splits there)."""
+    skips = [("CKV_K8S_21", "the namespace is kubectl's (its context or --namespace); a fixed one would override it")]
+    if kind != "Service":
+        if "@sha256:" not in spec.image:
+            skips.append(("CKV_K8S_43", "the image is --image as given; pass REGISTRY/lmforge@sha256:DIGEST to pin it"))
+        no_cpu, no_memory = "no --pod-cpu given: the pod uses the node's free CPUs", "no --pod-memory given"
+        if not spec.cpu:  # CPU request, limit
+            skips += [("CKV_K8S_10", no_cpu), ("CKV_K8S_11", no_cpu)]
+        if not spec.memory:  # memory request, limit
+            skips += [("CKV_K8S_12", no_memory + ": the pod uses the node's free memory"),
+                      ("CKV_K8S_13", no_memory + ": the pod uses the node's free memory")]
+        if spec.rdma:
+            root = "--rdma-resource: IPC_LOCK takes effect for root only (no ambient capabilities for other users)"
+            skips += [("CKV_K8S_23", root), ("CKV_K8S_40", root),
+                      ("CKV_K8S_25", "--rdma-resource: NCCL locks its buffers for the RDMA device (IPC_LOCK)")]
+    lines = "".join(f"    checkov.io/skip{i}: {_q(f'{c}={r}')}\n" for i, (c, r) in enumerate(skips, 1))
+    return f"  annotations:  # checkov's checks that do not apply here, and why\n{lines}"
+
+
 def _pod(spec: ClusterSpec, container: str, cmd: str, port_name: str, indent: int) -> str:
-    """A pod spec's containers and volumes (one container running `cmd`), indented to sit under `spec:`."""
+    """A pod spec's security settings, containers and volumes (one container running `cmd`), indented to sit under
+    `spec:`."""
     requests = {k: v for k, v in (("cpu", spec.cpu), ("memory", spec.memory)) if v}
-    limits = {**({"memory": spec.memory} if spec.memory else {}),
+    # limits equal to the requests: the Guaranteed QoS class, whose pods the kubelet's static CPU manager gives
+    # whole cores of their own (and the topology manager aligns with the GPUs)
+    limits = {**({"cpu": spec.cpu} if spec.cpu else {}), **({"memory": spec.memory} if spec.memory else {}),
               **({"nvidia.com/gpu": str(spec.gpus_per_node)} if spec.gpus_per_node else {}),
               **({spec.rdma: "1"} if spec.rdma else {})}  # extended resources: the request follows the limit
     # quantities are checked in ClusterSpec, so they go unquoted (8 stays a number, 32Gi a string)
     parts = [f"    {part}:\n" + "".join(f"      {k}: {v}\n" for k, v in d.items())
              for part, d in (("requests", requests), ("limits", limits)) if d]
     resources = ("\n  resources:\n" + "".join(parts)).rstrip("\n") if parts else ""
-    # NCCL registers (pins) its buffers with the RDMA device, beyond the default locked-memory limit
-    security = "\n  securityContext: {capabilities: {add: [IPC_LOCK]}}" if spec.rdma else ""
+    pod_security, security = _security(spec)
     env = "".join(f"\n  - {{name: {k}, value: {_q(v)}}}" for k, v in spec.nccl_env)
-    text = f"""containers:
+    # imagePullPolicy Always: every node asks the registry, so no node runs an older copy of a re-pushed tag
+    text = f"""{pod_security}containers:
 - name: {container}
   image: {_q(spec.image)}
+  imagePullPolicy: Always
   command: ["/bin/sh", "-c"]
   args: [{_q(cmd)}]
   ports:
   - {{name: {port_name}, containerPort: {spec.port}}}
   env:
-  - {{name: TORCH_EXTENSIONS_DIR, value: {_q(spec.mount.rstrip("/") + "/.torch_extensions")}}}{env}
+  - {{name: TORCH_EXTENSIONS_DIR, value: {_q(spec.mount.rstrip("/") + "/.torch_extensions")}}}
+  - {{name: HOME, value: {SCRATCH}}}{env}
   volumeMounts:
   - {{name: runs, mountPath: {_q(spec.mount)}}}
-  - {{name: shm, mountPath: /dev/shm}}{resources}{security}
+  - {{name: shm, mountPath: /dev/shm}}
+  - {{name: scratch, mountPath: {SCRATCH}}}{resources}{security}
 volumes:
 - name: runs
   persistentVolumeClaim: {{claimName: {_q(spec.shared_pvc)}}}
 - name: shm
   emptyDir: {{medium: Memory}}
+- name: scratch
+  emptyDir: {{}}
 """
     return textwrap.indent(text, " " * indent)
+
+
+def _header_note(spec: ClusterSpec) -> str:
+    note = rdma_note(spec)
+    return "".join(f"# {line}\n" for line in textwrap.wrap(note, 112)) if note else ""
 
 
 def _k8s(cfg_opts: dict[str, Any], spec: ClusterSpec) -> str:
@@ -210,12 +289,12 @@ def _k8s(cfg_opts: dict[str, Any], spec: ClusterSpec) -> str:
     return f"""# lmforge pretraining on {spec.nnodes} nodes: a headless Service for node 0's address, an indexed Job
 # with one pod per node (JOB_COMPLETION_INDEX = node rank). Shards, tokenizer and output live on the
 # ReadWriteMany claim {spec.shared_pvc} mounted at {spec.mount}.
-apiVersion: v1
+{_header_note(spec)}apiVersion: v1
 kind: Service
 metadata:
   name: {_q(spec.job)}
   labels: {{app: {_q(spec.job)}}}
-spec:
+{_skips(spec, "Service")}spec:
   clusterIP: None
   # pod 0's name resolves as soon as it has an address: while its image is still pulling, the other pods would
   # otherwise find no DNS record for <job>-0.<job> and their static rendezvous could run out of time
@@ -230,7 +309,7 @@ kind: Job
 metadata:
   name: {_q(spec.job)}
   labels: {{app: {_q(spec.job)}}}
-spec:
+{_skips(spec, "Job")}spec:
   completionMode: Indexed
   completions: {spec.nnodes}
   parallelism: {spec.nnodes}
@@ -255,12 +334,12 @@ def _pytorchjob(cfg_opts: dict[str, Any], spec: ClusterSpec) -> str:
     return f"""# lmforge pretraining on {spec.nnodes} nodes as a Kubeflow PyTorchJob: one Master (node 0) and
 # {spec.nnodes - 1} Worker(s); the operator sets MASTER_ADDR, MASTER_PORT and RANK (the node rank) in each pod.
 # Shards, tokenizer and output live on the ReadWriteMany claim {spec.shared_pvc} mounted at {spec.mount}.
-apiVersion: kubeflow.org/v1
+{_header_note(spec)}apiVersion: kubeflow.org/v1
 kind: PyTorchJob
 metadata:
   name: {_q(spec.job)}
   labels: {{app: {_q(spec.job)}}}
-spec:
+{_skips(spec, "PyTorchJob")}spec:
   runPolicy:
     backoffLimit: 0
     cleanPodPolicy: None

@@ -51,14 +51,14 @@ SCHEMES = ("per_channel", "per_tensor")
 
 @dataclass(kw_only=True)
 class CompressConfig:
-    model: str = opt(help="Hugging Face model directory to compress (any kind lmforge evaluate reads)")
-    output: str = opt(help="directory to write the compressed model, quantization.json and manifest.json to")
+    model: str = opt(help="Hugging Face model directory to compress (any kind lmforge evaluate reads)", path=True)
+    output: str = opt(help="directory to write the compressed model, quantization.json and manifest.json to", path=True)
     method: str = opt("int8", "int8: dynamic quantization of every Linear layer (weights int8, activations "
                               "quantized per batch), for CPU inference | prune: remove the least important "
                               "attention heads of a fine-tuned model (Michel et al. 2019)")
     shares: list[float] = opt([0.3], "prune: shares of all heads to remove, one model each (<output>/share-0.30, ...)")
     task_config: str = opt("", "prune: the `lmforge finetune --config` JSON of the model's task; head importance is "
-                               "the task loss's gradient on its validation split")
+                               "the task loss's gradient on its validation split", path=True)
     importance_examples: int = opt(512, "prune: validation examples the importance is measured on")
     scheme: str = opt("per_channel", "int8: one weight scale per output channel of each Linear (per_channel) or one per "
                                      "matrix (per_tensor)")

@@ -61,9 +61,9 @@ log = logging.getLogger("lmforge.distill")
 
 @dataclass
 class DistillConfig:
-    teacher: str = opt(help="The teacher: a pretrain stage's hf/ directory (or the stage directory holding it).")
-    shards: str = opt(help="Shards stage directory to train on (the teacher's tokenizer must match it).")
-    output: str = opt(help="Stage directory to write: hf/, metrics.json, manifest.json.")
+    teacher: str = opt(help="The teacher: a pretrain stage's hf/ directory (or the stage directory holding it).", path=True)
+    shards: str = opt(help="Shards stage directory to train on (the teacher's tokenizer must match it).", path=True)
+    output: str = opt(help="Stage directory to write: hf/, metrics.json, manifest.json.", path=True)
     steps: int = opt(0, help="Optimizer steps; 0 means run `epochs` full epochs.")
     epochs: int = opt(1, help="Full passes over the train split when steps is 0.")
     batch_size: int = opt(16, help="Sequences per optimizer step, over all processes (with --nproc N each takes "

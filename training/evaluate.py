@@ -40,21 +40,21 @@ from schemas.manifest import (
 
 @dataclass(kw_only=True)
 class EvaluateConfig:
-    output: str = opt(help="stage directory to write report.json, report.md and manifest.json to")
+    output: str = opt(help="stage directory to write report.json, report.md and manifest.json to", path=True)
     model: list[str] = opt([], "card mode: these Hugging Face model directories (masked LM, causal LM, T5, classifier, "
                                "encoder), each with its language-model quality where it applies and its cost "
-                               "(training/card.py); --shards gives the held-out data")
+                               "(training/card.py); --shards gives the held-out data", path=True)
     name: list[str] = opt([], "card mode: a name per --model, in the same order (default: each model's role in its run, "
                               "read from the stage manifests: teacher or pretrained, student, fine-tuned, student "
                               "fine-tuned, int8, pruned 25%; training/card_roles.py)")
     texts: str = opt("", "card mode: real texts (one per line, or JSONL with `text`) to measure cost on, tokenized with "
-                         "each model's own tokenizer (default: the --shards valid rows)")
+                         "each model's own tokenizer (default: the --shards valid rows)", path=True)
     max_length: int = opt(128, "card mode with --texts: tokens per input")
     task_config: str = opt("", "card mode: a `lmforge finetune --config` JSON (e.g. runs/demo/labeled/vader/finetune.json): "
-                               "fine-tuned models are scored on its test split, the split the finetune stage scored")
+                               "fine-tuned models are scored on its test split, the split the finetune stage scored", path=True)
     task_note: str = opt("", "card mode without --task-config: why the card has no task score (printed on it)")
     probe_corpus: str = opt("", "card mode: a corpus stage directory whose held-out documents (the shards' valid split) "
-                                "give the probing sentences (SentLen, WC, BShift per layer; training/probing.py)")
+                                "give the probing sentences (SentLen, WC, BShift per layer; training/probing.py)", path=True)
     probe_languages: list[str] = opt([], "card mode: languages to probe in (default: each language the corpus kept "
                                          "20 or more documents of; one it has none of is skipped, named on the card)")
     probe_min_per_class: int = opt(10, "card mode: fewest held-out sentences a probing class may have")
@@ -64,14 +64,14 @@ class EvaluateConfig:
     cost_inputs: int = opt(2000, "card mode: inputs per throughput run (MOROCCO: 2,000)")
     cost_repeats: int = opt(5, "card mode: throughput runs; the median is reported")
     latency_inputs: int = opt(200, "card mode: batch-1 inputs for the p50/p95 latency")
-    run: str = opt("", "run directory holding shards/, pretrain/, finetune/ and distill/ (the defaults of the four below)")
-    shards: str = opt("", "shards stage directory (default: <run>/shards)")
-    pretrain: str = opt("", "pretrain stage directory (default: <run>/pretrain)")
-    finetune: str = opt("", "finetune stage directory (default: <run>/finetune; reported if finished)")
-    distill: str = opt("", "distill stage directory (default: <run>/distill; reported if finished)")
+    run: str = opt("", "run directory holding shards/, pretrain/, finetune/ and distill/ (the defaults of the four below)", path=True)
+    shards: str = opt("", "shards stage directory (default: <run>/shards)", path=True)
+    pretrain: str = opt("", "pretrain stage directory (default: <run>/pretrain)", path=True)
+    finetune: str = opt("", "finetune stage directory (default: <run>/finetune; reported if finished)", path=True)
+    distill: str = opt("", "distill stage directory (default: <run>/distill; reported if finished)", path=True)
     skip: list[str] = opt([], "finetune and/or distill: stages not to report (they did not finish in this run)")
     previous: str = opt("", "an earlier masked LM (HF directory) scored on the same held-out tokens, e.g. the "
-                        "previous refresh's model")
+                        "previous refresh's model", path=True)
     batch_size: int = opt(32, "sequences per forward pass")
     max_batches: int = opt(0, "evaluate at most this many valid batches (0 = all)")
     threads: int = opt(2, "torch CPU threads")

@@ -47,14 +47,14 @@ SCORED = ("validation", "test")
 
 @dataclass(kw_only=True)
 class FinetuneConfig:
-    model: str = opt(help="HF model directory to start from (runs/<run>/pretrain/hf, or any BERT-style model)")
-    output: str = opt(help="stage directory to write hf/, metrics.json and manifest.json to")
+    model: str = opt(help="HF model directory to start from (runs/<run>/pretrain/hf, or any BERT-style model)", path=True)
+    output: str = opt(help="stage directory to write hf/, metrics.json and manifest.json to", path=True)
     task: str = opt("classification", "classification (one text or a pair) | regression (float label) | "
                     "tokens (a tag per word)")
-    data: list[str] = opt([], "labelled file(s) or datasets directory, split by --split-column or by a hash")
-    train: list[str] = opt([], "train file(s) (instead of --data)")
-    validation: list[str] = opt([], "validation file(s); without them 10% of train is held out")
-    test: list[str] = opt([], "test file(s); without them 10% of the rows are held out by a hash of the id")
+    data: list[str] = opt([], "labelled file(s) or datasets directory, split by --split-column or by a hash", path=True)
+    train: list[str] = opt([], "train file(s) (instead of --data)", path=True)
+    validation: list[str] = opt([], "validation file(s); without them 10% of train is held out", path=True)
+    test: list[str] = opt([], "test file(s); without them 10% of the rows are held out by a hash of the id", path=True)
     text_column: str = opt("text", "column with the text")
     text_pair_column: str = opt("", "column with the second text of a pair (empty: single texts)")
     label_column: str = opt("label", "column with the label (a class name or integer, or a float for regression)")
@@ -86,7 +86,7 @@ class FinetuneConfig:
     teacher: str = opt("", "task-level distillation: a fine-tuned model of this task (same labels) whose soft "
                            "labels the model also learns from: alpha * KL(teacher/T || model/T) * T^2 + (1 - alpha) "
                            "* the gold-label loss (Hinton et al. 2015; DistilBERT's task-specific variant); for regression "
-                           "the squared error to the teacher's prediction in place of the KL term")
+                           "the squared error to the teacher's prediction in place of the KL term", path=True)
     distill_alpha: float = opt(0.5, "with --teacher: the soft labels' weight")
     distill_temperature: float = opt(2.0, "with --teacher: the softmax temperature T")
     bf16: bool = opt(False, "train and predict under bfloat16 autocast (fp32 weights): 1.4x faster on CPUs with "

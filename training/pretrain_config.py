@@ -19,9 +19,9 @@ builds the model of the objective's kind; tests/unit/test_registries.py checks e
 
 @dataclass
 class PretrainConfig:
-    shards: str = opt(help="Shards stage directory (manifest.json, train/ and valid/ Arrow streams).")
-    tokenizer: str = opt(help="Tokenizer stage directory (tokenizer.json and its HF config).")
-    output: str = opt(help="Stage directory to write: checkpoints/, hf/, metrics.json, manifest.json.")
+    shards: str = opt(help="Shards stage directory (manifest.json, train/ and valid/ Arrow streams).", path=True)
+    tokenizer: str = opt(help="Tokenizer stage directory (tokenizer.json and its HF config).", path=True)
+    output: str = opt(help="Stage directory to write: checkpoints/, hf/, metrics.json, manifest.json.", path=True)
     model: str = opt("demo", help="Model preset from training.model.PRESETS (tiny, demo, bert_base, and Turc et al.'s "
                                   "miniatures bert_tiny 2x128, bert_mini 4x256, bert_small 4x512, bert_medium 8x512).")
     prenorm: bool = opt(False, help="Pre-LN transformer (LayerNorm before each sublayer; transformers' "
@@ -30,7 +30,7 @@ class PretrainConfig:
                                     "row about once and do better without (Cramming).")
     init_from: str = opt("", help="Continue pretraining this Hugging Face model directory (domain-adaptive pretraining) "
                                   "instead of a fresh --model preset; its tokenizer must be the shards' (lmforge "
-                                  "tokenizer --from the same directory), a mismatch is an error.")
+                                  "tokenizer --from the same directory), a mismatch is an error.", path=True)
     freeze_encoder: bool = opt(False, help="Train only the MLM head's transform and output bias, the encoder and the "
                                            "(tied) embeddings frozen: fits a head to an encoder that has none, e.g. a "
                                            "sentence-embedding model, to measure its masked-token loss as it is.")
@@ -76,7 +76,7 @@ class PretrainConfig:
                                      "attention's gain was inside the spread over seeds, at 7% more time a step).")
     deepspeed_config: str = opt("", help="A DeepSpeed JSON config merged over lmforge's defaults (infra/deepspeed/*.json); "
                                          "its micro batch, accumulation, ZeRO stage and bf16 replace the options'. "
-                                         "The optimizer and scheduler stay lmforge's (--optimizer, --schedule).")
+                                         "The optimizer and scheduler stay lmforge's (--optimizer, --schedule).", path=True)
     bf16: bool = opt(False, help="Train in bfloat16 (fp32 weights kept by the optimizer and exported). On CUDA the "
                                  "launcher turns it on unless --fp16 or --fp32 is given; on CPU fp32 is the default.")
     fp32: bool = opt(False, help="Train in fp32 even on a GPU that has bf16 (TF32 matmuls stay on).")

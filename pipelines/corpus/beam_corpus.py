@@ -28,7 +28,7 @@ from pipelines.corpus.clean import DROPPED, KEPT, QUARANTINED, process_document
 from pipelines.corpus.config import CorpusConfig
 from pipelines.corpus.dedup import exact_key, quality, quality_of_rank, rank_key, split_band_keys
 from pipelines.corpus.linededup import line_keys, losers, remove_lines
-from pipelines.corpus.readers import read_file
+from pipelines.corpus.readers import MAX_RECORD_BYTES, MAX_ROW_GROUP_BYTES, read_file
 from pipelines.corpus.staging import staged_name, staged_rows, where, write_staged
 from pipelines.corpus.steps.c4 import clean_page
 from pipelines.io import shard_of, write_jsonl_rows, write_parquet_rows
@@ -51,13 +51,14 @@ class ReadFiles(beam.DoFn):
     test_dask_runner_keeps_finish_bundle_outputs). CleanAndSign signs a batch in one MinHash.bulk call.
     """
 
-    def __init__(self, batch_size: int = 256):
-        self.batch_size = batch_size
+    def __init__(self, batch_size: int = 256, max_record_bytes: int = MAX_RECORD_BYTES,
+                 max_row_group_bytes: int = MAX_ROW_GROUP_BYTES):
+        self.batch_size, self.max_record_bytes, self.max_row_group_bytes = batch_size, max_record_bytes, max_row_group_bytes
 
     def process(self, path: str) -> Iterable[Any]:
         skipped: dict[str, int] = {}
         n, batch, numbered = 0, [], 0
-        for rec in read_file(path, skipped):
+        for rec in read_file(path, skipped, self.max_record_bytes, self.max_row_group_bytes):
             n += 1
             if isinstance(rec, Quarantined):
                 Metrics.counter(NS, f"quarantined_{rec.reason}").inc()
@@ -284,7 +285,8 @@ class CorpusPipeline(beam.PTransform):
 
         bands, rows = lsh_params(cfg.jaccard_threshold, cfg.num_perm)
         # MultiOutput, not ParDo(...).with_outputs(...): Beam's DaskRunner mixes the tags (beam_tags.py).
-        read = files | "Spread" >> beam.Reshuffle() | "ReadFiles" >> MultiOutput(ReadFiles(), main="docs", tags=("quarantine", "tally"))
+        reader = ReadFiles(max_record_bytes=cfg.max_record_bytes, max_row_group_bytes=cfg.max_row_group_bytes)
+        read = files | "Spread" >> beam.Reshuffle() | "ReadFiles" >> MultiOutput(reader, main="docs", tags=("quarantine", "tally"))
         cleaned = (read.docs | "CleanAndSign" >> MultiOutput(CleanAndSign(cfg, bands, rows), main="slim",
                                                              tags=("dropped", "quarantine", "lines", "tally", "matches")))
         # Ids must be unique for the joins below; a repeated id keeps its first occurrence (by

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from typing import TypeVar
 
 from common.config import opt, require
+from pipelines.corpus.readers import MAX_RECORD_BYTES, MAX_ROW_GROUP_BYTES
 from pipelines.corpus.steps.base import Step
 from pipelines.corpus.steps.registry import STEPS, step_configs
 
@@ -37,8 +38,8 @@ def with_step_options(steps: tuple[Step, ...]) -> Callable[[type[T]], type[T]]:
 @dataclass
 @with_step_options(STEPS)  # c4, gopher_repetition, gopher_quality, fineweb: each has `enabled`
 class CorpusConfig:
-    input: list[str] = opt(help="input files, directories or globs (WARC/WET .gz, JSONL, Parquet)")
-    output: str = opt(help="stage directory to write (data/, duplicates/, dropped/, quarantine/, manifest.json)")
+    input: list[str] = opt(help="input files, directories or globs (WARC/WET .gz, JSONL, Parquet)", path=True)
+    output: str = opt(help="stage directory to write (data/, duplicates/, dropped/, quarantine/, manifest.json)", path=True)
     language_id: bool = opt(True, "identify the language (py3langid) and keep only --languages; off: every document goes to data/und/ and the language-dependent rules (bad words, Gopher stop words) see 'und'")
     languages: list[str] = opt(["en", "ru"], "languages to keep (ISO 639-1); others are dropped as language_not_kept")
     min_language_score: float = opt(0.5, "drop documents whose language probability is lower")
@@ -50,11 +51,13 @@ class CorpusConfig:
     shingle_chars: int = opt(5, "characters per shingle for languages written without spaces")
     char_shingle_languages: list[str] = opt(["zh", "ja", "th", "my", "km", "lo"], "languages shingled by characters, not words (keep them with --languages)")
     line_dedup: bool = opt(False, "C4 line-level dedup (TFDS remove_duplicate_text): a line repeated across pages stays on one page (chosen by hash of id); pages left too short are dropped as line_dedup_<rule>")
-    index: str = opt("", "band index directory shared by recurring runs (incremental refresh): deduplicate against every snapshot it holds, then add this run's kept documents atomically; empty = no index")
+    index: str = opt("", "band index directory shared by recurring runs (incremental refresh): deduplicate against every snapshot it holds, then add this run's kept documents atomically; empty = no index", path=True)
     snapshot: str = opt("", "a name for this crawl snapshot, recorded with its generation in the band index (a refresh takes the snapshots not yet there)")
     index_wait: float = opt(0.0, "seconds to wait for another run that holds --index's lock (one run writes an index at a time); 0 = fail at once naming the holder")
     cc_rounds: int = opt(6, "large-star/small-star rounds for near-duplicate clusters; nodes not settled after them are counted in the manifest (cc_unconverged_nodes)")
     num_shards: int = opt(2, "Parquet files per language")
+    max_record_bytes: int = opt(MAX_RECORD_BYTES, "quarantine as payload_too_large a record whose payload is over this many bytes (a WARC record's decoded payload, a JSON line, a Parquet text cell), read no further than that; the default 1 MiB is where Common Crawl truncates payloads, so its truncated records pass")
+    max_row_group_bytes: int = opt(MAX_ROW_GROUP_BYTES, "quarantine unread, as one payload_too_large record, a Parquet row group whose text column is over this many bytes uncompressed (Arrow decodes a page whole: reading a row group costs about 4 times its size)")
 
     def __post_init__(self) -> None:
         require(bool(self.input), "corpus: --input needs at least one file, directory or glob")
@@ -62,6 +65,9 @@ class CorpusConfig:
         require(self.num_perm >= 16, "num_perm must be >= 16")
         require(self.num_shards >= 1, "num_shards must be >= 1")
         require(self.index_wait >= 0, "index_wait must be >= 0 seconds")
+        require(self.max_record_bytes >= 1, "max_record_bytes must be >= 1")
+        require(self.max_row_group_bytes >= self.max_record_bytes,
+                "max_row_group_bytes must be >= max_record_bytes (a row group holding one record of the cap must pass)")
         require(not self.index or self.near_dedup, "--index needs near_dedup: the index stores MinHash band keys")
         require(all(len(x) == 2 for x in self.languages), f"languages must be ISO 639-1 codes, got {self.languages}")
         for f in fields(self):  # a family's options given as a JSON object: its field's default_factory is its class

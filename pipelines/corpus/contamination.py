@@ -31,8 +31,8 @@ BATCH_ROWS = 4096
 
 @dataclass
 class ContaminationConfig:
-    corpus: str = opt(help="a finished corpus stage directory (its data/*/*.parquet are checked)")
-    output: str = opt(help="directory to write matches.jsonl, report.json and manifest.json")
+    corpus: str = opt(help="a finished corpus stage directory (its data/*/*.parquet are checked)", path=True)
+    output: str = opt(help="directory to write matches.jsonl, report.json and manifest.json", path=True)
     decontaminate: DecontConfig = field(default_factory=DecontConfig, metadata={"help": "the evaluation sets and the matching"})
 
     def __post_init__(self) -> None:

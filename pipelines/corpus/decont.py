@@ -54,7 +54,7 @@ NORM_OPTIONS = ("lowercase", "norm_whitespace", "remove_punctuation", "norm_unic
 class DecontConfig:
     enabled: bool = opt(True, "check documents against the evaluation sets of --decontaminate (the step runs when files are given)")
     files: list[str] = opt([], alias="--decontaminate", help="evaluation sets: JSONL/CSV/Parquet files with a split and a text column, or labelled-task "
-                           "folders from `lmforge labeled prepare` (their finetune.json names the columns)")
+                           "folders from `lmforge labeled prepare` (their finetune.json names the columns)", path=True)
     splits: list[str] = opt(["validation", "test"], "the splits of those sets that are evaluation data")
     text_column: str = opt("text", "files: column with an item's text (else a 'tokens' list of words is joined)")
     split_column: str = opt("split", "files: column with an item's split")

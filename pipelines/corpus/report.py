@@ -3,9 +3,11 @@
     python -m pipelines.corpus.report runs/demo/corpus     # (re)write the report of a stage run
 
 What it shows: outcomes (in = kept + dropped + duplicates + quarantined), drops and quarantines
-per reason, what the steps noted (PII replaced, per kind; pages marked contaminated), kept documents per language, document lengths (characters and whitespace-separated
-words, log-spaced bins, per language), duplicate-cluster sizes (a cluster is the kept document
-plus every document removed in its favour, so size = removed + 1), exact vs near duplicates,
+per reason (with the first quarantined records of each reason and their detail, e.g. a payload's
+size), what the steps noted (PII replaced, per kind; pages marked contaminated), kept documents per
+language, document lengths (characters and whitespace-separated words, log-spaced bins, per
+language), duplicate-cluster sizes (a cluster is the kept document plus every document removed in
+its favour, so size = removed + 1), exact vs near duplicates,
 and the top domains of kept and of dropped documents.
 
 Files are read by column and in record batches (pyarrow), so memory holds one batch of text,
@@ -38,6 +40,7 @@ REPORT_SCHEMA = "lmforge.corpus_report/v1"
 BATCH_ROWS = 4096  # 4096 docs * ~5 kB of text = ~20 MB of Arrow memory per batch
 TOP_DOMAINS = 20
 LARGEST_CLUSTERS = 10
+QUARANTINE_EXAMPLES = 5  # per reason, the first by file and position: where to look, with the detail (e.g. a size)
 NO_URL, NO_HOST = "(no url)", "(no host)"
 
 
@@ -149,11 +152,22 @@ def scan_duplicates(out_dir: str) -> dict[str, Any]:
     return {"kinds": kinds, "per_kept": per_kept, "similarity_hist": sim_hist}
 
 
-def scan_quarantine(out_dir: str) -> Counter:
+def _first_quarantined(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(rows, key=lambda r: (r["source"] or "", r["offset"] or 0, r["id"] or ""))[:QUARANTINE_EXAMPLES]
+
+
+def scan_quarantine(out_dir: str) -> dict[str, Any]:
+    """Quarantined records per reason, and the first QUARANTINE_EXAMPLES of each (source, offset, id, detail)."""
     reasons: Counter = Counter()
+    examples: dict[str, list[dict[str, Any]]] = {}
     for f in storage.files_under(storage.join(out_dir, "quarantine"), "*.jsonl"):
-        reasons.update(json.loads(line)["reason"] for line in storage.read_text(f).splitlines() if line.strip())
-    return reasons
+        for row in (json.loads(line) for line in storage.read_text(f).splitlines() if line.strip()):
+            reasons[row["reason"]] += 1
+            kept = examples.setdefault(row["reason"], [])
+            kept.append({k: row.get(k) for k in ("source", "offset", "id", "detail")})
+            if len(kept) > 4 * QUARANTINE_EXAMPLES:  # bounded, whatever the number quarantined
+                kept[:] = _first_quarantined(kept)
+    return {"reasons": reasons, "examples": {r: _first_quarantined(rows) for r, rows in sorted(examples.items())}}
 
 
 def build_report(out_dir: str, counts: dict[str, Any]) -> dict[str, Any]:
@@ -161,7 +175,7 @@ def build_report(out_dir: str, counts: dict[str, Any]) -> dict[str, Any]:
     kept, dropped, dups, quarantine = scan_kept(out_dir), scan_dropped(out_dir), scan_duplicates(out_dir), scan_quarantine(out_dir)
     langs = kept["languages"]
     found = {"kept": sum(s["documents"] for s in langs.values()), "dropped": sum(dropped["reasons"].values()),
-             "duplicates": sum(dups["kinds"].values()), "quarantined": sum(quarantine.values())}
+             "duplicates": sum(dups["kinds"].values()), "quarantined": sum(quarantine["reasons"].values())}
     stage = {"kept": counts.get("kept"), "dropped": sum(counts.get("dropped", {}).values()),
              "duplicates": counts.get("duplicates"), "quarantined": counts.get("quarantined")}
     by_dropped_domain: dict[str, Counter] = {}
@@ -173,7 +187,8 @@ def build_report(out_dir: str, counts: dict[str, Any]) -> dict[str, Any]:
         "outcomes": reconcile(found, counts.get("in")),
         "stage_counts_disagree": sorted(k for k in found if stage[k] is not None and stage[k] != found[k]),
         "dropped_by_reason": dict(dropped["reasons"]),
-        "quarantined_by_reason": dict(quarantine),
+        "quarantined_by_reason": dict(quarantine["reasons"]),
+        "quarantined_examples": quarantine["examples"],
         "noted": dict(counts.get("noted", {})),
         "contamination": counts.get("contamination"),
         "kept_by_language": {
@@ -345,6 +360,10 @@ def render_html(rep: dict[str, Any], images: list[str], title: str) -> str:
         *contamination_html(rep.get("contamination")),
         "<h2>Quarantined, per reason</h2>",
         _table(["reason", "records"], [[r, n] for r, n in top(Counter(rep["quarantined_by_reason"]), 1000)]),
+        f"<h3>Quarantined, the first {QUARANTINE_EXAMPLES} per reason</h3>" if rep.get("quarantined_examples") else "",
+        _table(["reason", "source", "offset", "detail"],
+               [[r, x["source"], x["offset"], x["detail"]] for r, xs in rep["quarantined_examples"].items() for x in xs])
+        if rep.get("quarantined_examples") else "",
         "<h2>Kept, per language</h2>",
         _table(["language", "documents", "characters", "mean characters", "mean words", "min characters", "max characters"],
                [[k, v["documents"], v["characters"], v["mean_characters"], v["mean_words"], v["min_characters"], v["max_characters"]]

@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 from common.config import config_to_dict
+from common.redact import redact_args
 from pipelines.beam_options import check_worker_paths, expand_runner_alias, runner_name
 from pipelines.corpus.config import CorpusConfig
 from pipelines.corpus.dedup import MINHASH_SCHEME, detection_probability, lsh_params
@@ -214,7 +215,7 @@ def _run(cfg: CorpusConfig, beam_args: list[str] | None, files: list[str], decon
     if plan is not None:
         action = f"writes {plan.write}" if plan.write else "snapshot already indexed: index left unchanged"
         print(f"corpus: band index {plan.root}: dedup against {len(plan.read)} generation(s); {action}", flush=True)
-    print(f"corpus: {len(files)} input files -> {out} (beam args: {' '.join(args)})", flush=True)
+    print(f"corpus: {len(files)} input files -> {out} (beam args: {' '.join(redact_args(args))})", flush=True)
     try:
         with beam.Pipeline(options=PipelineOptions(args)) as p:
             _ = p | "Files" >> beam.Create(files) | "Corpus" >> CorpusPipeline(cfg, plan)
@@ -263,7 +264,7 @@ def _run(cfg: CorpusConfig, beam_args: list[str] | None, files: list[str], decon
             "index": None if plan is None else {"path": str(plan.root), "read": plan.read, "wrote": plan.write,
                                                 "fingerprint": plan.fingerprint},
             "beam_metrics": dict(sorted(result_metrics.items())),
-            "beam_args": args,
+            "beam_args": redact_args(args),
             "versions": _versions(),
         },
         wall_seconds=round(time.time() - t0, 2),

@@ -127,10 +127,36 @@ def decode_html(body: bytes, declared: str | None) -> Decoded:
     return Decoded(body.decode(codec), codecs.lookup(codec).name, "detected", "; ".join(rejected))
 
 
+# <ol>/<ul>/<menu>/<dir>, opening or closing, up to its ">" (or the next "<": a scan never passes one,
+# so finding every tag stays linear on a page of "<ol<ol<ol...").
+_LIST_TAG = re.compile(r"<(/?)(?:ol|ul|menu|dir)\b[^<>]*>?", re.I)
+MAX_LIST_DEPTH = 8
+"""resiliparse indents a list item two spaces per enclosing list, so lists nested n deep cost n^2
+characters: 180 kB of `<ol><li>a` (20,000 deep) extracted to 400 million characters, and a 1 MiB
+page of them would need 13 GB. List tags deeper than this are dropped before extraction: their
+items' text stays, their indentation (which normalize_text strips anyway) goes. Then a line, which
+costs at least 4 characters of HTML (`<br>`), gains at most 2 * 8 = 16 spaces, so the extracted
+text is at most 5 times the page's length, and normalised at most its length (test_capped_readers)."""
+
+
+def flatten_deep_lists(html: str, max_depth: int = MAX_LIST_DEPTH) -> str:
+    """`html` without its list tags nested deeper than `max_depth`, counting tags as written (a list
+    left unclosed counts as open, which can only flatten more)."""
+    depth, parts, start = 0, [], 0
+    for m in _LIST_TAG.finditer(html):
+        closing = bool(m.group(1))
+        level = depth if closing else depth + 1  # the nesting level of the list this tag opens or closes
+        depth = max(0, depth - 1) if closing else depth + 1
+        if level > max_depth:
+            parts.append(html[start:m.start()])
+            start = m.end()
+    return "".join([*parts, html[start:]]) if parts else html
+
+
 def html_to_text(html: str) -> str:
     from resiliparse.extract.html2text import extract_plain_text
 
-    return extract_plain_text(html, main_content=True, alt_texts=False, links=False, list_bullets=False)
+    return extract_plain_text(flatten_deep_lists(html), main_content=True, alt_texts=False, links=False, list_bullets=False)
 
 
 _SPACE = r"[ \t\u00a0\u2000-\u200b\u3000]"

@@ -31,9 +31,9 @@ SPLITS = ("train", "valid")
 
 @dataclass
 class ShardsConfig:
-    corpus: str = opt(help="corpus stage directory")
-    tokenizer: str = opt(help="tokenizer stage directory (tokenizer.json)")
-    output: str = opt(help="stage directory to write train/ and valid/ Arrow shards to")
+    corpus: str = opt(help="corpus stage directory", path=True)
+    tokenizer: str = opt(help="tokenizer stage directory (tokenizer.json)", path=True)
+    output: str = opt(help="stage directory to write train/ and valid/ Arrow shards to", path=True)
     seq_len: int = opt(128, "tokens per packed row (512 supported)")
     num_shards: int = opt(2, "train shard groups, one Beam task each (valid is one group)")
     valid_per_mille: int = opt(50, "documents per 1,000 held out for validation, chosen by a hash of the id")
@@ -45,7 +45,7 @@ class ShardsConfig:
                                   "document) for a fraction of their CPU time, see docs/BENCHMARKS.md; off: HF "
                                   "tokenizers' encode_batch on every core")
     replay: list[str] = opt([], "earlier corpus stage directories whose documents are partly mixed in (a refresh's "
-                                "replay of earlier snapshots, so continued training does not only see the new pages)")
+                                "replay of earlier snapshots, so continued training does not only see the new pages)", path=True)
     replay_fraction: float = opt(0.1, "fraction of the --replay corpora's documents mixed in, chosen by a hash of "
                                       "the document id (the same ones on every run)")
     mask: MaskConfig = field(default_factory=MaskConfig, metadata={"help": "masking"})

@@ -47,6 +47,6 @@ def test_bad_inputs_are_quarantined_with_reasons(tmp_path):
     reasons = {(r["source"].rsplit("/", 1)[-1], r["reason"]) for r in q}
     assert {("a.jsonl.gz", "invalid_json"), ("a.jsonl.gz", "nul_bytes"), ("a.jsonl.gz", "duplicate_id"),
             ("a.jsonl.gz", "missing_text"), ("zero.warc.gz", "empty_file"), ("wrong.parquet", "wrong_schema"),
-            ("binary.jsonl", "unreadable_line")} <= reasons
+            ("binary.jsonl", "unreadable_line"), ("a.jsonl.gz", "payload_too_large")} <= reasons  # the 10 MB line
     assert all(r["offset"] is not None for r in q)
     assert c["kept"] == 1 and c["dropped"].get("empty_text") == 1

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import glob
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -11,15 +12,29 @@ ROOT = Path(__file__).resolve().parents[2]
 STAGES = ("corpus", "tokenizer", "shards", "pretrain", "labeled", "finetune", "distill", "eval")
 
 
+# Credentials a user's worker holds: one in its environment, one in the Secret block the run names (under a
+# name that does not look like a credential, so only the block's LMFORGE_SECRET_VARS can mask it)
+PLANTED_ENV, PLANTED_BLOCK = "planted-env-secret-7Qx2", "planted-block-secret-9Zk4"
+
+
 @pytest.mark.slow
-def test_dag_end_to_end(tmp_path, monkeypatch):
+def test_dag_end_to_end(tmp_path, monkeypatch, capfd):
+    from prefect.blocks.system import Secret
+
     from flows.dag import lmforge_dag
     from schemas.manifest import read_manifest, verify_outputs
+    from tests.fixtures import files_holding
 
     monkeypatch.chdir(ROOT)
     monkeypatch.setenv("LMFORGE_DATA_ROOT", f"{ROOT}:{tmp_path}")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", PLANTED_ENV)
+    for name in ("LMFORGE_SECRET_VARS", "LMFORGE_TEST_STORE"):  # set by the flow; restored after the test
+        monkeypatch.setenv(name, "")
+    Secret(value={"LMFORGE_TEST_STORE": PLANTED_BLOCK}).save("lmforge-test-store", overwrite=True)
     crawl = sorted(glob.glob(str(ROOT / "tests/data/tiny/*.warc.gz")) + glob.glob(str(ROOT / "tests/data/tiny/*.wet")))
-    result = lmforge_dag(run_name="e2e", runs_dir=str(tmp_path), crawl=crawl, preset="tiny", labeled="vader")
+    result = lmforge_dag(run_name="e2e", runs_dir=str(tmp_path), crawl=crawl, preset="tiny", labeled="vader",
+                         credentials_block="lmforge-test-store")
+    assert os.environ["LMFORGE_TEST_STORE"] == PLANTED_BLOCK  # the block reached the environment the stages inherit
     run = tmp_path / "e2e"
     assert set(result) == set(STAGES) | {"tokenizer", "student_finetune", "int8", "pruned", "card"} and all(result.values())
     for stage in STAGES:
@@ -93,3 +108,8 @@ def test_dag_end_to_end(tmp_path, monkeypatch):
     assert again == after
     logs = {p.name for p in (run / "logs").glob("*.log")}
     assert {"corpus.log", "pretrain.log", "finetune.log"} <= logs
+
+    # no credential in any file the runs wrote (every stage's outputs, manifests and logs) or the console
+    out, err = capfd.readouterr()
+    for secret in (PLANTED_ENV, PLANTED_BLOCK):
+        assert not files_holding(secret, tmp_path, texts={"stdout": out, "stderr": err}), secret

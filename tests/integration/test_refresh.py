@@ -6,13 +6,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures import files_holding
 from tests.integration.test_corpus_incremental import TINY, _kept, _split_warc
 
 ROOT = Path(__file__).resolve().parents[2]
+PLANTED = "planted-session-token-5Hn1"
 
 
 @pytest.mark.slow
-def test_three_refreshes(tmp_path, monkeypatch):
+def test_three_refreshes(tmp_path, monkeypatch, capfd):
     import pyarrow.parquet as pq
 
     from flows.refresh import lmforge_refresh
@@ -20,6 +22,7 @@ def test_three_refreshes(tmp_path, monkeypatch):
 
     monkeypatch.chdir(ROOT)
     monkeypatch.setenv("LMFORGE_DATA_ROOT", f"{ROOT}:{tmp_path}")
+    monkeypatch.setenv("AWS_SESSION_TOKEN", PLANTED)  # a credential the worker holds: it reaches no output
     crawl = tmp_path / "crawl"
     s1, s2 = crawl / "2026-10", crawl / "2026-11"
     _split_warc(TINY / "tiny.warc.gz", s1 / "crawl.warc.gz", s2 / "crawl.warc.gz")
@@ -70,3 +73,5 @@ def test_three_refreshes(tmp_path, monkeypatch):
     assert {p: p.stat().st_mtime_ns for p in (base / "2026-10").rglob("*") if p.is_file()} == run1
     gens = json.loads((tmp_path / "state" / "minhash_index" / "INDEX.json").read_text())["generations"]
     assert [(g["name"], g["snapshot"]) for g in gens] == [("gen-00001", "2026-10"), ("gen-00002", "2026-11")]
+    out, err = capfd.readouterr()
+    assert not files_holding(PLANTED, tmp_path, texts={"stdout": out, "stderr": err})

@@ -33,7 +33,7 @@ import psutil
 import pytest
 
 from schemas.manifest import read_manifest, verify_outputs
-from tests.fixtures import make_shards, make_tokenizer
+from tests.fixtures import files_holding, make_shards, make_tokenizer
 
 pytestmark = pytest.mark.slow
 
@@ -68,6 +68,9 @@ def data(tmp_path_factory):
     d = tmp_path_factory.mktemp("slurm-data")
     tok = make_tokenizer(d / "tokenizer")
     return make_shards(d / "shards", tok, seq_len=32, num_variants=2, train_rows=64, valid_rows=16), tok
+
+
+PLANTED = "planted-shell-secret-3Vb8"
 
 
 def _argv(data, out: Path, job: str, *extra: str) -> list[str]:
@@ -124,6 +127,7 @@ def test_two_nodes_train_a_killed_node_fails_the_job_and_resume_finishes_it(slur
     same command with --resume (what a rerun of the flow's pretrain task adds) trains on both nodes to the end."""
     out = tmp_path / "pretrain"
     argv = _argv(data, out, "lmforge-kill", "--steps", "120", "--save-every", "10")
+    slurm = {**slurm, "AWS_SECRET_ACCESS_KEY": PLANTED}  # a credential the user's shell holds: it reaches no output
     t0 = time.monotonic()
     run = subprocess.Popen(argv, env=slurm, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -157,6 +161,8 @@ def test_two_nodes_train_a_killed_node_fails_the_job_and_resume_finishes_it(slur
     assert metrics["resumed_from_step"] >= 10 and metrics["world_size"] == 2, metrics
     logs = sorted(out.glob("lmforge-kill-*.out"))  # each job's batch output, whose tail the follower shows
     assert len(logs) == 2 and "step 120/120" in logs[-1].read_text()
+    # the job script, both jobs' batch output, checkpoints, TensorBoard-free logs, manifest: no credential
+    assert not files_holding(PLANTED, tmp_path, texts={"stdout": stdout + again.stdout, "stderr": stderr + again.stderr})
     print(f"resumed from step {metrics['resumed_from_step']}; finished {time.monotonic() - t1:.0f} s after resubmission")
 
 

@@ -119,11 +119,13 @@ def test_kubeflow_pytorchjob_one_master_and_workers_reading_the_operators_env():
         # the operator reads the rendezvous port from the container named pytorch, port named pytorchjob-port
         assert c["name"] == "pytorch" and c["ports"] == [{"name": "pytorchjob-port", "containerPort": 29500}]
         assert c["image"] == "reg/lmforge:0.1.0" and c["command"] == ["/bin/sh", "-c"]
+        # limits equal to the requests: the Guaranteed QoS class
         assert c["resources"] == {"requests": {"cpu": 30, "memory": "120Gi"},
-                                  "limits": {"memory": "120Gi", "nvidia.com/gpu": 4}}
-        assert c["volumeMounts"] == [{"name": "runs", "mountPath": "/data"}, {"name": "shm", "mountPath": "/dev/shm"}]
+                                  "limits": {"cpu": 30, "memory": "120Gi", "nvidia.com/gpu": 4}}
+        assert c["volumeMounts"] == [{"name": "runs", "mountPath": "/data"}, {"name": "shm", "mountPath": "/dev/shm"},
+                                     {"name": "scratch", "mountPath": "/tmp"}]
         assert pod["volumes"] == [{"name": "runs", "persistentVolumeClaim": {"claimName": "runs"}},
-                                  {"name": "shm", "emptyDir": {"medium": "Memory"}}]
+                                  {"name": "shm", "emptyDir": {"medium": "Memory"}}, {"name": "scratch", "emptyDir": {}}]
         assert {"name": "TORCH_EXTENSIONS_DIR", "value": "/data/.torch_extensions"} in c["env"]
         cmd = c["args"][0]
         assert "--node-rank $RANK --master-addr $MASTER_ADDR --master-port $MASTER_PORT" in cmd

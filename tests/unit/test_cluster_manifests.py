@@ -13,7 +13,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from training.cluster import DNS_LABEL, ClusterSpec, env_pairs, render
+from training.cluster import DNS_LABEL, POD_UID, ClusterSpec, env_pairs, render
 from training.pretrain import PretrainConfig
 
 OPTS = {"shards": "/shared/x/shards", "tokenizer": "/shared/x/tokenizer", "output": "/shared/x/pretrain"}
@@ -105,17 +105,55 @@ def test_gpus_asked_for_are_gpus_trained_on(kind):
         assert argv[argv.index("--accelerator") + 1] == "cpu" and argv[argv.index("--nproc") + 1] == "0"
 
 
+def _pods(doc: dict) -> list[dict]:
+    if doc["kind"] == "Job":
+        return [doc["spec"]["template"]["spec"]]
+    return [r["template"]["spec"] for r in doc["spec"]["pytorchReplicaSpecs"].values()]
+
+
+# what Pod Security's `restricted` level requires of a pod (kubernetes.io/docs/concepts/security/pod-security-standards)
+RESTRICTED_POD = {"runAsNonRoot": True, "runAsUser": POD_UID, "runAsGroup": POD_UID, "fsGroup": POD_UID,
+                  "seccompProfile": {"type": "RuntimeDefault"}}
+RESTRICTED_CONTAINER = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                        "capabilities": {"drop": ["ALL"]}}
+NCCL_ENV = [("NCCL_SOCKET_IFNAME", "eth0"), ("NCCL_IB_HCA", "mlx5_0,mlx5_1"), ("NCCL_DEBUG", "WARN"),
+            ("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")]
+
+
+@pytest.mark.parametrize("kind", ["k8s", "pytorchjob"])
+@pytest.mark.parametrize("name", [n for n, s in SPECS.items() if not s.rdma])
+def test_pods_meet_the_restricted_pod_security_level(name, kind):
+    """The images' user (infra/docker), no escalation, no capability, the runtime's seccomp profile, a read-only root
+    file system: HOME and temporary files go to the scratch emptyDir, the run to the claim. tests/unit/
+    test_security_scan.py checks the same with checkov."""
+    text = render(kind, OPTS, SPECS[name])
+    assert "privileged" not in text  # no RDMA note
+    for pod in _pods(list(yaml.safe_load_all(text))[-1]):
+        assert pod["securityContext"] == RESTRICTED_POD and pod["automountServiceAccountToken"] is False
+        assert {"name": "scratch", "emptyDir": {}} in pod["volumes"]
+        for c in pod["containers"]:
+            assert c["securityContext"] == RESTRICTED_CONTAINER and c["imagePullPolicy"] == "Always"
+            assert {"name": "scratch", "mountPath": "/tmp"} in c["volumeMounts"]
+            assert {"name": "HOME", "value": "/tmp"} in c["env"]
+
+
 def test_rdma_device_and_nccl_environment():
+    """RDMA: IPC_LOCK, as root (a capability added to a non-root container is not effective), with the rest of the
+    hardening; the manifest says it needs the `privileged` level."""
     for kind in ("k8s", "pytorchjob"):
-        for c in _containers(list(yaml.safe_load_all(render(kind, OPTS, SPECS["nccl-env"])))[-1]):
+        text = render(kind, OPTS, SPECS["nccl-env"])
+        assert "namespace at the privileged level" in text
+        for pod in _pods(list(yaml.safe_load_all(text))[-1]):
+            assert pod["securityContext"] == {**RESTRICTED_POD, "runAsNonRoot": False, "runAsUser": 0}
+            (c,) = pod["containers"]
             assert c["resources"]["limits"] == {"nvidia.com/gpu": 2, "nvidia.com/hostdev": 1}
-            assert c["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
-            assert c["env"][1:] == [{"name": "NCCL_SOCKET_IFNAME", "value": "eth0"},
-                                    {"name": "NCCL_IB_HCA", "value": "mlx5_0,mlx5_1"},
-                                    {"name": "NCCL_DEBUG", "value": "WARN"},
-                                    {"name": "TORCH_NCCL_ASYNC_ERROR_HANDLING", "value": "1"}]
+            assert c["securityContext"] == {**RESTRICTED_CONTAINER, "capabilities": {"drop": ["ALL"],
+                                                                                      "add": ["IPC_LOCK"]}}
+            assert [(e["name"], e["value"]) for e in c["env"] if e["name"] not in ("TORCH_EXTENSIONS_DIR", "HOME")] \
+                == NCCL_ENV
         for c in _containers(list(yaml.safe_load_all(render(kind, OPTS, SPECS["gpus"])))[-1]):
-            assert "securityContext" not in c and [e["name"] for e in c["env"]] == ["TORCH_EXTENSIONS_DIR"]
+            assert "add" not in c["securityContext"]["capabilities"]
+            assert [e["name"] for e in c["env"]] == ["TORCH_EXTENSIONS_DIR", "HOME"]
 
 
 def test_accelerator_and_environment_rules():
@@ -169,7 +207,10 @@ def test_cli_gpus_per_node_implies_cuda_in_every_kind(capsys):
     assert "srun --kill-on-bad-exit=1 --cpus-per-task=64 " in out and "export NCCL_IB_HCA=mlx5\n" in out
     assert main([*CLI, "--emit", "pytorchjob", "--gpus-per-node", "4", "--nproc", "2", "--nccl-env",
                  "NCCL_SOCKET_IFNAME=eth0", "--nccl-env", "NCCL_DEBUG=WARN", "--rdma-resource", "rdma/hca"]) == 0
-    (doc,) = yaml.safe_load_all(capsys.readouterr().out)
+    out, err = capsys.readouterr()
+    # RDMA costs the restricted Pod Security level: said on stderr in one line, and in the manifest
+    assert len(err.strip().splitlines()) == 1 and "rdma/hca" in err and "privileged" in err, err
+    (doc,) = yaml.safe_load_all(out)
     _validate(doc, VERSIONS[-1])
     for c in _containers(doc):
         assert c["resources"]["limits"] == {"nvidia.com/gpu": 4, "rdma/hca": 1}

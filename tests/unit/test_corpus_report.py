@@ -63,6 +63,8 @@ def test_report_numbers(stage_dir, monkeypatch):
     assert rep["stage_counts_disagree"] == []
     assert rep["dropped_by_reason"] == {"c4_curly_bracket": 2, "too_short": 1}
     assert rep["quarantined_by_reason"] == {"truncated_record": 1}
+    assert rep["quarantined_examples"] == {"truncated_record": [
+        {"source": "samples/crawl/broken-000.warc.gz", "offset": 19734, "id": "q", "detail": ""}]}
     en = rep["kept_by_language"]["en"]
     assert en["documents"] == 4 and en["characters"] == 4 * len(EN) + 1 + 40  # docs 1, 2 (twice, plus a space), 3, 4
     assert en["min_characters"] == 40 and en["max_characters"] == 2 * len(EN) + 1

@@ -167,3 +167,29 @@ def test_cuda_image_installs_the_cuda_wheel_without_a_compiler_and_runs_the_doct
     copied = {src for _, sources, _ in copies(name) for src in sources}
     assert "samples/labeled" in copied and "samples/licenses" in copied
     assert "docker build` fails" in text and "NOT BUILT" in text
+
+
+@pytest.mark.parametrize("name", ["Dockerfile", "Dockerfile.cuda"])
+def test_the_image_runs_as_the_pods_non_root_user_who_can_write_where_lmforge_writes(name):
+    """USER is the numeric UID and GID the cluster manifests run the pods as (Kubernetes checks runAsNonRoot against
+    a numeric USER only), created with that HOME; the user owns the working directory's runs/ (`lmforge run`, the
+    doctor's report) and TORCH_EXTENSIONS_DIR, and nothing runs as root after USER."""
+    from training.cluster import POD_UID
+
+    steps = instructions(name)
+    users = [i for i, (word, _) in enumerate(steps) if word == "USER"]
+    assert users and steps[users[-1]][1] == f"{POD_UID}:{POD_UID}", [steps[i] for i in users]
+    run = " && ".join(rest for word, rest in steps if word == "RUN")
+    assert f"groupadd --gid {POD_UID} lmforge" in run
+    home = re.search(rf"useradd --uid {POD_UID} --gid {POD_UID} .*--home-dir (\S+)", run).group(1)
+    env = dict(kv.split("=", 1) for word, rest in steps if word == "ENV" for kv in rest.split())
+    workdir = next(rest for word, rest in steps if word == "WORKDIR")
+    assert env["HOME"] == home
+    owned = re.search(rf"chown {POD_UID}:{POD_UID} ([^&]+)", run).group(1).split()
+    assert {"runs", ".torch_extensions"} <= set(owned)
+    assert env["TORCH_EXTENSIONS_DIR"] == f"{workdir}/.torch_extensions"
+    if name == "Dockerfile":  # the flows' runs, the refresh's band index and crawl snapshots: relative paths
+        from flows.params import DagParams, RefreshParams
+
+        refresh = RefreshParams()
+        assert {DagParams().runs_dir, refresh.dedup_index.split("/")[0], refresh.crawl_root} <= set(owned)

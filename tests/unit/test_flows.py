@@ -105,7 +105,8 @@ def test_unsafe_or_unknown_parameters_are_refused(root, bad, match):
 def test_paths_typed_on_lmforge_run_are_the_users_own(root, tmp_path, monkeypatch):
     """The data root guards a shared worker from a deployment's or the form's parameters; a path typed
     on the command line (`lmforge run --runs-dir /data/runs`) is allowed, the others still are not."""
-    from flows.params import check_params, trust_paths
+    from flows.data_root import trust_paths
+    from flows.params import check_params
 
     monkeypatch.setenv("LMFORGE_DATA_ROOT", str(ROOT))
     elsewhere = tmp_path / "elsewhere" / "runs"

@@ -58,12 +58,12 @@ class UrlFilterConfig:
     enabled: bool = opt(True, "drop pages by their URL (FineWeb's URL filter: UT1 domain and URL blocklists, banned words)")
     integrated_lists: bool = opt(True, "use the UT1 blocklists and FineWeb's URL word lists (datatrove's wheel); off: only the files given below")
     soft_word_threshold: int = opt(2, "drop a URL with at least this many soft-banned words (datatrove's default)")
-    block_domains: list[str] = opt([], "files of more domains or hosts to block, one per line ('#' starts a comment line)")
-    block_urls: list[str] = opt([], "files of more URLs to block, one per line")
-    allow_domains: list[str] = opt([], "files of registered domains or hosts never blocked by any rule, one per line")
-    banned_words: list[str] = opt([], "files of more banned URL words, one per line")
-    soft_banned_words: list[str] = opt([], "files of more soft-banned URL words, one per line")
-    banned_subwords: list[str] = opt([], "files of more banned URL subwords, one per line")
+    block_domains: list[str] = opt([], "files of more domains or hosts to block, one per line ('#' starts a comment line)", path=True)
+    block_urls: list[str] = opt([], "files of more URLs to block, one per line", path=True)
+    allow_domains: list[str] = opt([], "files of registered domains or hosts never blocked by any rule, one per line", path=True)
+    banned_words: list[str] = opt([], "files of more banned URL words, one per line", path=True)
+    soft_banned_words: list[str] = opt([], "files of more soft-banned URL words, one per line", path=True)
+    banned_subwords: list[str] = opt([], "files of more banned URL subwords, one per line", path=True)
 
     def __post_init__(self) -> None:
         require(self.soft_word_threshold >= 1, f"url_filter: soft_word_threshold must be >= 1, got {self.soft_word_threshold}")

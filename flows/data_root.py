@@ -1,0 +1,136 @@
+"""The data root: where a flow run started from the Prefect UI or a deployment may read and write.
+
+Every local path such a run names must resolve inside a data root: the worker's `LMFORGE_DATA_ROOT`
+(several roots separated by `:`), by default its working directory. The root is the worker's setting,
+never a form field. Three kinds of value name paths: a flow's path parameters (flows/params.py
+PATH_PARAMS), a stage option that `overrides` sets and whose config declares it a path
+(`opt(..., path=True)`), and a Beam option named like one (`--temp_location`, `--requirements_file`).
+
+"Resolves" means what a stage would open: symlinks followed; `..` applied after a glob's wildcards too;
+each file a glob matches now; `~` both as the worker's home and as a folder named `~` (lmforge passes it
+on as given, some libraries expand it); `file:///x` as the local path `/x` (schemas/storage.py reads it so).
+Object-store URLs (s3://, gs://, hdfs://, azfs://: the file systems Beam's FileSystems registers besides
+the local one) name no file on the worker and pass: what they reach is for the worker's store credentials
+to decide. Any other URL (http://, ftp://, hf://, fsspec's local:// or zip::file:// chains) is refused: no
+stage means to read one, and a reader library might fetch it or open a local file through it. A value
+starting with '-' is refused as well: in a stage's argument list it would be read as an option
+(`crawl: ["--output=/elsewhere"]`).
+
+Paths typed on `lmforge run`'s command line are the user's own (trust_paths): a local user owns the machine.
+"""
+from __future__ import annotations
+
+import dataclasses
+import glob
+import os
+import re
+import typing
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+DATA_ROOT_ENV = "LMFORGE_DATA_ROOT"
+OBJECT_STORES = ("s3", "gs", "hdfs", "azfs")
+"""URL schemes that name objects on a store, not files on the worker: they pass the data-root check."""
+_SCHEME = re.compile(r"^([A-Za-z][-A-Za-z0-9+.:]*)://")  # ':' too, so fsspec's "simplecache::file://" is one scheme
+BEAM_PATH_SUFFIXES = ("_location", "_file", "_files", "_jar", "_dir", "_package", "_packages", "_path", "_to_stage")
+"""How Beam names the options whose values are files or folders (--temp_location, --requirements_file,
+--extra_package, --flink_job_server_jar, --artifacts_dir, --output_executable_path, --files_to_stage)."""
+BEAM_SENTINELS = {"default", "container"}
+"""Values of those options that are words, not paths (`--sdk_location=container`)."""
+
+
+class PathRefused(ValueError):
+    """A path a flow run may not use: outside the data root, a URL no stage reads, or spelled like an option."""
+
+
+def data_roots() -> list[Path]:
+    raw = os.environ.get(DATA_ROOT_ENV, "")
+    return [Path(r).resolve() for r in raw.split(":") if r] or [Path.cwd().resolve()]
+
+
+def local_paths(value: str, what: str) -> list[Path]:
+    """Every local path `value` can name, resolved (none for an object-store URL); PathRefused for another
+    URL or a leading '-'."""
+    if value.startswith("-"):
+        raise PathRefused(f"{what} {value!r} starts with '-', which a stage reads as an option (write ./{value})")
+    url = _SCHEME.match(value)
+    if url and url.group(1).lower() in OBJECT_STORES:
+        return []
+    if url and url.group(1).lower() != "file":
+        raise PathRefused(f"{what} {value!r}: a {url.group(1)}:// URL; give a path inside the data root or an object "
+                          f"store's URL ({', '.join(s + '://' for s in OBJECT_STORES)})")
+    if url:
+        value = value[url.end():]
+    spellings = {value, os.path.expanduser(value)}
+    for s in list(spellings):
+        if any(c in s for c in "*?["):
+            spellings.update(glob.glob(s, recursive=True))  # as schemas.storage.glob expands it
+    try:
+        return [(Path.cwd() / s).resolve() for s in spellings]  # cwd / an absolute path is that path
+    except (OSError, RuntimeError) as e:  # a symlink loop
+        raise PathRefused(f"{what} {value!r} cannot be resolved: {e}") from None
+
+
+def inside_root(value: str, what: str) -> str:
+    """`value` if every local path it names resolves inside a data root, else PathRefused naming `what`."""
+    roots = data_roots()
+    for resolved in local_paths(value, what):
+        if not any(resolved == r or r in resolved.parents for r in roots):
+            raise PathRefused(f"{what} {value!r} resolves to {resolved}, outside the data root "
+                              f"({', '.join(map(str, roots))}): add its folder to {DATA_ROOT_ENV} (':'-separated) in "
+                              "the worker's environment, or start the run with `lmforge run`, whose paths are the "
+                              "user's own")
+    return value
+
+
+def trust_paths(values: Iterable[Any]) -> None:
+    """Paths typed on this process's own command line (`lmforge run --runs-dir /data/runs`) become data
+    roots of this process: the rule protects a shared worker from what a deployment or the UI's form
+    passes, and the user at a command line owns the machine."""
+    typed: list[Path] = []
+    for v in values:
+        if isinstance(v, str) and v:
+            try:
+                typed += local_paths(v, "path")
+            except PathRefused:
+                continue  # refused again, with its reason, when the parameters are checked
+    if typed:
+        os.environ[DATA_ROOT_ENV] = ":".join(dict.fromkeys(map(str, [*data_roots(), *typed])))
+
+
+def check_option_paths(cls: type, opts: dict[str, Any], where: str) -> None:
+    """The options `opts` sets on the config class `cls` (a nested config's as an object): a path option's
+    every string inside a data root; no string anywhere that starts with '-' (a list's item would become an
+    option of its own: `init: ["pretrained", "--output=/elsewhere"]`); a nested option `cls` lacks is
+    refused, as argparse would take `--decontaminate-file` for `--decontaminate-files`."""
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    for key, value in opts.items():
+        name = f"{where}.{key}"
+        if key not in fields:
+            raise PathRefused(f"{name}: not an option of {cls.__name__} ({', '.join(fields)})")
+        if dataclasses.is_dataclass(hints[key]):
+            if not isinstance(value, dict):
+                raise PathRefused(f"{name} must be an object of {hints[key].__name__} options, got {value!r}")
+            check_option_paths(hints[key], value, name)
+            continue
+        items = value if isinstance(value, list) else [value]
+        if any(isinstance(v, (dict, list)) for v in items):
+            raise PathRefused(f"{name} must be a value or a list of values, got {value!r}")
+        for v in items:
+            if fields[key].metadata.get("path") and value != "":  # "" is the option's own "none"
+                inside_root(str(v), name)
+            elif isinstance(v, str) and v.startswith("-"):
+                raise PathRefused(f"{name} {v!r} starts with '-', which the stage would read as an option")
+
+
+def check_beam_paths(args: list[str]) -> None:
+    """The Beam options among `args` that name files (BEAM_PATH_SUFFIXES; `--flag=value` or `--flag value`)
+    inside a data root or on an object store (Dataflow's gs:// staging)."""
+    for i, a in enumerate(args):
+        flag, eq, value = a.partition("=")
+        if not eq and i + 1 < len(args) and not args[i + 1].startswith("--"):
+            value = args[i + 1]
+        if flag.startswith("--") and flag.endswith(BEAM_PATH_SUFFIXES) and value and value not in BEAM_SENTINELS:
+            inside_root(value, f"beam_args {flag}")

@@ -1,0 +1,220 @@
+"""A run started from the Prefect UI or a deployment cannot read or write outside the data root through any
+parameter of any flow (issue 38; the rule is flows/data_root.py's).
+
+The flows' parameters are enumerated from their deployment schemas and the options an override may set from the
+stage configs, so a parameter or option added later is attacked too, or fails test_every_parameter_is_classified
+until it is classified. Each hostile value is refused the way a deployment run refuses it: Prefect's check of the
+parameters against the flow's signature, then the flow's body, whose first line validates its parameter model,
+before any stage is launched; and `lmforge run`/check_params says why in one line naming the parameter.
+"""
+from __future__ import annotations
+
+import dataclasses
+import typing
+from pathlib import Path
+
+import pytest
+
+from common.config import _base_type
+
+NAMES = {"run_name", "snapshot"}
+"""Folder names under a checked folder: letters, digits, '.', '_', '-' (the run folder itself is checked too)."""
+NOT_PATHS = {"preset", "model", "tokenizer_model", "mask_objective", "task", "text_column", "text_pair_column",
+             "label_column", "split_column", "id_column", "tokens_column", "tags_column", "nproc", "nnodes",
+             "rdzv_endpoint", "cluster", "cluster_image", "cluster_pvc", "cluster_namespace", "cluster_gpus",
+             "stage_timeout_minutes", "index_wait", "decontaminate", "replay_fraction", "credentials_block"}
+"""Choices, numbers, column names, a HOST:PORT, cluster object names, a Secret block's name: no file is opened by them."""
+NESTED = {"overrides", "beam_args"}
+"""Parameters whose values hold paths: every stage option and Beam option that names files (attacked below)."""
+OPTION_NOT_PATHS = {
+    "CorpusConfig": {"languages", "char_shingle_languages"}, "C4Config": {"variant"},
+    "GopherQualityConfig": {"stop_words", "stop_words_languages"}, "FineWebConfig": {"line_end_chars"},
+    "DecontConfig": {"splits", "text_column", "split_column", "id_column", "mode"}, "TokenizerConfig": {"model"},
+    "ShardsConfig": {"packing"}, "MaskConfig": {"objective"},
+    "PretrainConfig": {"model", "schedule", "optimizer", "compile_mode", "attention", "profile_steps"},
+    "FinetuneConfig": {"task", "text_column", "text_pair_column", "label_column", "split_column", "id_column",
+                       "tokens_column", "tags_column", "init", "select_metric"},
+    "EvaluateConfig": {"name", "task_note", "probe_languages", "skip"}, "CompressConfig": {"scheme"}}
+"""Stage options with text values that name no file (each config's string options not declared `path=True`)."""
+
+
+def _flows():
+    from flows.dag import lmforge_dag, lmforge_train
+    from flows.refresh import lmforge_refresh
+
+    return {"dag": lmforge_dag, "train": lmforge_train, "refresh": lmforge_refresh}
+
+
+def _parameters(flow: str) -> list[str]:
+    """The flow's parameters as the deployment's form shows them."""
+    from prefect.utilities.callables import parameter_schema
+
+    return list(parameter_schema(_flows()[flow]).model_dump()["properties"])
+
+
+def _options():
+    """(stage, [option, nested option...], field, type) of every option an override may set (the flow wires the rest)."""
+    from flows.params import WIRED, stage_config
+
+    def walk(cls, where):
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            if dataclasses.is_dataclass(hints[f.name]):
+                yield from walk(hints[f.name], [*where, f.name])
+            elif f.init and _base_type(hints[f.name])[0] is str:
+                yield [*where, f.name], f, cls, hints[f.name]
+
+    for stage in WIRED:
+        for names, f, cls, tp in walk(stage_config(stage), []):
+            if names[0] not in WIRED[stage]:
+                yield stage, names, f, cls, tp
+
+
+@pytest.fixture
+def root(tmp_path, monkeypatch):
+    """A worker whose data root is tmp/root (its working directory), with a home and a secret outside it and,
+    inside it, a symlink `link` to the outside and a symlinked run folder `runs/evil`."""
+    root, outside, home = (tmp_path / d for d in ("root", "outside", "home"))
+    for d in (root / "runs", outside, home):
+        d.mkdir(parents=True)
+    (outside / "secret").write_text("not yours\n")
+    (root / "hosts").write_text("localhost slots=1\n")
+    (root / "link").symlink_to(outside)
+    (root / "runs" / "evil").symlink_to(outside)
+    monkeypatch.setenv("LMFORGE_DATA_ROOT", str(root))
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(root)
+    return root
+
+
+def hostile(root: Path) -> dict[str, str]:
+    """Values that would reach a file outside the data root if a stage opened them."""
+    outside = root.parent / "outside"
+    return {"absolute": "/etc", "absolute file": "/etc/passwd", "elsewhere": str(outside / "elsewhere"),
+            "dotdot": f"{root}/../../etc/passwd", "relative dotdot": "../outside/secret",
+            "symlink": "link/secret", "symlink a glob matches": "l?nk/secret", "dotdot after a glob": "*/../../outside",
+            "file url": "file:///etc/passwd", "file url elsewhere": f"file://{outside}/secret",
+            "fsspec local url": "local:///etc/passwd", "fsspec chain": "simplecache::file:///etc/passwd",
+            "http url": "http://169.254.169.254/latest/meta-data", "home": "~/secret",
+            "an option": "--output=/etc"}
+
+
+def refused(flow: str, params: dict, monkeypatch) -> str:
+    """Run `flow` as a deployment run would with `params`; assert it stops before any stage; return the line
+    check_params (and `lmforge run`) gives."""
+    from prefect.exceptions import ParameterTypeError
+    from pydantic import ValidationError
+
+    import flows.dag as dag
+    import flows.refresh as refresh
+    from flows.params import check_params
+
+    launched = []
+    monkeypatch.setattr(dag, "launch_stage", lambda *a, **k: launched.append(a))
+    monkeypatch.setattr(refresh, "snapshot_task", lambda *a, **k: launched.append(a))
+    fl = _flows()[flow]
+    try:
+        given = fl.validate_parameters(params)  # Prefect's check on the worker (and the server's, by the schema)
+    except ParameterTypeError:
+        given = None
+    if given is not None:
+        with pytest.raises(ValidationError):
+            fl.fn(**given)
+    assert not launched
+    line = check_params(flow, params)
+    assert line and "\n" not in line, line
+    return line
+
+
+def test_every_parameter_is_classified():
+    """A new parameter must be a path (PATH_PARAMS: checked against the root), a name, or named here as none."""
+    from flows.params import PATH_PARAMS
+
+    for flow in _flows():
+        unclassified = [p for p in _parameters(flow) if p not in {*PATH_PARAMS, *NAMES, *NOT_PATHS, *NESTED}]
+        assert not unclassified, f"{flow}: classify {unclassified} (a path goes in flows.params.PATH_PARAMS)"
+    unclassified = {(cls.__name__, names[-1]) for _, names, f, cls, _ in _options()
+                    if not f.metadata.get("path") and names[-1] not in OPTION_NOT_PATHS.get(cls.__name__, ())}
+    assert not unclassified, f"declare these options opt(..., path=True) or list them in OPTION_NOT_PATHS: {unclassified}"
+
+
+@pytest.mark.parametrize("flow", ["dag", "train", "refresh"])
+def test_no_path_parameter_reaches_outside_the_root(flow, root, monkeypatch):
+    from flows.params import PATH_PARAMS
+
+    params = [p for p in _parameters(flow) if p in PATH_PARAMS]
+    assert {"crawl", "labeled", "init_from", "dedup_index", "runs_dir", "cluster_mount", "hostfile"} & set(params)
+    for name in params:
+        for attack, value in hostile(root).items():
+            line = refused(flow, {name: [value] if name == "crawl" else value}, monkeypatch)
+            assert line.startswith(f"{name}: {name} "), (name, attack, line)
+
+
+@pytest.mark.parametrize("flow", ["dag", "train", "refresh"])
+def test_names_and_the_run_folder_stay_inside(flow, root, monkeypatch):
+    """run_name and snapshot are folder names; the run folder they make is checked too (runs/evil -> outside)."""
+    for name in NAMES & set(_parameters(flow)):
+        for value in ("..", "../outside", "a/b", "/etc", "~", "--output=x"):
+            assert name in refused(flow, {name: value}, monkeypatch)
+    line = refused(flow, {"runs_dir": "runs", "run_name": "evil"}, monkeypatch)
+    assert "run_name 'runs/evil' resolves to" in line and "outside the data root" in line
+
+
+@pytest.mark.parametrize("stage", ["corpus", "tokenizer", "shards", "pretrain", "finetune", "distill", "evaluate",
+                                   "student_finetune", "compress", "card"])
+def test_no_stage_option_reaches_outside_the_root(stage, root, monkeypatch):
+    """Every option an override may set that names files (the corpus' decontaminate files and URL lists, pretrain's
+    deepspeed_config, finetune's teacher, the card's texts, ...) is checked like a parameter; the others may not
+    start with '-' (a list item would become an option of the stage: init: ["pretrained", "--output=/etc"])."""
+    from flows.params import WIRED
+
+    assert stage in WIRED
+    for _, names, f, _, tp in (o for o in _options() if o[0] == stage):
+        is_list = _base_type(tp)[1]
+        values = hostile(root).values() if f.metadata.get("path") else ["--output=/elsewhere"]
+        for value in values:
+            override = [value] if is_list else value
+            for key in reversed(names):
+                override = {key: override}
+            line = refused("dag", {"overrides": {stage: override}}, monkeypatch)
+            assert line.startswith(f"overrides: overrides[{stage!r}].{'.'.join(names)} "), line
+
+
+def test_overrides_cannot_smuggle_a_path_past_the_walk(root, monkeypatch):
+    """A nested family given as a value (`--decontaminate` is the files' flag), an option argparse would take by
+    its prefix, an object for a plain option, and inputs the flow wires for evaluate."""
+    for override, says in (({"corpus": {"decontaminate": "/etc/passwd"}}, "must be an object of DecontConfig"),
+                           ({"corpus": {"decontaminate": {"file": ["/etc/passwd"]}}}, "not an option of DecontConfig"),
+                           ({"finetune": {"teacher": {"x": "/etc"}}}, "must be a value or a list"),
+                           ({"evaluate": {"previous": "runs/other"}}, "may not set previous")):
+        assert says in refused("dag", {"overrides": override}, monkeypatch)
+
+
+def test_beam_options_that_name_files_stay_inside(root, monkeypatch):
+    from flows.data_root import BEAM_PATH_SUFFIXES
+    from pipelines.beam_options import beam_flags
+
+    flags = sorted(f for f in beam_flags([]) if f.endswith(BEAM_PATH_SUFFIXES))
+    assert {"--temp_location", "--staging_location", "--requirements_file", "--setup_file", "--extra_package",
+            "--sdk_location", "--prism_location", "--flink_job_server_jar", "--artifacts_dir"} <= set(flags)
+    for value in hostile(root).values():  # every spelling on one flag (a Beam check costs 50 ms), one on each flag
+        line = refused("dag", {"beam_args": [f"--requirements_file={value}"]}, monkeypatch)
+        assert line.startswith("beam_args: beam_args --requirements_file "), line
+    for flag in flags:
+        assert f"beam_args {flag} '/etc'" in refused("refresh", {"beam_args": [flag, "/etc"]}, monkeypatch)
+
+
+def test_paths_inside_the_root_and_object_stores_pass(root):
+    """The refusals above are the rule's, not everything's: inside the root passes, and so do object-store
+    URLs (s3://, gs://: no file on the worker), except for the hostfile, which the worker opens as a plain file."""
+    from flows.params import PATH_PARAMS, check_params
+
+    for flow in _flows():
+        for name in set(_parameters(flow)) & set(PATH_PARAMS):
+            for value in ("hosts", f"{root}/hosts", f"file://{root}/hosts", "s3://bucket/x", "gs://bucket/x/*.warc.gz"):
+                if name == "hostfile" and "://" in value:
+                    continue
+                assert check_params(flow, {name: [value] if name == "crawl" else value}) is None, (flow, name, value)
+    assert check_params("dag", {"beam_args": ["--temp_location=gs://b/tmp", "--sdk_location=container"],
+                                "overrides": {"corpus": {"decontaminate": {"files": ["s3://b/eval.jsonl", "hosts"]}},
+                                              "pretrain": {"deepspeed_config": ""}}}) is None
