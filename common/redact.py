@@ -8,9 +8,10 @@
 What counts as a credential, by name (an option, a mapping key, an environment variable, a URL query
 parameter; `-` and `_` alike, any case):
 - a name with a word `secret`, `password`, `passwd`, `passphrase`, `credential(s)`, `apikey`, `signature`;
-- a name whose last word is `token` (`s3_session_token`, `hf_token`, `X-Amz-Security-Token`), except a
-  tokenizer's special tokens (`pad_token`, `mask_token`, ...): `mask_token_bits` or `tokens_column` are not;
-- a name ending in a key or connection name (`s3_access_key_id`, `api_key`, `account_key`,
+- a name whose last word is `token` after a word saying what it authenticates (`s3_session_token`, `hf_token`,
+  `GITHUB_TOKEN`, `X-Amz-Security-Token`), or `token` alone: `bytes_per_token`, a tokenizer's `pad_token`,
+  `mask_token_bits` or `tokens_column` are not credentials (a false match would mask data in a manifest);
+- a name ending in the words of a key or connection name (`s3_access_key_id`, `api_key`, `account_key`,
   `azure_connection_string`, PREFECT_API_AUTH_STRING, Azure SAS `sig`).
 Its value is written as `***`. A URL's `user:password@` is written `***@`. And any value of a credential
 held in this process's environment (AWS_SECRET_ACCESS_KEY, a Prefect Secret block's variables once loaded)
@@ -32,22 +33,25 @@ SECRET_VARS_ENV = "LMFORGE_SECRET_VARS"
 """Comma-separated names of further environment variables whose values are credentials (flows/credentials.py)."""
 
 _WORDS = {"secret", "password", "passwd", "passphrase", "credential", "credentials", "apikey", "signature"}
-_ENDINGS = ("access_key_id", "access_key", "api_key", "private_key", "account_key", "connection_string", "sas",
-            "auth_string")
-_SPECIAL_TOKENS = {"pad_token", "cls_token", "sep_token", "mask_token", "unk_token", "bos_token", "eos_token"}
+# a token that is a credential is named by what it authenticates: `bytes_per_token`, `pad_token` and
+# `first_token` are not credentials, so the word before `token` must say so (or `token` stands alone)
+_TOKEN_KINDS = {"session", "access", "auth", "api", "hf", "sas", "bearer", "refresh", "id", "security", "oauth", "github",
+                "gh", "gitlab", "slack", "personal", "service", "client", "webhook", "registry", "npm", "pypi", "vault",
+                "jwt", "csrf", "x", "secret", "private", "prefect", "huggingface", "wandb", "hub"}
+_ENDINGS = (("access", "key", "id"), ("access", "key"), ("api", "key"), ("private", "key"), ("account", "key"),
+            ("connection", "string"), ("auth", "string"), ("sas",), ("sig",))
 
 
 def is_secret_name(name: str) -> bool:
     """Whether an option, key or variable of this name holds a credential (the rule in the module doc)."""
-    n = name.strip().lstrip("-").lower().replace("-", "_")
-    words = [w for w in n.split("_") if w]
+    words = [w for w in name.strip().lstrip("-").lower().replace("-", "_").split("_") if w]
     if not words:
         return False
-    if _WORDS.intersection(words) or n in ("sig", "key"):
+    if _WORDS.intersection(words):
         return True
     if words[-1] == "token":
-        return n not in _SPECIAL_TOKENS
-    return n.endswith(_ENDINGS)
+        return len(words) == 1 or words[-2] in _TOKEN_KINDS
+    return any(tuple(words[-len(e):]) == e for e in _ENDINGS)
 
 
 # scheme://user:password@ or scheme://token@ (userinfo up to the first @ before the path)

@@ -17,7 +17,8 @@ def test_credential_names(name):
 
 
 @pytest.mark.parametrize("name", ["tokenizer", "tokens_column", "max_tokens", "mask_token_bits", "pad_token",
-                                  "mask_token", "s3_endpoint_url", "key_column", "cache_dir", "runner"])
+                                  "mask_token", "s3_endpoint_url", "key_column", "cache_dir", "runner",
+                                  "bytes_per_token", "flops_per_token", "first_token", "kansas", "key"])
 def test_names_that_are_not_credentials(name):
     assert not is_secret_name(name)
 
