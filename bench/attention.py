@@ -44,8 +44,8 @@ def held_out(model_dir: Path | None, shards, seed: int, preset_name: str) -> dic
     """Mean loss per masked token over the valid split, with row and with document attention."""
     from transformers import AutoModelForMaskedLM
 
-    from training.data import RankLoader
-    from training.model import SparseMLM, build_for_objective, preset, sparse_targets
+    from training.models.model import SparseMLM, build_for_objective, preset, sparse_targets
+    from training.pretraining.data import RankLoader
 
     if model_dir is None:  # the control: untrained, the run's own init
         torch.manual_seed(seed)
@@ -71,8 +71,8 @@ def held_out(model_dir: Path | None, shards, seed: int, preset_name: str) -> dic
 
 
 def train(attention: str, seed: int, steps: int, data: dict[str, Path], work: Path) -> dict[str, Any]:
-    from training.launch import launch_pretrain
-    from training.pretrain import PretrainConfig
+    from training.launch.torchrun import launch_pretrain
+    from training.pretraining.pretrain import PretrainConfig
 
     out = work / f"{attention}-{seed}"
     shutil.rmtree(out, ignore_errors=True)
@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.steps < 1 or not a.seeds:
         ap.error("--steps must be >= 1 and --seeds name at least one seed")
     from bench.train import BenchConfig, build_data
-    from training.data import ShardSet
+    from training.pretraining.data import ShardSet
 
     t0 = time.time()
     work = Path(a.work)

@@ -123,7 +123,7 @@ def shard_tokens(shards_dir: Path) -> tuple[int, int]:
     """(real tokens, rows) over every split, from the shards themselves (sum of `length`)."""
     import pyarrow.compute as pc
 
-    from training.data import ShardSet
+    from training.pretraining.data import ShardSet
 
     shards = ShardSet.open(shards_dir)
     tables = [shards.read(split) for split in shards.splits if shards.splits[split]]
@@ -193,7 +193,7 @@ def bench_write(corpus: Path, tokenizer: Path, work: Path, repeat: int, workers:
 def shard_bytes(shards_dir: Path, tokens: int) -> dict[str, Any]:
     """Bytes per real token of the stage directory, and of a copy of its shards without the mask
     columns (written the way the stage writes them: one IPC stream, 1,024-row batches)."""
-    from training.data import ShardSet
+    from training.pretraining.data import ShardSet
 
     shards = ShardSet.open(shards_dir)
     total = dir_bytes(shards_dir)
@@ -232,7 +232,7 @@ def bench_loaders(shards_dir: Path, hf_dir: Path, tokenizer: Path, batch_sizes: 
     from datasets import load_from_disk
     from transformers import AutoTokenizer, DataCollatorForLanguageModeling
 
-    from training.data import RankLoader, ShardSet
+    from training.pretraining.data import RankLoader, ShardSet
 
     shards = ShardSet.open(shards_dir)
     table = shards.read("train")
@@ -273,11 +273,11 @@ def bench_loaders(shards_dir: Path, hf_dir: Path, tokenizer: Path, batch_sizes: 
 
 
 def bench_step(shards_dir: Path, batch_size: int, steps: int, threads: int, warmup: int = 2) -> dict[str, Any]:
-    """Seconds per training step of the demo model as training.pretrain runs it, one process, `threads` torch threads."""
+    """Seconds per training step of the demo model as training.pretraining.pretrain runs it, one process, `threads` torch threads."""
     import torch
 
-    from training.data import RankLoader, ShardSet
-    from training.model import SparseMLM, bert_config, build_model, num_parameters, param_groups, preset
+    from training.models.model import SparseMLM, bert_config, build_model, num_parameters, param_groups, preset
+    from training.pretraining.data import RankLoader, ShardSet
 
     shards = ShardSet.open(shards_dir)
     loader = RankLoader(shards.read("train"), 0, 1, batch_size, seed=0, num_variants=shards.num_variants)
@@ -344,7 +344,7 @@ def masking_seconds(shards_dir: Path, tokenizer: Path, limit: int) -> dict[str, 
     """CPU seconds the stage's pure mlm masking (`mlm_block` over the rows at once, as the stage
     masks a group; K variants) spends on up to `limit` written rows, one process: the part of
     lmforge's time that the peer does not spend."""
-    from training.data import ShardSet
+    from training.pretraining.data import ShardSet
 
     shards = ShardSet.open(shards_dir)
     table = shards.read("train").slice(0, limit)
@@ -452,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
         d["num_variants"] = d["bytes"]["1x"]["lmforge"]["num_variants"]
         import torch
 
-        torch.set_num_threads(1)  # one demo rank: training.launch sets OMP_NUM_THREADS=1 per process
+        torch.set_num_threads(1)  # one demo rank: training.launch.torchrun sets OMP_NUM_THREADS=1 per process
         d["masking"] = masking_seconds(lm_dir, tokenizer, a.masking_rows) if a.masking_rows else None
         # the tokenizer alone on the largest input of at most 10 copies (at 100x HF alone takes minutes)
         enc_label = [label for label, (_, _, c) in inputs.items() if c <= 10][-1]

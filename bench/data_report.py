@@ -177,7 +177,7 @@ def _loader_section(d: dict[str, Any]) -> list[str]:
     worst_share = max(step_share(lm_s, st["seconds_per_step"]) for st in steps)
     out += ["", f"Goal lmforge >= 3x the collator: the smallest ratio above is {worst:.1f}x ({verdict(worst, 3)}).", "",
             "### Loader's share of a training step", "",
-            f"The demo model ({steps[0]['parameters']:,} parameters) as `training.pretrain` steps it: SparseMLM forward + "
+            f"The demo model ({steps[0]['parameters']:,} parameters) as `training.pretraining.pretrain` steps it: SparseMLM forward + "
             f"backward + gradient clipping + torch AdamW step, micro batch {mb} (the demo's), seq {d['seq_len']}, one "
             f"process, mean of {steps[0]['steps']} steps after {steps[0]['warmup']} warm-up steps, with one torch thread "
             "(as a demo rank) and with every core (a shorter step, so a larger share). Share = batch time / (batch time + "

@@ -8,16 +8,16 @@ is built beforehand and carried: infra/gpu/README.md), then on this machine the 
 WordPiece, BERT's size; every piece seen once counts) and the shards stage (128 tokens a row, MLM masks).
 Variants, one process each, the same rows and model (bert_base: 12 x 768, its dropout 0.1):
 1. `lmforge`: `lmforge pretrain` as a user gets it on a GPU: micro batch auto (the largest that fits), compiled
-   regions, ZeRO-0, bf16 as autocast (training.run_plan);
+   regions, ZeRO-0, bf16 as autocast (training.pretraining.run_plan);
 2. `lmforge_mb64`: the same at micro batch 64, the peers' batch;
 3. `plain` and `plain_compiled`: the 30-line loop (bench.step_peers), eager and with torch.compile(model);
 4. `hf_trainer` and `hf_trainer_compiled`: the HF Trainer with bf16=True, eager and with torch_compile=True;
 5. `lmforge_cudagraphs`: lmforge at micro batch 64 with --compile-mode reduce-overhead (CUDA graphs replay each
    compiled region's kernels with one launch): whether they help a step this size. Last, as it may not fit the
    call's minutes.
-Each: warm-up steps (compilation included), a profiled window (training.step_profile: kernels per step, the
+Each: warm-up steps (compilation included), a profiled window (training.pretraining.step_profile: kernels per step, the
 GPU's busy share), a timed window; tokens/s = rows x 128 / seconds per step; MFU against the GPU's dense bf16 peak
-(training.doctor.GPU_PEAKS) by the project's FLOP count (training.flops: lmforge's head at masked positions only,
+(training.doctor.node.GPU_PEAKS) by the project's FLOP count (training.models.flops: lmforge's head at masked positions only,
 the peers' at every position); peak memory. A variant that fails is recorded and the others still run; the
 run stops starting variants when --minutes is nearly spent. Writes docs/BENCHMARKS.md's section and
 docs/benchmarks/gpu.json on a GPU; on a CPU it runs the tiny preset for a few steps, eager, and writes only
@@ -89,9 +89,9 @@ def build_data(corpus: Path, work: Path, sizes: Sizes) -> dict[str, Path]:
 
 def run_lmforge(name: str, data: dict[str, Path], work: Path, sizes: Sizes, device: str, log: Path) -> dict[str, Any]:
     """`lmforge pretrain` with its defaults (micro batch 64 for lmforge_mb64; eager on the CPU smoke run)."""
-    from training.launch import launch_pretrain
-    from training.pretrain import PretrainConfig
-    from training.telemetry import METRICS_JSONL, read_metrics
+    from training.launch.torchrun import launch_pretrain
+    from training.pretraining.pretrain import PretrainConfig
+    from training.runtime.telemetry import METRICS_JSONL, read_metrics
 
     out = work / name
     shutil.rmtree(out, ignore_errors=True)

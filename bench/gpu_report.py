@@ -15,9 +15,9 @@ PEERS = ("plain", "plain_compiled", "hf_trainer", "hf_trainer_compiled")
 
 def figures(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Per variant that ran: tokens/s, MFU, micro batch, GPU busy share, kernels/step, peak memory."""
-    from training.doctor import training_mfu
-    from training.flops import ModelShape
-    from training.model import preset
+    from training.doctor.node import training_mfu
+    from training.models.flops import ModelShape
+    from training.models.model import preset
 
     sizes, device = report["sizes"], report["machine"].get("device", "cpu")
     m = preset(sizes["model"])
@@ -118,7 +118,7 @@ def render(report: dict[str, Any]) -> str:
            + (" (the smoke run: fp32, eager)" if smoke else "") + f". {sizes['warmup']} warm-up steps (compilation "
            f"included), {sizes['profiled']} profiled (torch.profiler: kernels, the GPU's busy share), "
            f"{sizes['timed']} timed. Tokens/s = rows x {sizes['seq_len']} / seconds per step; MFU against the GPU's "
-           "dense bf16 peak (training.doctor.GPU_PEAKS) by training.flops' count: lmforge's head runs at the masked "
+           "dense bf16 peak (training.doctor.node.GPU_PEAKS) by training.models.flops' count: lmforge's head runs at the masked "
            "positions only, the peers' at every one (MFLOP/token column).",
            "",
            "| variant | micro batch | ms/step | tokens/s | MFU | MFLOP/token | GPU busy | kernels/step | peak GB |",

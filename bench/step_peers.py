@@ -5,14 +5,14 @@
     python -m bench.step_peers --system hf_trainer --compile ...     # the Trainer with torch_compile=True
 
 - `plain`: the loop a user would write in 30 lines: the same `BertForMaskedLM` lmforge builds for the preset
-  (training.model, same initialisation), the vocabulary head at every position (the HF model's own loss), bf16
+  (training.models.model, same initialisation), the vocabulary head at every position (the HF model's own loss), bf16
   autocast when --bf16, torch's fused AdamW with lmforge's betas, epsilon and weight decay, clipping at 1.0,
   linear warm-up and decay; the shards' rows with their precomputed masks (variant 0), built on the CPU each step
   and copied to the device. `--compile`: `torch.compile(model)`, the whole model, as a user would.
 - `hf_trainer`: `transformers.Trainer` with its defaults on the same model and rows (unmasked, masked on the fly
   by `DataCollatorForLanguageModeling(mlm_probability=0.15)`), bf16=--bf16, torch_compile=--compile, lmforge's
   learning rate, betas, epsilon, weight decay and clipping (bench.train_hf).
-Each runs `warmup` steps, profiles `profile` steps (training.step_profile: ops, kernels and the GPU's busy share
+Each runs `warmup` steps, profiles `profile` steps (training.pretraining.step_profile: ops, kernels and the GPU's busy share
 per step), then times `steps` steps (on the CPU the median step, on a GPU the window's mean: timing one GPU step
 would need a sync per step); writes --out (JSON): seconds and tokens per step, the profile, peak memory.
 """
@@ -44,7 +44,7 @@ def build_model(shards, preset_name: str, dropout: float):
     """lmforge's BertForMaskedLM for the preset (same config and initialisation as pretraining's)."""
     import dataclasses
 
-    from training.model import build_for_objective, preset
+    from training.models.model import build_for_objective, preset
 
     m = preset(preset_name) if dropout < 0 else dataclasses.replace(preset(preset_name), dropout=dropout)
     torch.manual_seed(0)
@@ -52,9 +52,9 @@ def build_model(shards, preset_name: str, dropout: float):
 
 
 def plain(a: argparse.Namespace) -> dict[str, Any]:
-    from training.data import RankLoader, ShardSet
-    from training.recipe import param_groups, schedule_fn
-    from training.step_profile import StepProfiler, enable_kernel_events
+    from training.pretraining.data import RankLoader, ShardSet
+    from training.pretraining.step_profile import StepProfiler, enable_kernel_events
+    from training.runtime.recipe import param_groups, schedule_fn
 
     device = torch.device("cuda" if torch.cuda.is_available() and a.device != "cpu" else "cpu")
     if a.profile:
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--system", required=True, choices=SYSTEMS)
     ap.add_argument("--shards", required=True)
     ap.add_argument("--tokenizer", required=True)
-    ap.add_argument("--model", required=True, help="training.model preset")
+    ap.add_argument("--model", required=True, help="training.models.model preset")
     ap.add_argument("--micro-batch-size", type=int, required=True)
     ap.add_argument("--steps", type=int, default=20, help="timed steps (default: %(default)s)")
     ap.add_argument("--warmup", type=int, default=5, help="untimed first steps, compile included (default: %(default)s)")

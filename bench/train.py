@@ -8,8 +8,8 @@ One run, on this machine, the same rows, model and batch for both:
    WordPiece) and `lmforge shards` (128 tokens a row, MLM masks), with the demo's settings, once,
    under <work>/data (reused while its manifests are there);
 2. for every preset (tiny, demo, mini = bert_mini) and process count (1: one process with every core
-   as torch threads; 2: two processes, the cores shared out, training.accelerator's plan for both):
-   - lmforge: `training.launch.launch_pretrain` (torchrun, DeepSpeed ZeRO-2, SparseMLM), fp32, for
+   as torch threads; 2: two processes, the cores shared out, training.runtime.accelerator's plan for both):
+   - lmforge: `training.launch.torchrun.launch_pretrain` (torchrun, DeepSpeed ZeRO-2, SparseMLM), fp32, for
      --warmup + --steps steps, timed by its own telemetry (metrics.jsonl: every record stamps the end
      of its step) from the end of step --warmup to the end of the last, loading included;
    - HF Trainer (`bench.train_hf`): BertForMaskedLM of the same config on the same rows'
@@ -17,7 +17,7 @@ One run, on this machine, the same rows, model and batch for both:
      batch, in one process or under `torch.distributed.run` (DDP over gloo), timed from the end of step
      --warmup to the end of the last by a TrainerCallback;
 3. tokens/s = steps x rows per step x seq_len / seconds (positions, padding included; the rows are
-   packed, so nearly all are real), MFU against this CPU's peak (`training.flops`), the goals judged in
+   packed, so nearly all are real), MFU against this CPU's peak (`training.models.flops`), the goals judged in
    `train_report`, the section written to docs/BENCHMARKS.md.
 Then (--host-work, the default) each system's host work per step (bench.train_host): ops per optimizer step on
 bert_base's shape and milliseconds per step on a launch-bound one, lmforge as its plan configures it for one GPU
@@ -48,11 +48,11 @@ from bench import train_host
 from bench.train_machine import machine_peak, matmul_ceiling
 from bench.train_report import QUIET, TITLE, render
 from schemas.manifest import MANIFEST_NAME, atomic_write_bytes
-from training.flops import ModelShape, cpu_watch
+from training.models.flops import ModelShape, cpu_watch
 
 ROOT = Path(__file__).resolve().parents[1]
 PRESETS = {"tiny": "tiny", "demo": "demo", "mini": "bert_mini", "mini-d0": "bert_mini"}
-"""Benchmark name -> training.model preset."""
+"""Benchmark name -> training.models.model preset."""
 DROPOUT = {"mini-d0": 0.0}
 """Diagnostic variants: the preset with its dropout overridden, in both systems alike. mini-d0 is mini without
 dropout (the preset's 0.1), to show what drawing dropout masks costs; the goals are judged on the presets."""
@@ -99,9 +99,10 @@ def code_id() -> str:
     import transformers
 
     h = hashlib.sha256(f"{torch.__version__} {transformers.__version__} {deepspeed.__version__}".encode())
-    for f in sorted([*(ROOT / "training").glob("*.py"), *(ROOT / "bench" / n for n in ("train_hf.py", "step_peers.py",
-                                                                                      "train_host.py"))]):
-        h.update(f.name.encode() + f.read_bytes())
+    # every file under training/, named by its path there: a move between subpackages measures again too
+    for f in sorted([*(ROOT / "training").rglob("*.py"), *(ROOT / "bench" / n for n in ("train_hf.py", "step_peers.py",
+                                                                                       "train_host.py"))]):
+        h.update(str(f.relative_to(ROOT)).encode() + f.read_bytes())
     return h.hexdigest()[:12]
 
 
@@ -147,7 +148,7 @@ def build_data(cfg: BenchConfig) -> dict[str, Path]:
 # ---- the two systems -------------------------------------------------------------------------------
 
 def model_shape(preset: str, vocab: int, seq_len: int) -> ModelShape:
-    from training.model import preset as model_preset
+    from training.models.model import preset as model_preset
 
     m = model_preset(PRESETS[preset])
     return ModelShape(layers=m.num_layers, hidden=m.hidden_size, intermediate=m.intermediate_size, vocab=vocab,
@@ -167,10 +168,10 @@ def measure_lmforge(cfg: BenchConfig, data: dict[str, Path], preset: str, nproc:
     """One `launch_pretrain` run of warmup + steps steps, timed from its own per-step telemetry."""
     import math
 
-    from training.accelerator import launch_plan
-    from training.launch import launch_pretrain
-    from training.pretrain import PretrainConfig
-    from training.telemetry import METRICS_JSONL, read_metrics
+    from training.launch.torchrun import launch_pretrain
+    from training.pretraining.pretrain import PretrainConfig
+    from training.runtime.accelerator import launch_plan
+    from training.runtime.telemetry import METRICS_JSONL, read_metrics
 
     out = Path(cfg.work, "lmforge", f"{preset}-{nproc}p")
     shutil.rmtree(out, ignore_errors=True)
@@ -199,8 +200,8 @@ def measure_lmforge(cfg: BenchConfig, data: dict[str, Path], preset: str, nproc:
 
 
 def measure_hf(cfg: BenchConfig, data: dict[str, Path], preset: str, nproc: int) -> dict[str, Any]:
-    from training.accelerator import launch_plan
-    from training.launch import free_port
+    from training.launch.torchrun import free_port
+    from training.runtime.accelerator import launch_plan
 
     threads = launch_plan("cpu", nproc).threads_per_process
     out = Path(cfg.work, "hf_trainer", f"{preset}-{nproc}p.json")
@@ -274,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("DS_ACCELERATOR", "cpu")
     t0 = time.time()
     data = build_data(cfg)
-    from training.data import ShardSet
+    from training.pretraining.data import ShardSet
 
     shards = ShardSet.open(data["shards"])
     data_id = hashlib.sha256((data["shards"] / MANIFEST_NAME).read_bytes()).hexdigest()[:12]

@@ -3,7 +3,7 @@
     python -m bench.train_hf --shards DIR --tokenizer DIR --model demo --steps 60 --warmup 10 --out r.json
     OMP_NUM_THREADS=1 python -m torch.distributed.run --nproc_per_node=2 -m bench.train_hf ...  # DDP, gloo
 
-The `BertForMaskedLM` lmforge's pretraining builds for the preset (training.model.build_for_objective,
+The `BertForMaskedLM` lmforge's pretraining builds for the preset (training.models.model.build_for_objective,
 the model inside its SparseMLM wrapper, so config and initialisation are the same), the
 shards' train rows as plain token ids (their precomputed masks unused), masked on the fly by
 `DataCollatorForLanguageModeling(mlm_probability=0.15)`; the Trainer's defaults otherwise (its
@@ -27,7 +27,7 @@ def trainer_run(shards_dir: str, tokenizer_dir: str, model_name: str, micro_batc
                 dropout: float = -1.0, lr: float = 1e-3, bf16: bool = False, compile: bool = False, profile: int = 0,
                 use_cpu: bool = True, out_dir: Path | None = None) -> dict[str, Any]:
     """The Trainer's run of warmup + profile + steps optimizer steps; rank 0's timings, the rest's None. `profile`
-    steps after the warm-up are profiled (training.step_profile), then `steps` timed."""
+    steps after the warm-up are profiled (training.pretraining.step_profile), then `steps` timed."""
     import dataclasses
 
     import torch
@@ -41,9 +41,9 @@ def trainer_run(shards_dir: str, tokenizer_dir: str, model_name: str, micro_batc
     )
     from transformers.utils import logging as hf_logging
 
-    from training.data import ShardSet
-    from training.model import build_for_objective, num_parameters, preset
-    from training.step_profile import StepProfiler, enable_kernel_events
+    from training.models.model import build_for_objective, num_parameters, preset
+    from training.pretraining.data import ShardSet
+    from training.pretraining.step_profile import StepProfiler, enable_kernel_events
 
     hf_logging.set_verbosity_error()
     if profile:
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shards", required=True, help="a shards stage directory (MLM objective)")
     ap.add_argument("--tokenizer", required=True, help="its tokenizer stage directory (the collator's special tokens)")
-    ap.add_argument("--model", required=True, help="training.model preset")
+    ap.add_argument("--model", required=True, help="training.models.model preset")
     ap.add_argument("--micro-batch-size", type=int, default=16, help="rows per process per step (default: %(default)s)")
     ap.add_argument("--steps", type=int, required=True, help="optimizer steps timed after the warm-up")
     ap.add_argument("--warmup", type=int, required=True, help="optimizer steps run first and not timed")

@@ -2,14 +2,14 @@
 
 On a GPU a bert_base step's arithmetic takes ~20 ms and the host can take four times that launching it
 (docs/BENCHMARKS.md "gpu"). Two figures per system predict that host time without a GPU:
-- ops per optimizer step (training.step_profile: operations dispatched, each one or more kernel launches on a
+- ops per optimizer step (training.pretraining.step_profile: operations dispatched, each one or more kernel launches on a
   GPU; compiled regions' kernels counted one each), on bert_base's real shape (12 layers, 12 heads, 768 wide,
   3,072 feed-forward; the bench data's vocabulary), 2 rows of 128 tokens;
 - milliseconds per optimizer step on `bert_base_launch` (the same 12 layers and heads at width 24) over rows of
   32 tokens, where the arithmetic is negligible and the time is the host's (at 128 tokens the CPU's SDPA
   backward alone took 160 of the 265 ms: 16 times the attention work of 32 tokens, in both systems alike).
 Systems, one process with every core, bf16 autocast in all four:
-- `lmforge`: `lmforge pretrain` as its launch plan configures it for one GPU (training.run_plan with one CUDA
+- `lmforge`: `lmforge pretrain` as its launch plan configures it for one GPU (training.pretraining.run_plan with one CUDA
   process: ZeRO-0, compiled regions, bf16 as autocast, lmforge's clipping), run on the CPU;
 - `lmforge_eager`: the same with --no-compile;
 - `plain`: the 30-line PyTorch loop (bench.step_peers: dense head, fused AdamW, clipping, LR schedule);
@@ -57,13 +57,13 @@ def shards_for(data: dict[str, Path], shape: str) -> Path:
 
 
 def one_gpu_config(work: Path, data: dict[str, Path], shape: str, compiled: bool):
-    """The PretrainConfig `lmforge pretrain` runs on one GPU by default (training.run_plan for one CUDA process),
+    """The PretrainConfig `lmforge pretrain` runs on one GPU by default (training.pretraining.run_plan for one CUDA process),
     with the CPU-sized batch: the same choices, forced, since this machine's own plan would differ. The ops shape
     runs WARMUP steps and profiles PROFILED; the launch shape runs WARMUP and times TIMED, unprofiled."""
     import dataclasses
 
-    from training.pretrain import PretrainConfig
-    from training.run_plan import resolve
+    from training.pretraining.pretrain import PretrainConfig
+    from training.pretraining.run_plan import resolve
 
     ops = shape == "ops"
     base = PretrainConfig(shards=str(shards_for(data, shape)), tokenizer=str(data["tokenizer"]), output=str(work),
@@ -88,8 +88,8 @@ def window_median(records: list[dict[str, Any]], first: int, window: int) -> flo
 
 
 def measure_lmforge(work: Path, data: dict[str, Path], shape: str, compiled: bool, log: Path) -> dict[str, Any]:
-    from training.launch import launch_pretrain
-    from training.telemetry import METRICS_JSONL, read_metrics
+    from training.launch.torchrun import launch_pretrain
+    from training.runtime.telemetry import METRICS_JSONL, read_metrics
 
     shutil.rmtree(work, ignore_errors=True)
     cfg = one_gpu_config(work, data, shape, compiled)
@@ -103,7 +103,7 @@ def measure_lmforge(work: Path, data: dict[str, Path], shape: str, compiled: boo
 
 
 def measure_peer(work: Path, data: dict[str, Path], system: str, shape: str, log: Path) -> dict[str, Any]:
-    from training.accelerator import launch_plan
+    from training.runtime.accelerator import launch_plan
 
     work.mkdir(parents=True, exist_ok=True)
     out = work / "result.json"

@@ -1,5 +1,5 @@
 """What `bench train` measures about the machine itself: its clock, a matmul ceiling, and whether other
-processes took CPU during a measurement. The arithmetic is in `training.flops`; this module only reads and runs.
+processes took CPU during a measurement. The arithmetic is in `training.models.flops`; this module only reads and runs.
 
 The clock is measured because a virtual machine's kernel shows the nominal clock only (here: /proc/cpuinfo
 2,596 MHz, no cpufreq) while the cores run boosted (3,670 MHz measured); a peak from the nominal clock
@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from training.flops import CpuPeak, cpu_peak
+from training.models.flops import CpuPeak, cpu_peak
 
 ADDS_PER_ITERATION = 100
 CLOCK_SOURCE = r"""

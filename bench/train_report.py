@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from training.flops import ModelShape, flops_per_token, mfu, scaling_efficiency
+from training.models.flops import ModelShape, flops_per_token, mfu, scaling_efficiency
 
 TITLE = "train: lmforge's training step against the HF Trainer"
 NAMES = {"lmforge": "lmforge", "hf_trainer": "HF Trainer"}
@@ -154,10 +154,10 @@ def render(report: dict[str, Any]) -> str:
         f"model config, the same rows (the bundled crawl through lmforge's corpus, tokenizer and shards stages: "
         f"{st['vocab_size']:,}-token WordPiece, {st['seq_len']} tokens a row), {st['micro_batch_size']} rows per "
         f"process per step, fp32. One process has every core as torch threads; two share them out "
-        f"(training.accelerator's plan, for both systems). lmforge's own CPU settings apply to lmforge only, as a "
-        f"user gets them: its launcher sets glibc's allocator to keep freed memory (training.accelerator.CPU_MALLOC) "
+        f"(training.runtime.accelerator's plan, for both systems). lmforge's own CPU settings apply to lmforge only, as a "
+        f"user gets them: its launcher sets glibc's allocator to keep freed memory (training.runtime.accelerator.CPU_MALLOC) "
         f"and its workers draw dropout masks from numpy's SFC64 instead of torch's Mersenne Twister "
-        f"(training.cpu_dropout); the Trainer runs with torch's and glibc's defaults, as `torchrun` starts it. "
+        f"(training.pretraining.cpu_dropout); the Trainer runs with torch's and glibc's defaults, as `torchrun` starts it. "
         f"Each figure: {st['steps']} steps after {st['warmup']} "
         f"untimed ones, from the end of step {st['warmup']} to the end of the last: lmforge's own telemetry "
         f"(metrics.jsonl), a TrainerCallback's `on_step_end` for the Trainer; loading and collating count on both sides. "
@@ -212,7 +212,7 @@ def render(report: dict[str, Any]) -> str:
                 "drawing dropout masks costs. With torch's own masks, `aten::bernoulli_` took 13% of the CPU time of "
                 "lmforge's 1-process mini step (a torch.profiler trace by hand, 2026-11-24), more than any op but "
                 "the matrix products; the Trainer still pays that. lmforge now draws them with numpy's SFC64 "
-                "(training.cpu_dropout), so for lmforge mini and mini-d0 differ by little more than the noise "
+                "(training.pretraining.cpu_dropout), so for lmforge mini and mini-d0 differ by little more than the noise "
                 "between two runs.", ""]
     out += ["Goals:", "",
             f"- lmforge at least {SPEEDUP_GOAL:g}x the HF Trainer's tokens/s on every preset ({', '.join(judged)}) at "

@@ -261,8 +261,8 @@ def in_domain_loss(models: dict[str, Path], data: dict[str, Path], batches: int 
     import torch
     from transformers import AutoModelForMaskedLM
 
-    from training.data import ShardSet
-    from training.evaluate import mlm_loss
+    from training.evaluation.evaluate import valid_mlm_loss
+    from training.pretraining.data import ShardSet
 
     if "minilm_cpt" not in models:
         return {}
@@ -270,7 +270,7 @@ def in_domain_loss(models: dict[str, Path], data: dict[str, Path], batches: int 
     table = ShardSet.open(data["minilm_shards"]).read("valid")
     out = {}
     for name in ("minilm_probe", "minilm_cpt"):
-        loss, n = mlm_loss(AutoModelForMaskedLM.from_pretrained(models[name]), table, 32, batches)
+        loss, n = valid_mlm_loss(AutoModelForMaskedLM.from_pretrained(models[name]), table, 32, batches)
         out[name] = {"loss": loss, "masked_tokens": n}
     return out
 

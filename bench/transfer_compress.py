@@ -4,7 +4,7 @@ score, and what it gains in cost, for the real pretrained MiniLM and for lmforge
 For each family (the teacher's fine-tuned models are the transfer bench's own rows):
 1. a half-depth student by DistilBERT's recipe (`lmforge distill`: the teacher's layers spread over its depth,
    first and last included, then `--distill-steps` of the DistilBERT loss on the family's shards, its KL term at
-   the masked positions: 4x cheaper here than over every position, see training/distill.py). MiniLM's MLM
+   the masked positions: 4x cheaper here than over every position, see training/compression/distill.py). MiniLM's MLM
    teacher is the shipped encoder with the MLM head the bench fitted to it (`minilm_probe`);
 2. on every compression task, the student fine-tuned with the same recipe and seeds as its teacher plus
    task-level distillation from the teacher's fine-tuned model (`finetune --teacher`); its score as a share of
@@ -12,7 +12,7 @@ For each family (the teacher's fine-tuned models are the transfer bench's own ro
 3. the teacher's fine-tuned model (its best seed, the one `finetune` saves) quantized to int8
    (`lmforge compress --method int8`) and head-pruned to each of `--prune-shares` (`--method prune`, importance on
    the validation split), each scored on the test split beside the same model in fp32;
-4. cost by MOROCCO's protocol (training/resources.py, a fresh process per model), on the first compression task's
+4. cost by MOROCCO's protocol (training/evaluation/resources.py, a fresh process per model), on the first compression task's
    real test inputs: throughput at batch 32 (median of `--cost-repeats`), latency at batch 1, size on disk,
    peak memory. Measured last, when no step is training.
 Scores and costs are cached in <work>/compress/measured.json by the manifest of the step that wrote each model,
@@ -120,7 +120,7 @@ class Measured:
 
 
 def _score(model_dir: Path, tcfg: Path) -> float:
-    from training.card import task_quality
+    from training.evaluation.card import task_quality
 
     q = task_quality(str(model_dir), str(tcfg))
     return q["metrics"][q["primary"]]
@@ -128,7 +128,7 @@ def _score(model_dir: Path, tcfg: Path) -> float:
 
 def _cost_texts(tcfg: Path, out: Path, n: int) -> Path:
     """The first `n` test texts of a task, one JSON object per line, as resource_inputs reads them."""
-    from training.finetune import FinetuneConfig, load_data
+    from training.finetuning.finetune import FinetuneConfig, load_data
 
     spec = json.loads(tcfg.read_text())
     data = load_data(FinetuneConfig(**{**spec, "model": "unused", "output": str(out.parent)}))
@@ -140,7 +140,7 @@ def _cost_texts(tcfg: Path, out: Path, n: int) -> Path:
 
 
 def _cost(model_dir: Path, texts: Path, max_length: int, cfg) -> dict[str, Any]:
-    from training.card import resource_inputs, resources
+    from training.evaluation.card import resource_inputs, resources
 
     ids, lengths = resource_inputs(str(model_dir), None, str(texts), max_length, rows=cfg.cost_inputs)
     return resources(str(model_dir), ids, lengths, 2, cfg.cost_inputs, cfg.cost_repeats, 100)
@@ -276,7 +276,7 @@ def render(comp: dict[str, Any], controls: dict[str, dict[str, float]] | None = 
         lines += ["", "Controls on the same test splits (the transfer table's rows): " + "; ".join(
             f"{t} TF-IDF + LR {_pts(c.get('tfidf_lr'))}, majority {_pts(c.get('majority'))}"
             for t, c in controls.items() if t in comp["config"]["tasks"]) + "."]
-    lines += ["", "Cost, MOROCCO's protocol (training/resources.py, each model in a fresh process, 2 torch threads): "
+    lines += ["", "Cost, MOROCCO's protocol (training/evaluation/resources.py, each model in a fresh process, 2 torch threads): "
               f"{c['cost_inputs']:,} real test inputs of the first task padded to its fine-tuning length, batch 32, "
               f"median of {c['cost_repeats']} passes; latency at batch 1 over 100 inputs.", "",
               "| family | model | layers / heads | parameters (without embeddings) | weights on disk (MiB) | "

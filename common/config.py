@@ -196,9 +196,6 @@ def require(cond: bool, msg: str) -> None:
         raise ValueError(msg)
 
 
-def as_path(p: str | Path) -> Path:
-    return p if isinstance(p, Path) else Path(p)
-
 
 def parse_config(cls: type[T], prog: str, doc: str | None, argv: list[str] | None = None) -> T:
     """The usual entry point: `--help` from the module docstring, flags from the config, validated."""

@@ -186,7 +186,7 @@ def publish_card(run_name: str, card: Path, models: dict[str, str]) -> None:
                              description=f"quality and cost of every model of the run ({card})")
     rows = table_rows(report.models, {v: k for k, v in models.items()})  # the headline columns of schemas.card
     create_table_artifact(key=artifact_key(run_name, "card-table"), table=rows,
-                          description="quality and cost together (MOROCCO's protocol, training/resources.py)")
+                          description="quality and cost together (MOROCCO's protocol, training/evaluation/resources.py)")
     publish_images(run_name, "card", [card / name for name in report.images])
 
 

@@ -50,8 +50,8 @@ from flows.params import (
 )
 from flows.stages import StageFailed, StagesFailed, launch_stage
 from pipelines.labeled.registry import SOURCES
-from training.cluster import job_name
-from training.tasks.readers import TooFewRows
+from training.finetuning.readers import TooFewRows
+from training.launch.cluster import job_name
 
 D, T = DagParams(), TrainOnlyParams()
 
@@ -105,7 +105,7 @@ def pretrain_task(shards: str, tokenizer: str, run: Path, opts: dict, nproc: int
         o.update(nnodes=nnodes, **cluster)
         print(f"[pretrain] a {cluster['submit']} job on {nnodes} nodes: {cluster['job_name']}", flush=True)
     elif hostfile:
-        from training.launch import read_hostfile
+        from training.launch.torchrun import read_hostfile
 
         hosts = read_hostfile(hostfile)
         o.update(hostfile=hostfile, node_rank=0, master_addr=hosts[0][0])
@@ -130,7 +130,7 @@ def labeled_task(name: str, run: Path) -> str:
 @task(name="labeled-file", retries=0)
 def labeled_file_task(path: str, run: Path, opts: dict) -> str:
     """A user's labelled file checked, split where it has no split, and written as a task folder
-    (`lmforge labeled file`, training/tasks/prepare.py), as a known source is: finetune, the card and the corpus
+    (`lmforge labeled file`, training/finetuning/prepare.py), as a known source is: finetune, the card and the corpus
     stage's decontamination then read the same splits. Not retried: a file that fails its checks fails again."""
     out = run / "labeled" / Path(path).name.split(".")[0]
     return launch_stage("labeled", {"output": out, **opts}, out, run / "logs", argv=["file", path],
@@ -201,7 +201,7 @@ def evaluate_task(run: Path, opts: dict, shards: str, pretrain: str, finetune: s
 
 @task(name="compress", retries=1, retry_delay_seconds=10)
 def compress_task(stage: str, run: Path, name: str, opts: dict) -> str:
-    """The fine-tuned model int8-quantized or head-pruned (training/compress.py) into run/<name>."""
+    """The fine-tuned model int8-quantized or head-pruned (training/compression/compress.py) into run/<name>."""
     out = run / name
     return launch_stage("compress", {"model": Path(stage) / "hf", "output": out, **opts}, out, run / "logs",
                         upstream=[stage], raw_inputs=[opts["task_config"]] if opts.get("task_config") else [],
@@ -210,7 +210,7 @@ def compress_task(stage: str, run: Path, name: str, opts: dict) -> str:
 
 @task(name="card", retries=1, retry_delay_seconds=10)
 def card_task(run: Path, models: dict[str, str], shards: str, task_config: str, probe_corpus: str, opts: dict) -> str:
-    """`lmforge evaluate --model ...`: every model's quality and cost together (training/card.py)."""
+    """`lmforge evaluate --model ...`: every model's quality and cost together (training/evaluation/card.py)."""
     out = run / "card"
     o = {"output": out, "model": list(models.values()), "name": list(models), "shards": shards, **opts,
          **({"task_config": task_config} if task_config else {}), **({"probe_corpus": probe_corpus} if probe_corpus else {})}

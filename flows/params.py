@@ -23,21 +23,23 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 
 from common.cli import closest
 from common.redact import is_secret_name, secret_in_value
+from flows import stage_table
 from flows.data_root import check_beam_paths, check_option_paths, data_roots, inside_root
-from flows.presets import PRESETS
-from flows.stage_table import stage_entry
+from flows.presets import RUN_PRESETS
 from pipelines.tokenizer import MODELS
+from schemas.finetune import TASKS
 from schemas.objectives import MLM_OBJECTIVES
+from training.launch.cluster import KINDS as CLUSTER_KINDS
 
 NAME_PATTERN = r"^[A-Za-z0-9._-]+$"
 # Choices, shared by the models and the flow signatures (the UI's form shows them as drop-downs).
-Preset = Literal["demo", "full", "tiny"]
+Preset = Literal[tuple(RUN_PRESETS)]
 # derived from the registries (schemas.objectives, pipelines.tokenizer MODELS), so a new objective or tokenizer
 # family shows up in the form; the DAG distils and evaluates masked LMs, so only MLM objectives are offered
 TokenizerKind = Literal[("", *MODELS)]
 MaskObjective = Literal[("", *MLM_OBJECTIVES)]
-TaskKind = Literal["", "classification", "regression", "tokens"]
-ClusterKind = Literal["local", "k8s", "pytorchjob", "slurm"]
+TaskKind = Literal[("", *TASKS)]
+ClusterKind = Literal[("local", *CLUSTER_KINDS)]
 DEMO_CRAWL = ["samples/crawl"]
 DEMO_LABELED = "vader"
 """The demo's inputs (the bundled crawl sample and its task): the only defaults that name the sample."""
@@ -87,7 +89,7 @@ def check_params(flow: str, params: dict[str, Any]) -> str | None:
 def stage_config(stage: str) -> type:
     """The config class of the stage an override names: student_finetune is the finetune stage on the distilled
     student, the card the evaluate stage on several models."""
-    return stage_entry({"student_finetune": "finetune", "card": "evaluate"}.get(stage, stage))[0]
+    return stage_table.stage_config({"student_finetune": "finetune", "card": "evaluate"}.get(stage, stage))
 
 
 def stage_options(stage: str) -> set[str]:
@@ -184,7 +186,7 @@ class TrainParams(BaseModel):
                                  "nnodes/rdzv_endpoint/hostfile as above), or a job the flow submits and follows to its "
                                  "end on nnodes (>= 2) nodes: k8s (an indexed Job and a headless Service), pytorchjob "
                                  "(a Kubeflow PyTorchJob) or slurm (sbatch); the run folder, shards and tokenizer must "
-                                 "be on a file system the nodes share (training/cluster.py)")
+                                 "be on a file system the nodes share (training/launch/cluster.py)")
     cluster_image: str = Field("lmforge:0.1.0", description="k8s/pytorchjob: the container image built from "
                                "infra/docker/Dockerfile")
     cluster_pvc: str = Field("lmforge-runs", description="k8s/pytorchjob: the ReadWriteMany claim mounted in every pod "
@@ -225,7 +227,7 @@ class TrainParams(BaseModel):
 
     @model_validator(mode="after")
     def _nodes(self):
-        from training.launch import Nodes
+        from training.launch.torchrun import Nodes
 
         if self.cluster != "local":
             return self._cluster()
@@ -240,7 +242,7 @@ class TrainParams(BaseModel):
 
     def _cluster(self):
         """A cluster job: 2+ nodes the cluster places (no rendezvous or hostfile of ours), paths it can see."""
-        from training.cluster import ClusterSpec
+        from training.launch.cluster import ClusterSpec
 
         if self.hostfile or self.rdzv_endpoint:
             raise ParamError(f"cluster {self.cluster}: the cluster places the nodes; leave hostfile and rdzv_endpoint empty")
@@ -303,7 +305,7 @@ class TrainParams(BaseModel):
 
     def stage_options(self) -> dict[str, dict[str, Any]]:
         """The preset's per-stage options with this run's choices and overrides applied."""
-        opts = PRESETS[self.preset]()
+        opts = RUN_PRESETS[self.preset]()
         for key, stage, option in (("tokenizer_model", "tokenizer", "model"), ("mask_objective", "shards", "mask_objective"),
                                    ("model", "pretrain", "model"), ("task", "finetune", "task"),
                                    ("text_column", "finetune", "text_column"),

@@ -71,4 +71,6 @@ def tiny() -> dict[str, dict[str, Any]]:
     }
 
 
-PRESETS = {"demo": demo, "full": full, "tiny": tiny}
+RUN_PRESETS = {"demo": demo, "full": full, "tiny": tiny}
+"""What a flow's `preset` parameter names: every stage's options for a run of that size (model sizes are
+training.models.model.MODEL_PRESETS)."""

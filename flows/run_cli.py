@@ -27,6 +27,7 @@ from flows.refresh import lmforge_refresh
 from flows.stages import StageFailed, StagesFailed
 from pipelines.io import expand_inputs
 from pipelines.labeled.registry import SOURCES
+from schemas.finetune import TASKS
 from schemas.manifest import read_manifest
 
 
@@ -136,7 +137,7 @@ def cli_main(argv: list[str]) -> int:
                     "and stratified), a known source (lmforge labeled list) or a finetune --config JSON. Its "
                     "validation and test items are removed from the crawl before pretraining. Default: vader for "
                     "the demo (the bundled crawl), else none (no fine-tune)")
-    ap.add_argument("--task", default=None, choices=("classification", "regression", "tokens"),
+    ap.add_argument("--task", default=None, choices=TASKS,
                     help="what --labeled's label is (default: classification)")
     for col in ("text", "text-pair", "label", "split", "id", "tokens", "tags"):
         ap.add_argument(f"--{col}-column", default=None, help=f"--labeled's {col.replace('-', ' ')} column "

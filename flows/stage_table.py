@@ -7,20 +7,42 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-# stage -> (module:config class, module:run function, module whose docstring is the --help text, Beam stage)
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage as the CLI and the flows know it; references are "module:attribute", imported on use."""
+
+    config: str
+    """its config class"""
+    run: str
+    """the function that runs it"""
+    module: str
+    """its entry module: the docstring is `lmforge <stage> --help`'s text, and `python -m` runs it (under torchrun)"""
+    beam: bool = False
+    """a Beam stage: options neither lmforge nor Beam knows are errors, Beam's own go to the pipeline"""
+
+
 STAGE_TABLE = {
-    "corpus": ("pipelines.corpus.config:CorpusConfig", "pipelines.corpus.stage:run", "pipelines.corpus.beam_corpus", True),
-    "tokenizer": ("pipelines.tokenizer:TokenizerConfig", "pipelines.tokenizer:run", "pipelines.tokenizer", False),
-    "shards": ("pipelines.shards.stage:ShardsConfig", "pipelines.shards.stage:run", "pipelines.shards.beam_shards", True),
-    "pretrain": ("training.pretrain:PretrainConfig", "training.launch:launch_pretrain", "training.pretrain", False),
-    "finetune": ("training.finetune:FinetuneConfig", "training.finetune:run", "training.finetune", False),
-    "distill": ("training.distill:DistillConfig", "training.distill:run", "training.distill", False),
-    "evaluate": ("training.evaluate:EvaluateConfig", "training.evaluate:run", "training.evaluate", False),
-    "compress": ("training.compress:CompressConfig", "training.compress:run", "training.compress", False),
-    "contamination": ("pipelines.corpus.contamination:ContaminationConfig", "pipelines.corpus.contamination:run",
-                      "pipelines.corpus.contamination", False),
+    "corpus": Stage("pipelines.corpus.config:CorpusConfig", "pipelines.corpus.stage:run", "pipelines.corpus.beam_corpus",
+                    beam=True),
+    "tokenizer": Stage("pipelines.tokenizer:TokenizerConfig", "pipelines.tokenizer:run", "pipelines.tokenizer"),
+    "shards": Stage("pipelines.shards.stage:ShardsConfig", "pipelines.shards.stage:run", "pipelines.shards.beam_shards",
+                    beam=True),
+    "pretrain": Stage("training.pretraining.pretrain:PretrainConfig", "training.launch.torchrun:launch_pretrain",
+                      "training.pretraining.pretrain"),
+    "finetune": Stage("training.finetuning.finetune:FinetuneConfig", "training.finetuning.finetune:run",
+                      "training.finetuning.finetune"),
+    "distill": Stage("training.compression.distill:DistillConfig", "training.compression.distill:run",
+                     "training.compression.distill"),
+    "evaluate": Stage("training.evaluation.evaluate:EvaluateConfig", "training.evaluation.evaluate:run",
+                      "training.evaluation.evaluate"),
+    "compress": Stage("training.compression.compress:CompressConfig", "training.compression.compress:run",
+                      "training.compression.compress"),
+    "contamination": Stage("pipelines.corpus.contamination:ContaminationConfig", "pipelines.corpus.contamination:run",
+                           "pipelines.corpus.contamination"),
 }
 
 
@@ -30,10 +52,15 @@ def load_ref(ref: str) -> Any:
     return getattr(mod, attr) if attr else mod
 
 
-def stage_entry(name: str) -> tuple[type, Callable[..., Any], str, bool]:
-    """(config class, run function, --help text, passes unknown args to Beam) of stage `name`, imported now."""
-    cfg_ref, run_ref, doc_ref, beam = STAGE_TABLE[name]
-    return load_ref(cfg_ref), load_ref(run_ref), load_ref(doc_ref).__doc__ or "", beam
+def stage_config(name: str) -> type:
+    """The config class of stage `name`, imported now."""
+    return load_ref(STAGE_TABLE[name].config)
+
+
+def stage_entry(name: str) -> tuple[type, Callable[..., Any], str]:
+    """(config class, run function, --help text) of stage `name`, imported now."""
+    stage = STAGE_TABLE[name]
+    return load_ref(stage.config), load_ref(stage.run), load_ref(stage.module).__doc__ or ""
 
 
 STAGES = tuple(STAGE_TABLE)

@@ -23,6 +23,7 @@ import sys
 from common.cli import Failed, Parser, closest, parse_strict, reject_unknown
 from common.config import add_config_args, config_from_args
 from flows.stage_table import STAGES, stage_entry
+from schemas.finetune import TASKS
 from schemas.manifest import StageBusy
 
 SUMMARIES = {
@@ -96,7 +97,7 @@ def _labeled(rest: list[str]) -> int:
                        "checked, split where it has no split (seeded, stratified by label), written as a task folder")
     f.add_argument("path", help="the labelled file")
     f.add_argument("--output", required=True, help="directory to write")
-    f.add_argument("--task", default="classification", choices=("classification", "regression", "tokens"),
+    f.add_argument("--task", default="classification", choices=TASKS,
                    help="what the label is (default: %(default)s)")
     for col, default in (("text", "text"), ("text-pair", ""), ("label", "label"), ("split", "split"), ("id", "id"),
                          ("tokens", "tokens"), ("tags", "tags")):
@@ -112,8 +113,8 @@ def _labeled(rest: list[str]) -> int:
         return 0
     try:
         if a.action == "file":
-            from training.tasks.dataset import Columns
-            from training.tasks.prepare import prepare_file
+            from training.finetuning.dataset import Columns
+            from training.finetuning.prepare import prepare_file
 
             cols = Columns(a.text_column, a.text_pair_column or None, a.label_column, a.split_column, a.id_column,
                            a.tokens_column, a.tags_column)
@@ -155,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     if command == "labeled":
         return _labeled(rest)
     if command == "doctor":
-        from training.doctor import main as doctor
+        from training.doctor.node import main as doctor
 
         return doctor(rest)
     if command in ("pretrain", "finetune", "distill", "evaluate", "compress"):
@@ -163,146 +164,41 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         os.environ.setdefault("DS_ACCELERATOR", "cuda" if torch.cuda.is_available() else "cpu")
-    cls, run_fn, doc, beam = stage_entry(command)
+    return _stage(command, rest)
+
+
+def _stage(command: str, rest: list[str]) -> int:
+    """`lmforge <stage> [options]`: parse and validate its config, run it, say where it wrote in one line."""
+    from flows.stage_table import STAGE_TABLE
+
+    cls, run_fn, doc = stage_entry(command)
+    beam = STAGE_TABLE[command].beam
     sp = Parser(prog=f"lmforge {command}", description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_args(sp, cls)
     if command == "pretrain":
-        sp.add_argument("--nproc", type=int, default=0, help="processes per node (torchrun --nproc_per_node; default 0: "
-                        "one per GPU, or 2 on CPU)")
-        sp.add_argument("--accelerator", choices=("auto", "cpu", "cuda"), default="auto",
-                        help="cuda: one process per GPU over NCCL; cpu: gloo, the cores shared out as torch threads; "
-                             "auto: cuda if torch sees a GPU (default: %(default)s)")
-        sp.add_argument("--dry-run", action="store_true", help="print the launch plan (accelerator, processes, threads, "
-                        "backend, torchrun command, DeepSpeed config) as JSON and exit")
-        sp.add_argument("--gpus-per-node", type=int, default=None, help="with --dry-run: plan for a node with this many "
-                        "GPUs (compute capability 8.0) instead of this machine; with --emit/--submit: the GPUs each "
-                        "node's job asks for, trained on with --accelerator cuda, one process per GPU unless --nproc "
-                        "(needed for cuda there: without it the job gets no GPU and trains on CPU)")
-        sp.add_argument("--nnodes", type=int, default=1, help="nodes: run this same command on each of them; they meet "
-                        "through a c10d rendezvous at --rdzv-endpoint and must share the file system holding --shards, "
-                        "--tokenizer and --output (default: 1)")
-        sp.add_argument("--rdzv-endpoint", default="", help="HOST:PORT every node reaches (node 0's), with --nnodes > 1")
-        sp.add_argument("--rdzv-id", default="", help="job id, the same on every node (default: derived from --output)")
-        sp.add_argument("--node-rank", type=int, default=-1, help="static multi-node launch instead of a rendezvous: this "
-                        "node's rank 0..nnodes-1 (as Slurm's SLURM_NODEID or a Kubernetes indexed Job's index), with "
-                        "--master-addr; with --hostfile, which host of it this node is")
-        sp.add_argument("--master-addr", default="", help="node 0's address for --node-rank or --hostfile launches")
-        sp.add_argument("--master-port", type=int, default=29500, help="node 0's port for those (default: %(default)s)")
-        sp.add_argument("--emit", choices=("k8s", "pytorchjob", "slurm"), default=None, help="print a cluster launch "
-                        "file for --nnodes N nodes instead of running: k8s (a headless Service and an indexed Job, one "
-                        "pod per node), pytorchjob (a Kubeflow PyTorchJob: one Master, N-1 Workers) or slurm (an sbatch "
-                        "script, srun per node); each node runs this pretraining with a static rank (training/cluster.py)")
-        sp.add_argument("--submit", choices=("k8s", "pytorchjob", "slurm"), default=None, help="render that file, submit "
-                        "it (kubectl apply, or sbatch) and follow the job until it ends: exit 0 when it succeeded, else "
-                        "an error with its state and last log lines (training/cluster_submit.py)")
-        sp.add_argument("--image", default="lmforge:0.1.0", help="k8s/pytorchjob: the container image "
-                        "(infra/docker/Dockerfile)")
-        sp.add_argument("--shared-pvc", default="lmforge-runs", help="k8s/pytorchjob: a ReadWriteMany claim mounted at "
-                        "--mount in every pod, holding the shards, tokenizer and output")
-        sp.add_argument("--mount", default="/shared", help="k8s/pytorchjob: where the claim is mounted in the pods; give "
-                        "paths under it (default: %(default)s)")
-        sp.add_argument("--pod-cpu", default="", help="k8s/pytorchjob: CPU requested per pod, e.g. 8 or 7500m")
-        sp.add_argument("--pod-memory", default="", help="k8s/pytorchjob: memory requested and limited per pod, e.g. 32Gi")
-        sp.add_argument("--cpus-per-task", type=int, default=0, help="slurm: CPUs for each node's lmforge pretrain "
-                        "(its processes x torch threads), as #SBATCH and srun --cpus-per-task (default 0: all the "
-                        "node's CPUs; the job is --exclusive)")
-        sp.add_argument("--job-name", default="lmforge-pretrain", help="with --emit/--submit: the job's name")
-        sp.add_argument("--nccl-env", action="append", default=[], metavar="KEY=VALUE", help="with --emit/--submit: "
-                        "set in each node's environment, repeatable: NCCL_* (NCCL_SOCKET_IFNAME=eth0, NCCL_IB_HCA=mlx5, "
-                        "NCCL_DEBUG=WARN), GLOO_SOCKET_IFNAME, TORCH_NCCL_ASYNC_ERROR_HANDLING, TORCH_NCCL_BLOCKING_WAIT "
-                        "or TORCH_DISTRIBUTED_DEBUG")
-        sp.add_argument("--rdma-resource", default="", metavar="NAME", help="k8s/pytorchjob: an RDMA device resource "
-                        "each pod asks one of (e.g. rdma/hca, nvidia.com/hostdev), with the IPC_LOCK capability, as "
-                        "root: the namespace must allow the Pod Security level privileged (infra/README.md)")
-        sp.add_argument("--namespace", default="", help="with --submit k8s/pytorchjob: the namespace (default: "
-                        "kubectl's current)")
-        sp.add_argument("--cluster-timeout", type=float, default=0, help="with --submit: cancel the job and fail after "
-                        "this many seconds (default 0: wait until it ends)")
-        sp.add_argument("--cluster-poll", type=float, default=15, help="with --submit: seconds between looks at the "
-                        "job's state (default: %(default)s)")
-        sp.add_argument("--hostfile", default="", help="a DeepSpeed hostfile ('HOST slots=N' per node): launch with the "
-                        "DeepSpeed launcher instead of torchrun, on each node with its --node-rank (no ssh needed); "
-                        "processes per node come from the slots")
+        from training.launch.command import add_launch_args
+
+        add_launch_args(sp)
     if command in ("distill", "finetune"):
         sp.add_argument("--nproc", type=int, default=1, help="data-parallel processes under torchrun (the launcher "
                         "pretraining uses; gradients summed over gloo on CPU, NCCL on CUDA); each batch is split "
                         "over them, so the recipe does not change with the count (default: %(default)s)")
-    if beam:
-        sp.add_argument("--beam-options", dest="_beam_options", metavar="FILE", default=None,
-                        help="a JSON file of Beam pipeline options (infra/beam/dataflow.json, flink.json, spark.json, "
-                             "direct.json): the runner and its settings; Beam flags given on the command line win")
-        ns, beam_args = sp.parse_known_args(rest)
-        # what lmforge does not know goes to Beam only if Beam knows it: Beam drops an unknown option
-        # with a warning, so a misspelt stage option (--line-dedupe) would run without it
-        from pipelines.beam_options import beam_flags
-
-        reject_unknown(sp, beam_args, also_known=beam_flags(beam_args))
-        if ns._beam_options:
-            from pipelines.beam_options import beam_args_from_file
-
-            try:
-                beam_args = beam_args_from_file(ns._beam_options) + beam_args
-            except ValueError as e:
-                sp.error(str(e))
-    else:
-        ns, beam_args = parse_strict(sp, rest), []
+    ns, beam_args = _parse_beam(sp, rest) if beam else (parse_strict(sp, rest), [])
     try:
         cfg = config_from_args(cls, ns)
     except ValueError as e:
         sp.error(str(e))
     try:
         if command == "pretrain":
-            import hashlib
+            from training.launch.command import LaunchOptions, pretrain_command
 
-            from training.launch import Nodes
-
-            if ns.emit or ns.submit:
-                from common.config import config_to_dict
-                from training.cluster import ClusterSpec, env_pairs, rdma_note, render
-
-                spec = ClusterSpec(nnodes=ns.nnodes, nproc=ns.nproc, job=ns.job_name, image=ns.image,
-                                   shared_pvc=ns.shared_pvc, mount=ns.mount, gpus_per_node=ns.gpus_per_node or 0,
-                                   cpu=ns.pod_cpu, memory=ns.pod_memory, port=ns.master_port,
-                                   accelerator=ns.accelerator, rdma=ns.rdma_resource, nccl_env=env_pairs(ns.nccl_env),
-                                   cpus_per_task=ns.cpus_per_task)
-                given = config_to_dict(cfg)  # the options that differ from the defaults, so the file reads well
-                base = config_to_dict(cls(shards=cfg.shards, tokenizer=cfg.tokenizer, output=cfg.output))
-                opts = {k: v for k, v in given.items() if k in ("shards", "tokenizer", "output") or base[k] != v}
-                text = render(ns.emit or ns.submit, opts, spec)
-                if spec.rdma and (ns.emit or ns.submit) != "slurm":  # the file's header says it too
-                    print(f"lmforge pretrain: {rdma_note(spec)}", file=sys.stderr)
-                if ns.emit:
-                    print(text, end="")
-                    return 0
-                import signal
-
-                from training.cluster_submit import run_on_cluster
-
-                # a cancelled flow sends SIGTERM: exit through Python so the job is cancelled too
-                signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-                try:
-                    run_on_cluster(ns.submit, text, spec.job, ns.namespace, cfg.output, ns.cluster_timeout,
-                                   ns.cluster_poll)
-                except (RuntimeError, TimeoutError) as e:  # JobFailed and the timeout name the job and its log tail
-                    print(f"lmforge pretrain: {type(e).__name__}: {e}", file=sys.stderr)
-                    return 1
-                print(f"pretrain: {ns.submit} job {spec.job} succeeded; wrote {cfg.output}")
-                return 0
-            job = ns.rdzv_id or "lmforge-" + hashlib.sha1(os.path.abspath(cfg.output).encode()).hexdigest()[:12]
-            nodes = Nodes(ns.nnodes, ns.rdzv_endpoint, job, ns.node_rank, ns.master_addr, ns.master_port, ns.hostfile)
-            if ns.dry_run:
-                from training.accelerator import Machine
-                from training.launch import plan_text
-
-                machine = None if ns.gpus_per_node is None else Machine(Machine.here().cpu_count,
-                                                                        ((8, 0),) * ns.gpus_per_node)
-                print(plan_text("training.pretrain", cfg, ns.nproc, nodes, ns.accelerator, machine))
-                return 0
-            out = run_fn(cfg, nproc=ns.nproc, nodes=nodes, accelerator=ns.accelerator)
+            out = pretrain_command(cfg, LaunchOptions.from_args(ns))
+            if isinstance(out, int):  # a file emitted, a cluster job followed, a plan printed
+                return out
         elif command in ("distill", "finetune") and ns.nproc > 1:
-            from training.launch import launch
+            from training.launch.torchrun import launch
 
-            out = launch(f"training.{command}", cfg, cfg.output, nproc=ns.nproc)
+            out = launch(STAGE_TABLE[command].module, cfg, cfg.output, nproc=ns.nproc)
         else:
             out = run_fn(cfg, beam_args) if beam else run_fn(cfg)
     except Failed as e:  # a worker's own error, said in one line by the launcher, the tracebacks in its log
@@ -316,6 +212,26 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{command}: wrote {out}")
     return 0
 
+
+def _parse_beam(sp: argparse.ArgumentParser, rest: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """A Beam stage's own options, and Beam's (`--beam-options FILE` first, the command line's winning)."""
+    sp.add_argument("--beam-options", dest="_beam_options", metavar="FILE", default=None,
+                    help="a JSON file of Beam pipeline options (infra/beam/dataflow.json, flink.json, spark.json, "
+                         "direct.json): the runner and its settings; Beam flags given on the command line win")
+    ns, beam_args = sp.parse_known_args(rest)
+    # what lmforge does not know goes to Beam only if Beam knows it: Beam drops an unknown option
+    # with a warning, so a misspelt stage option (--line-dedupe) would run without it
+    from pipelines.beam_options import beam_flags
+
+    reject_unknown(sp, beam_args, also_known=beam_flags(beam_args))
+    if ns._beam_options:
+        from pipelines.beam_options import beam_args_from_file
+
+        try:
+            beam_args = beam_args_from_file(ns._beam_options) + beam_args
+        except ValueError as e:
+            sp.error(str(e))
+    return ns, beam_args
 
 if __name__ == "__main__":
     sys.exit(main())

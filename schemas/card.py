@@ -1,14 +1,14 @@
 """The evaluation card (`lmforge evaluate --model ...`): `report.json` (`lmforge.card/v1`) and its metric registry.
 
-`report.json` holds one entry per model: its path, its kind (training.model_kinds), `quality` (the
+`report.json` holds one entry per model: its path, its kind (training.models.model_kinds), `quality` (the
 language-model loss where one applies, with its standard error, or why none does; a fine-tuned model's
 `task` score beside its controls; `probing` and `pseudo_perplexity` where asked) and `cost` (parameters,
 disk, peak memory, init time, throughput and latency, each measured in a fresh process by
-training/resources.py). Readers (the card's markdown and plots, the Prefect table) go through `CardEntry`.
+training/evaluation/resources.py). Readers (the card's markdown and plots, the Prefect table) go through `CardEntry`.
 
 The card's headline table is described once, in CARD_METRICS: each metric names its markdown column (what
 report.md and report.html show) and its Prefect-table column (numbers, for sorting in the UI); either may
-be absent. Adding a card metric: one `Metric` entry (and, if the figure is new, where training/card.py
+be absent. Adding a card metric: one `Metric` entry (and, if the figure is new, where training/evaluation/card.py
 `card_entry` measures it).
 """
 from __future__ import annotations
@@ -29,15 +29,15 @@ class CardEntry:
     path: str
     """The model directory as given to `--model`."""
     kind: str
-    """Its model kind (training.model_kinds.KINDS)."""
+    """Its model kind (training.models.model_kinds.KINDS)."""
     quality: dict[str, Any]
     """`applies` (bool); if true `figure`, `value`, `standard_error`, `tokens`, `rows` (+ `perplexity`), else `why`;
     optional `task` {metrics, primary, test_examples, controls, reference}, `probing`, `pseudo_perplexity`."""
     cost: dict[str, Any]
-    """training/resources.py's measurement: parameters, disk_bytes, peak_rss_bytes, init_seconds, with_head, ...,
-    and `machine`: what other processes used of the CPU while it was measured (training/card.py)."""
+    """training/evaluation/resources.py's measurement: parameters, disk_bytes, peak_rss_bytes, init_seconds, with_head, ...,
+    and `machine`: what other processes used of the CPU while it was measured (training/evaluation/card.py)."""
     name: str = ""
-    """Its role in the run (teacher, student, fine-tuned, int8, pruned 25%; training/card_roles.py)."""
+    """Its role in the run (teacher, student, fine-tuned, int8, pruned 25%; training/evaluation/card_roles.py)."""
 
     @property
     def label(self) -> str:
@@ -81,7 +81,7 @@ class Card:
     images: list[str] = field(default_factory=list)
     """The plots written beside report.json (file names)."""
     contamination: dict[str, Any] | None = None
-    """What the pretraining corpus held of the evaluation sets (training/card_contamination.py); None: unknown."""
+    """What the pretraining corpus held of the evaluation sets (training/evaluation/card_contamination.py); None: unknown."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": CARD_VERSION, "models": [e.to_dict() for e in self.models], "images": self.images,

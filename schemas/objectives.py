@@ -1,12 +1,13 @@
 """The masking-objective registry: one record per objective, the facts every stage asks of it.
 
 An objective decides what a shard row's mask variants hold (pipelines/shards/masking.py), which
-tokenizer can serve it, and which kind of model trains on it (training/model_kinds.py `KINDS`: the
+tokenizer can serve it, and which kind of model trains on it (training/models/model_kinds.py `KINDS`: the
 batch layout, the model class, the card's loss figure). Stages ask `objective(name)` instead of
 comparing names. The functions that mask, batch and build a model live in the layers that may
 import numpy, tokenizers and torch, keyed by the record: masking by `name`
 (pipelines/shards/masking.py `MASKERS`), batches and models by `model_kind`
-(training/data.py `BATCHES`, training/model.py `MODEL_BUILDERS`). tests/unit/test_registries.py
+(training/pretraining/data.py `BATCHES`, training/models/model.py `WRAPPERS` and
+`MODEL_FAMILIES`). tests/unit/test_registries.py
 checks that every record has its entries there.
 
 Adding an objective: a record here, its masking function in `MASKERS`; a new model kind only if
@@ -20,11 +21,11 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Objective:
     name: str
-    """The shards stage's `--objective` value, stored as `lmforge.objective` in every shard file."""
+    """The shards stage's `--mask-objective` value, stored as `lmforge.objective` in every shard file."""
     summary: str
     """What it is, for --help."""
     model_kind: str
-    """The model-kind registry's name (training.model_kinds.KINDS) of what trains on it: masked_lm, causal_lm
+    """The model-kind registry's name (training.models.model_kinds.KINDS) of what trains on it: masked_lm, causal_lm
     or seq2seq. It decides the batch layout, the model class and the card's loss."""
     writes_mask: bool = False
     """Puts the tokenizer's mask token in the input (BERT's 80/10/10): the tokenizer needs one."""
@@ -70,7 +71,7 @@ def objectives_of_kind(model_kind: str) -> tuple[str, ...]:
 
 
 def help_text() -> str:
-    """`mlm (BERT) | whole_word (BERT WWM) | ...` for the --objective option."""
+    """`mlm (BERT) | whole_word (BERT WWM) | ...` for the --mask-objective option."""
     return " | ".join(f"{o.name} ({o.summary})" for o in REGISTRY.values())
 
 

@@ -13,7 +13,7 @@
 # Both nodes are 127.0.0.1, each slurmd on its own port (`slurmd -N n1`, `-N n2`: Debian builds Slurm with
 # multiple-slurmd support), with this machine's CPUs each: the two share the cores, which is fine for a test.
 # No slurmdbd: accounting is off, as on many small clusters, so `sacct` answers "accounting storage is disabled"
-# and the follower reads job states from `scontrol show job` (training/cluster_submit.py). Jobs run as the
+# and the follower reads job states from `scontrol show job` (training/launch/cluster_submit.py). Jobs run as the
 # submitting user; with proctrack/linuxproc and task/none no cgroup set-up is needed (it works in containers).
 # Settings: LMFORGE_SLURM_DIR (state, spool, logs, config; default /var/spool/lmforge-slurm),
 # LMFORGE_SLURM_PORTS (controller, n1, n2; default "6817 6821 6822").

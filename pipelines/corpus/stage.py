@@ -190,57 +190,21 @@ def run(cfg: CorpusConfig, beam_args: list[str] | None = None) -> str | Path:
 
 
 def _run(cfg: CorpusConfig, beam_args: list[str] | None, files: list[str], decont: dict | None, t0: float) -> str | Path:
-    import apache_beam as beam
-    from apache_beam.options.pipeline_options import PipelineOptions
-
-    from pipelines.corpus.beam_corpus import CorpusPipeline
-
     out = str(cfg.output)
     if decont:
         print(f"corpus: decontaminating against {sum(decont['items'].values()):,} evaluation items of "
               f"{', '.join(decont['items'])} ({decont['n_grams']}-grams; {sum(decont['too_short'].values()):,} items "
               f"too short to check), mode {decont['mode']}", flush=True)
     prepare_dir(out)
-    given = beam_args or []
-    chosen = runner_name(given) != "DirectRunner" or any(a.startswith("--direct_running_mode") for a in given)
-    size = None if chosen else sum(storage.size(f) for f in files)
-    mode = auto_mode(size) if size is not None else None
-    args = default_beam_args(given, mode or "in_memory")
-    if mode:
-        print(f"corpus: {size / (1 << 20):,.1f} MB of input -> DirectRunner {mode}"
-              + (f" with {direct_workers()} workers" if mode == "multi_processing" else "")
-              + f" (in_memory up to {IN_MEMORY_UP_TO_BYTES >> 20} MB; --direct_running_mode=... chooses)", flush=True)
+    args = _direct_args(beam_args or [], files)
     bands, rows = lsh_params(cfg.jaccard_threshold, cfg.num_perm)
     plan = open_index(cfg.index, index_params(cfg, bands, rows), snapshot_fingerprint(files, _kept_config(cfg))) if cfg.index else None
     if plan is not None:
         action = f"writes {plan.write}" if plan.write else "snapshot already indexed: index left unchanged"
         print(f"corpus: band index {plan.root}: dedup against {len(plan.read)} generation(s); {action}", flush=True)
     print(f"corpus: {len(files)} input files -> {out} (beam args: {' '.join(redact_args(args))})", flush=True)
-    try:
-        with beam.Pipeline(options=PipelineOptions(args)) as p:
-            _ = p | "Files" >> beam.Create(files) | "Corpus" >> CorpusPipeline(cfg, plan)
-    finally:  # the texts and hashes the pipeline staged (staging.py); a killed run's go with prepare_dir
-        storage.remove_tree(staging_dir(out))
-    result_metrics = {}
-    try:
-        res = p.result  # type: ignore[attr-defined]
-        for c in res.metrics().query()["counters"]:  # one entry per (step, name): sum over steps
-            n = c.committed if c.committed is not None else c.attempted
-            result_metrics[c.key.metric.name] = result_metrics.get(c.key.metric.name, 0) + n
-    except Exception:  # noqa: BLE001 - metrics are a cross-check; the files are the record of truth
-        pass
-    counts = collect_counts(out)
-    reconcile(counts)
-    if decont:
-        counts["contamination"] = decontaminate.contamination(decont, contamination_details(out))
-    try:
-        if result_metrics:  # runners that report no metrics skip this cross-check
-            check_shuffles(result_metrics)
-        check_dedup_tallies(_tally(out))
-    except RuntimeError:
-        print("corpus: dedup counters: " + json.dumps({k: v for k, v in sorted(result_metrics.items()) if k.startswith("dedup")}),
-              flush=True)
-        raise
+    result_metrics = _pipeline(cfg, plan, files, args)
+    counts = _checked_counts(out, decont, result_metrics)
     report_files = write_report(out, counts)
     if plan is not None:  # after reconcile: an index never holds a run whose counts did not add up
         commit(plan, {"documents": counts["kept"], "inputs": len(files), "snapshot": cfg.snapshot or None})
@@ -271,6 +235,57 @@ def _run(cfg: CorpusConfig, beam_args: list[str] | None, files: list[str], decon
     )
     write_manifest(out, manifest)
     return out if storage.is_remote(out) else Path(out)
+
+
+def _direct_args(given: list[str], files: list[str]) -> list[str]:
+    """Beam's arguments: the DirectRunner mode the input's size picks (`auto_mode`) unless `given` chose."""
+    chosen = runner_name(given) != "DirectRunner" or any(a.startswith("--direct_running_mode") for a in given)
+    size = None if chosen else sum(storage.size(f) for f in files)
+    mode = auto_mode(size) if size is not None else None
+    if mode:
+        print(f"corpus: {size / (1 << 20):,.1f} MB of input -> DirectRunner {mode}"
+              + (f" with {direct_workers()} workers" if mode == "multi_processing" else "")
+              + f" (in_memory up to {IN_MEMORY_UP_TO_BYTES >> 20} MB; --direct_running_mode=... chooses)", flush=True)
+    return default_beam_args(given, mode or "in_memory")
+
+
+def _pipeline(cfg: CorpusConfig, plan, files: list[str], args: list[str]) -> dict[str, int]:
+    """Run the Beam pipeline; its counters summed over steps (empty where the runner reports none)."""
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from pipelines.corpus.beam_corpus import CorpusPipeline
+
+    try:
+        with beam.Pipeline(options=PipelineOptions(args)) as p:
+            _ = p | "Files" >> beam.Create(files) | "Corpus" >> CorpusPipeline(cfg, plan)
+    finally:  # the texts and hashes the pipeline staged (staging.py); a killed run's go with prepare_dir
+        storage.remove_tree(staging_dir(str(cfg.output)))
+    metrics: dict[str, int] = {}
+    try:
+        for c in p.result.metrics().query()["counters"]:  # type: ignore[attr-defined] - one per (step, name)
+            n = c.committed if c.committed is not None else c.attempted
+            metrics[c.key.metric.name] = metrics.get(c.key.metric.name, 0) + n
+    except Exception:  # noqa: BLE001 - metrics are a cross-check; the files are the record of truth
+        pass
+    return metrics
+
+
+def _checked_counts(out: str, decont: dict | None, result_metrics: dict[str, int]) -> dict:
+    """The counts the output's files hold, reconciled, cross-checked against Beam's counters and the dedup tallies."""
+    counts = collect_counts(out)
+    reconcile(counts)
+    if decont:
+        counts["contamination"] = decontaminate.contamination(decont, contamination_details(out))
+    try:
+        if result_metrics:  # runners that report no metrics skip this cross-check
+            check_shuffles(result_metrics)
+        check_dedup_tallies(_tally(out))
+    except RuntimeError:
+        print("corpus: dedup counters: " + json.dumps({k: v for k, v in sorted(result_metrics.items()) if k.startswith("dedup")}),
+              flush=True)
+        raise
+    return counts
 
 
 def _kept_config(cfg: CorpusConfig) -> dict:

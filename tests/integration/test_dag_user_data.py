@@ -49,10 +49,10 @@ def lmforge_run(*args: str, cwd: Path) -> subprocess.Popen:
 
 def user_case(work: Path) -> tuple[list[str], dict]:
     """The English JSONL crawl with planted tweets, and the tweets CSV: `lmforge run`'s arguments, what was planted."""
-    from training.tasks.dataset import Columns, load_task
+    from training.finetuning.dataset import Columns, load_task
 
     tweets_csv(work / "tweets.csv")
-    # the split the labeled stage will make (seeded, stratified: training.tasks.prepare), to plant from
+    # the split the labeled stage will make (seeded, stratified: training.finetuning.prepare), to plant from
     task = load_task("classification", Columns(text="tweet", label="sentiment"), data=[str(work / "tweets.csv")],
                      split_seed=0)
     long_enough = [ex for ex in task.test if len(ex.text.split()) >= 16], [ex for ex in task.train

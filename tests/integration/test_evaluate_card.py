@@ -25,7 +25,7 @@ def models(tmp_path_factory):
     import torch
     import transformers as tf
 
-    from training.export import load_tokenizer, save_hf
+    from training.models.export import load_tokenizer, save_hf
 
     tmp = tmp_path_factory.mktemp("card")
     tok_dir = make_tokenizer(tmp / "tokenizer")

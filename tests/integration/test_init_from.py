@@ -50,8 +50,8 @@ def test_pretrain_init_from_minilm_exports_a_masked_lm(tmp_path):
     import torch
     from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer
 
-    from training.launch import launch_pretrain
-    from training.pretrain import PretrainConfig
+    from training.launch.torchrun import launch_pretrain
+    from training.pretraining.pretrain import PretrainConfig
 
     tok, shards = minilm_shards(tmp_path)
     cfg = PretrainConfig(shards=str(shards), tokenizer=str(tok), output=str(tmp_path / "pretrain"),
@@ -75,9 +75,9 @@ def test_init_from_a_model_with_another_vocabulary_is_a_clear_error(tmp_path):
     from transformers import AutoTokenizer
 
     from tests.fixtures import make_objective_shards
-    from training.data import ShardSet
-    from training.model import load_for_objective
-    from training.pretrain_module import check_same_tokenizer
+    from training.models.model import load_for_objective
+    from training.pretraining.data import ShardSet
+    from training.pretraining.module import check_same_tokenizer
 
     shards = ShardSet.open(make_objective_shards(tmp_path, "span"))
     with pytest.raises(ValueError, match=r"does not fit the shards: its vocabulary has 30522 entries, the shards' "

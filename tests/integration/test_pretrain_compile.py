@@ -1,9 +1,9 @@
-"""Compiled pretraining (training.compiled) computes what eager pretraining computes, repeats itself, and resumes
+"""Compiled pretraining (training.pretraining.compiled) computes what eager pretraining computes, repeats itself, and resumes
 exactly.
 
 On the CPU, the tiny preset in bf16 (autocast, as a GPU runs): 50 steps compiled against 50 eager agree within
 bf16's rounding; a compiled run resumed from its step-25 checkpoint continues the uninterrupted compiled run's
-curve exactly (which needs compiled runs to be deterministic: training.compiled leaves the embeddings eager); the
+curve exactly (which needs compiled runs to be deterministic: training.pretraining.compiled leaves the embeddings eager); the
 compiled regions neither break nor recompile after the first steps."""
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import json
 import pytest
 
 from tests.fixtures import make_shards, make_tokenizer
-from training.launch import launch_pretrain
-from training.pretrain import PretrainConfig
+from training.launch.torchrun import launch_pretrain
+from training.pretraining.pretrain import PretrainConfig
 
 pytestmark = pytest.mark.slow
 

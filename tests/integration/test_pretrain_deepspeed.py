@@ -1,4 +1,4 @@
-"""training.pretrain under torchrun: 2 CPU processes, DeepSpeed ZeRO-2, the tiny preset, ~20 steps.
+"""training.pretraining.pretrain under torchrun: 2 CPU processes, DeepSpeed ZeRO-2, the tiny preset, ~20 steps.
 
 Takes ~20 s once DeepSpeed's CPU comm op is compiled; the very first run on a machine adds
 ~45 s compiling it into ~/.cache/torch_extensions.
@@ -11,8 +11,8 @@ import pytest
 
 from schemas.manifest import read_manifest, verify_outputs
 from tests.fixtures import make_shards, make_tokenizer
-from training.launch import launch_pretrain
-from training.pretrain import PretrainConfig
+from training.launch.torchrun import launch_pretrain
+from training.pretraining.pretrain import PretrainConfig
 
 pytestmark = pytest.mark.slow
 
@@ -163,8 +163,8 @@ def test_zero3_from_a_config_file_exports_the_gathered_weights(tmp_path):
 
     from transformers import AutoModelForMaskedLM
 
-    from training.data import RankLoader, ShardSet
-    from training.model import SparseMLM
+    from training.models.model import SparseMLM
+    from training.pretraining.data import RankLoader, ShardSet
 
     root = Path(__file__).resolve().parents[2]
     tok = make_tokenizer(tmp_path / "tokenizer")
@@ -216,7 +216,7 @@ def test_bf16_cosine_on_one_process_uses_every_core_and_exports_the_fp32_master_
     from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
     from safetensors.torch import load_file
 
-    from training.recipe import lr_factor
+    from training.runtime.recipe import lr_factor
 
     tok = make_tokenizer(tmp_path / "tokenizer")
     shards = make_shards(tmp_path / "shards", tok, seq_len=32, num_variants=2, train_rows=64, valid_rows=16)
@@ -304,7 +304,7 @@ def test_two_nodes_meet_through_a_c10d_rendezvous(tmp_path):
     import sys
     from pathlib import Path
 
-    from training.launch import free_port
+    from training.launch.torchrun import free_port
 
     tok = make_tokenizer(tmp_path / "tokenizer")
     shards = make_shards(tmp_path / "shards", tok, seq_len=32, num_variants=2, train_rows=64, valid_rows=16)
@@ -334,7 +334,7 @@ def _tree(pid: int) -> list[int]:
 @pytest.mark.slow
 def test_kill_9_of_the_launcher_takes_every_worker_within_5_seconds(tmp_path):
     """`lmforge pretrain` killed with SIGKILL (it cannot clean up): torchrun's agent and both workers, which torch
-    starts in a session of their own, must be gone within 5 s (parent-death signals, training.launch)."""
+    starts in a session of their own, must be gone within 5 s (parent-death signals, training.launch.torchrun)."""
     import os
     import signal
     import subprocess
@@ -359,7 +359,7 @@ def test_kill_9_of_the_launcher_takes_every_worker_within_5_seconds(tmp_path):
             time.sleep(0.5)
         procs = _tree(launcher.pid)
         cmdlines = {p: " ".join(psutil.Process(p).cmdline()) for p in procs}
-        workers = [p for p, c in cmdlines.items() if "training.pretrain" in c and "torch.distributed.run" not in c]
+        workers = [p for p, c in cmdlines.items() if "training.pretraining.pretrain" in c and "torch.distributed.run" not in c]
         assert len(workers) == 2, cmdlines
         os.kill(launcher.pid, signal.SIGKILL)
         launcher.wait()
@@ -387,7 +387,7 @@ def test_two_nodes_through_a_deepspeed_hostfile_and_a_clear_error_without_a_shar
     import sys
     from pathlib import Path
 
-    from training.launch import free_port
+    from training.launch.torchrun import free_port
 
     root = Path(__file__).resolve().parents[2]
     tok = make_tokenizer(tmp_path / "tokenizer")

@@ -14,7 +14,7 @@ def test_beam_shards_are_deterministic_and_match_the_local_run(tmp_path):
     from pipelines.tokenizer import TokenizerConfig
     from pipelines.tokenizer import run as run_tokenizer
     from schemas.manifest import read_manifest, verify_outputs
-    from training.data import ShardSet
+    from training.pretraining.data import ShardSet
 
     corpus = make_corpus(tmp_path / "corpus", vader_texts("tweets", 200) + vader_texts("movieReviewSnippets", 100))
     tok = run_tokenizer(TokenizerConfig(corpus=str(corpus), output=str(tmp_path / "tok"), model="wordpiece",

@@ -93,7 +93,7 @@ def _trainers(out: Path) -> list[psutil.Process]:
     found = []
     for p in psutil.process_iter(["cmdline"]):
         cmd = p.info["cmdline"] or []
-        if "training.pretrain" in cmd and str(out) in cmd and "torch.distributed.run" not in cmd:
+        if "training.pretraining.pretrain" in cmd and str(out) in cmd and "torch.distributed.run" not in cmd:
             found.append(p)
     return found
 
@@ -104,7 +104,7 @@ def _node_trainer(out: Path, rank: int) -> psutil.Process | None:
         cmd = p.info["cmdline"] or []
         if "pretrain" in cmd and str(out) in cmd and "--node-rank" in cmd and \
                 cmd[cmd.index("--node-rank") + 1] == str(rank):
-            kids = [k for k in p.children(recursive=True) if "training.pretrain" in k.cmdline()
+            kids = [k for k in p.children(recursive=True) if "training.pretraining.pretrain" in k.cmdline()
                     and "torch.distributed.run" not in k.cmdline()]
             if kids:
                 return kids[0]

@@ -5,7 +5,7 @@ the old loop did four of them plus an all-reduce every micro-step. CPU tensors c
 they can show the calls: a spy replaces those Tensor methods and torch.distributed's collectives in a
 1-process pretraining run (a subprocess, so the patches die with it), attributes each call to the first
 frame outside torch (lmforge's code, DeepSpeed's or another library's) and to the phase it happened in:
-"step" from the moment a training batch is handed out (training.feed.DeviceFeed) until the next log step's
+"step" from the moment a training batch is handed out (training.pretraining.feed.DeviceFeed) until the next log step's
 StepStats.take_window, "log" from there, "validate" inside validation. lmforge's calls in the step phase
 must be none.
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures import make_shards, make_tokenizer
-from training.launch import free_port, worker_path
+from training.launch.torchrun import free_port, worker_path
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,20 +65,20 @@ SPY = textwrap.dedent(r'''
                  "reduce_scatter_tensor", "all_gather_into_tensor", "barrier"):
         spy(dist, name, "collective")
 
-    import training.feed
-    import training.step_stats
+    import training.pretraining.feed
+    import training.pretraining.step_stats
 
-    iterate = training.feed.DeviceFeed.__iter__
+    iterate = training.pretraining.feed.DeviceFeed.__iter__
 
     def feed_iter(self):
         for item in iterate(self):
             if phase[0] != "validate":
                 phase[0] = "step"
             yield item
-    training.feed.DeviceFeed.__iter__ = feed_iter
-    import training.pretrain
+    training.pretraining.feed.DeviceFeed.__iter__ = feed_iter
+    import training.pretraining.pretrain
 
-    validate = training.pretrain.validate
+    validate = training.pretraining.pretrain.validate
 
     def validating(*args, **kwargs):
         phase[0] = "validate"
@@ -86,15 +86,15 @@ SPY = textwrap.dedent(r'''
             return validate(*args, **kwargs)
         finally:
             phase[0] = "log"
-    training.pretrain.validate = validating
-    take = training.step_stats.StepStats.take_window
+    training.pretraining.pretrain.validate = validating
+    take = training.pretraining.step_stats.StepStats.take_window
 
     def take_window(self):
         phase[0] = "log"
         return take(self)
-    training.step_stats.StepStats.take_window = take_window
+    training.pretraining.step_stats.StepStats.take_window = take_window
 
-    from training.pretrain import main
+    from training.pretraining.pretrain import main
     try:
         main(sys.argv[3:])
     finally:

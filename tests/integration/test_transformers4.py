@@ -57,8 +57,8 @@ def test_saved_tokenizers_and_models_load_in_transformers_4(tmp_path):
 
     from pipelines.tokenizer import TokenizerConfig
     from pipelines.tokenizer import run as run_tokenizer
-    from training.export import load_tokenizer, save_hf
-    from training.model import bert_config, preset
+    from training.models.export import load_tokenizer, save_hf
+    from training.models.model import bert_config, preset
 
     corpus = make_corpus(tmp_path / "corpus", vader_texts("tweets", 300))
     dirs = [run_tokenizer(TokenizerConfig(corpus=str(corpus), output=str(tmp_path / m), model=m, vocab_size=500,

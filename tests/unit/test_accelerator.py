@@ -1,4 +1,4 @@
-"""training/accelerator.py: which accelerator, how many processes and threads, which backend (no GPU needed:
+"""training/runtime/accelerator.py: which accelerator, how many processes and threads, which backend (no GPU needed:
 the machine is a value), and `lmforge pretrain --dry-run`, which prints the plan without running anything."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from training.accelerator import CPU_MALLOC, DEFAULT_CPU_PROCESSES, Machine, cpu_malloc, launch_plan
+from training.runtime.accelerator import CPU_MALLOC, DEFAULT_CPU_PROCESSES, Machine, cpu_malloc, launch_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 CPU2 = Machine(cpu_count=2)
@@ -93,10 +93,10 @@ def test_dry_run_prints_the_plan_and_the_deepspeed_config_without_running():
 
 
 def test_fp16_is_for_cuda_and_refused_on_cpu_before_anything_starts(tmp_path):
-    from training.accelerator import Machine, launch_plan
-    from training.ds_config import deepspeed_config
-    from training.launch import check_precision, launch_pretrain
-    from training.pretrain import PretrainConfig
+    from training.launch.torchrun import check_precision, launch_pretrain
+    from training.pretraining.pretrain import PretrainConfig
+    from training.runtime.accelerator import Machine, launch_plan
+    from training.runtime.ds_config import deepspeed_config
 
     cfg = PretrainConfig(shards="s", tokenizer="t", output=str(tmp_path / "o"), fp16=True)
     assert deepspeed_config(cfg)["fp16"] == {"enabled": True, "loss_scale": 0}

@@ -1,4 +1,4 @@
-"""`document` attention (training.attention): a packed row computes what its documents compute alone."""
+"""`document` attention (training.models.attention): a packed row computes what its documents compute alone."""
 from __future__ import annotations
 
 import dataclasses
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from training.attention import PAD_DOC, document_ids, document_mask
-from training.model import SparseMLM, bert_config, build_model, preset
+from training.models.attention import PAD_DOC, document_ids, document_mask
+from training.models.model import SparseMLM, bert_config, build_model, preset
 
 VOCAB = 300
 

@@ -78,7 +78,7 @@ def test_attention_verdict_follows_gain_against_spread():
 def test_profile_summary_splits_gpu_time_by_kernel_kind():
     from types import SimpleNamespace as NS
 
-    from training.step_profile import kernel_kind, summarize
+    from training.pretraining.step_profile import kernel_kind, summarize
 
     def cuda(name, start, end):
         return NS(name=name, device_type="DeviceType.CUDA", activity_type="kernel",

@@ -5,7 +5,7 @@ import pytest
 
 from bench.train import BenchConfig, measurement_key, steady_seconds
 from bench.train_report import judge_mfu, judge_mfu_parity, judge_speedup, render
-from training.flops import (
+from training.models.flops import (
     ModelShape,
     cpu_peak,
     flops_per_token,
@@ -42,7 +42,7 @@ def test_formula_counts_what_torch_counts_in_a_training_step():
     from torch.utils.flop_counter import FlopCounterMode
     from transformers import BertConfig, BertForMaskedLM
 
-    from training.model import SparseMLM
+    from training.models.model import SparseMLM
 
     shape = ModelShape(layers=2, hidden=64, intermediate=256, vocab=500, seq_len=32)
     torch.manual_seed(0)

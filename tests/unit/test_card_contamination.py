@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 from schemas.manifest import Manifest, write_manifest
-from training.card_contamination import contamination, lines
+from training.evaluation.card_contamination import contamination, lines
 
 
 def _run(tmp_path, mode: str | None, found_test: int):

@@ -1,10 +1,10 @@
-"""Card rows named by each model's role in its run, read from the stage manifests (training/card_roles.py)."""
+"""Card rows named by each model's role in its run, read from the stage manifests (training/evaluation/card_roles.py)."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from training.card_roles import names, role
+from training.evaluation.card_roles import names, role
 
 
 def _stage(folder: Path, stage: str, hf: bool = True, **config) -> Path:

@@ -113,8 +113,8 @@ def test_beam_runner_option_files_parse(name):
 def test_each_deepspeed_file_is_merged_over_the_defaults(name):
     """--deepspeed-config FILE: the file's values reach the engine's config unchanged, on top of lmforge's
     defaults, and its batch shape, stage and precision become the run's options."""
-    from training.ds_config import deepspeed_config
-    from training.pretrain import PretrainConfig
+    from training.pretraining.pretrain import PretrainConfig
+    from training.runtime.ds_config import deepspeed_config
 
     path = ROOT / "infra" / "deepspeed" / f"{name}.json"
     user = json.loads(path.read_text())

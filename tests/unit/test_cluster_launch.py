@@ -1,4 +1,4 @@
-"""training.cluster: the Kubernetes (indexed Job, Kubeflow PyTorchJob) and Slurm launch files for multi-node
+"""training.launch.cluster: the Kubernetes (indexed Job, Kubeflow PyTorchJob) and Slurm launch files for multi-node
 pretraining, rendered and checked without a cluster: kinds and fields, and the command each node runs parses as
 `lmforge pretrain` options. Where kubectl is installed, it also reads each manifest offline (`kubectl label --local`:
 no API server needed, so kinds and metadata are decoded but the spec is not checked against a schema)."""
@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from common.config import add_config_args, config_from_args
-from training.cluster import ClusterSpec, job_name, render
-from training.pretrain import PretrainConfig
+from training.launch.cluster import ClusterSpec, job_name, render
+from training.pretraining.pretrain import PretrainConfig
 
 OPTS = {"shards": "/shared/x/shards", "tokenizer": "/shared/x/tokenizer", "output": "/shared/x/pretrain",
         "model": "bert_mini", "steps": 5000, "save_every": 500}

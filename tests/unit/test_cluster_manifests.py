@@ -1,4 +1,4 @@
-"""training.cluster's Kubernetes manifests checked against the Kubernetes API's own schemas, offline
+"""training.launch.cluster's Kubernetes manifests checked against the Kubernetes API's own schemas, offline
 (kubernetes-validate ships the OpenAPI schemas of each release as JSON Schema; strict: an unknown field fails), and
 the GPU rules of `lmforge pretrain --emit/--submit`: GPUs asked for are GPUs trained on (`--accelerator cuda`), and
 cuda without `--gpus-per-node` is refused. PyTorchJob is a CRD the core schemas lack: its pod templates are checked
@@ -13,8 +13,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from training.cluster import DNS_LABEL, POD_UID, ClusterSpec, env_pairs, render
-from training.pretrain import PretrainConfig
+from training.launch.cluster import DNS_LABEL, POD_UID, ClusterSpec, env_pairs, render
+from training.pretraining.pretrain import PretrainConfig
 
 OPTS = {"shards": "/shared/x/shards", "tokenizer": "/shared/x/tokenizer", "output": "/shared/x/pretrain"}
 # the oldest schema kubernetes-validate ships (the indexed Job needs >= 1.24) and the newest

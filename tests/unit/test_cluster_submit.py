@@ -1,4 +1,4 @@
-"""training.cluster_submit and the flows' `cluster` parameter: submitting a rendered launch file and following the
+"""training.launch.cluster_submit and the flows' `cluster` parameter: submitting a rendered launch file and following the
 job to its end.
 
 No cluster exists here: `kubectl`, `sbatch`, `sacct`, `scontrol`, `squeue` and `scancel` are TEST DOUBLES, small
@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from training.cluster import ClusterSpec, render
-from training.cluster_submit import (
+from training.launch.cluster import ClusterSpec, render
+from training.launch.cluster_submit import (
     FAILED,
     PENDING,
     RUNNING,

@@ -1,4 +1,4 @@
-"""training.cpu_dropout: the masks keep 1 - p with torch's seeding, the gradient is the mask, and a model with its
+"""training.pretraining.cpu_dropout: the masks keep 1 - p with torch's seeding, the gradient is the mask, and a model with its
 dropout swapped computes what transformers' SDPA model computes when no position is dropped."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 import torch
 from transformers import BertConfig, BertModel
 
-from training import cpu_dropout
-from training.recipe import masked_accuracy
+from training.pretraining import cpu_dropout
+from training.runtime.recipe import masked_accuracy
 
 
 def test_masks_keep_one_minus_p_and_follow_torch_seed():

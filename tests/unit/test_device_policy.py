@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from tests.fixtures import make_shards, make_tokenizer
-from training import checkpoint
-from training.data import RankLoader, ShardSet
-from training.distributed import bind_device, process_group_backend
-from training.feed import DeviceFeed
-from training.model import SparseMLM, build_model, preset, sparse_targets
-from training.step_stats import FIELDS, StepStats
+from training.models.model import SparseMLM, build_model, preset, sparse_targets
+from training.pretraining import checkpoint
+from training.pretraining.data import RankLoader, ShardSet
+from training.pretraining.feed import DeviceFeed
+from training.pretraining.step_stats import FIELDS, StepStats
+from training.runtime.distributed import bind_device, process_group_backend
 
 
 def test_a_cuda_plan_sends_cpu_tensors_to_gloo_and_cuda_tensors_to_nccl():

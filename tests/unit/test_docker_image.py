@@ -174,7 +174,7 @@ def test_the_image_runs_as_the_pods_non_root_user_who_can_write_where_lmforge_wr
     """USER is the numeric UID and GID the cluster manifests run the pods as (Kubernetes checks runAsNonRoot against
     a numeric USER only), created with that HOME; the user owns the working directory's runs/ (`lmforge run`, the
     doctor's report) and TORCH_EXTENSIONS_DIR, and nothing runs as root after USER."""
-    from training.cluster import POD_UID
+    from training.launch.cluster import POD_UID
 
     steps = instructions(name)
     users = [i for i, (word, _) in enumerate(steps) if word == "USER"]

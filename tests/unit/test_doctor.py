@@ -1,4 +1,4 @@
-"""lmforge doctor (training/doctor.py): the peak table and MFU arithmetic, nccl-tests' bus bandwidth, the resume
+"""lmforge doctor (training/doctor/node.py): the peak table and MFU arithmetic, nccl-tests' bus bandwidth, the resume
 checks and the plan text, all pure; the CPU report of this GPU-less machine; and the GPU pretraining check's
 composition (which runs, on how many processes, compared how) with the launcher replaced by a recorder, since
 no GPU runs here. The 2-process CPU pretraining smoke is `slow`."""
@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from lmforge.cli import main as lmforge_main
-from training import doctor
-from training import doctor_checks as probe
-from training.accelerator import Machine, launch_plan
-from training.flops import ModelShape
+from training.doctor import checks as probe
+from training.doctor import node as doctor
+from training.models.flops import ModelShape
+from training.runtime.accelerator import Machine, launch_plan
 
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU report is checked on a machine without CUDA")
 
@@ -45,7 +45,7 @@ def test_mfu_is_model_flops_over_the_gpus_peak():
     assert got["model_tflops"] == pytest.approx(0.807_014_4)
     assert got["peak_tflops_per_gpu"] == 989.0 and got["peak_checked"]
     unknown = doctor.training_mfu(1e6, shape, 0.15, "Tesla T4", gpus=1)
-    assert unknown["mfu"] is None and "not in training.doctor.GPU_PEAKS" in unknown["why"]
+    assert unknown["mfu"] is None and "not in training.doctor.node.GPU_PEAKS" in unknown["why"]
 
 
 def test_bus_bandwidth_is_nccl_tests_definition():

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from training.tasks.dataset import Columns, bucket, cap, load_task
-from training.tasks.readers import Bad, DataError, Record, read_file
+from training.finetuning.dataset import Columns, bucket, cap, load_task
+from training.finetuning.readers import Bad, DataError, Record, read_file
 
 VADER = Path(__file__).resolve().parents[2] / "samples" / "labeled" / "vader"
 

@@ -6,8 +6,8 @@ import math
 import pytest
 
 from schemas.finetune import Score
-from training.tasks.encode import align_tags, first_subwords
-from training.tasks.metrics import classification_metrics, regression_metrics, token_metrics
+from training.finetuning.encode import align_tags, first_subwords
+from training.finetuning.metrics import classification_metrics, regression_metrics, token_metrics
 
 
 def test_classification_metrics_by_hand():
@@ -62,8 +62,8 @@ def test_align_tags_first_subword_only():
 
 def test_align_tags_with_a_real_tokenizer(tmp_path):
     from tests.fixtures import tiny_bert_dir
-    from training.tasks.dataset import Example, TaskData
-    from training.tasks.encode import encode
+    from training.finetuning.dataset import Example, TaskData
+    from training.finetuning.encode import encode
 
     model_dir = tiny_bert_dir(tmp_path)
     from transformers import AutoTokenizer

@@ -143,7 +143,7 @@ def test_soft_label_loss_is_hintons_kl_on_labelled_positions():
     import torch
     import torch.nn.functional as F
 
-    from training.tasks.trainer import soft_label_loss
+    from training.finetuning.trainer import soft_label_loss
 
     torch.manual_seed(0)
     s, t = torch.randn(4, 3), torch.randn(4, 3)
@@ -160,7 +160,7 @@ def test_soft_label_loss_is_hintons_kl_on_labelled_positions():
 def test_regression_distils_to_the_teachers_prediction():
     import torch
 
-    from training.tasks.trainer import soft_label_loss
+    from training.finetuning.trainer import soft_label_loss
 
     s, t = torch.tensor([[0.2], [0.9]]), torch.tensor([[0.4], [0.5]])
     assert torch.isclose(soft_label_loss(s, t, torch.tensor([0.0, 1.0]), 2.0), torch.tensor((0.2**2 + 0.4**2) / 2))
@@ -189,7 +189,7 @@ def test_task_level_distillation_from_a_fine_tuned_teacher(tmp_path, model_dir, 
 def test_teacher_tokenizer_identity_ignores_saved_truncation_and_padding(tmp_path, model_dir):
     """An adopted tokenizer saves its row length (truncation and padding) in tokenizer.json; the ids are the
     same, so a teacher fine-tuned from the original tokenizer still matches; another vocabulary does not."""
-    from training.finetune import tokenizer_identity
+    from training.finetuning.finetune import tokenizer_identity
 
     spec = json.loads(Path(model_dir, "tokenizer.json").read_text())
     for name, extra in (("padded", {"truncation": {"direction": "Right", "max_length": 128, "strategy": "LongestFirst",

@@ -7,7 +7,7 @@ from pathlib import Path
 from pipelines.labeled.registry import prepare
 from pipelines.labeled.splits import split_of
 from schemas.manifest import read_manifest, verify_outputs
-from training.tasks.dataset import Columns, load_task
+from training.finetuning.dataset import Columns, load_task
 
 ROOT = Path(__file__).resolve().parents[2]
 

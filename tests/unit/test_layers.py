@@ -84,8 +84,8 @@ def circles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_walk_sees_the_imports_it_must_see():
     edges = graph()
-    assert "training.model_formats" in edges["training.compress"]  # a top-level import
-    assert "training.probing" in edges["training.card"]  # one inside a function
+    assert "training.models.model_formats" in edges["training.compression.compress"]  # a top-level import
+    assert "training.evaluation.probing" in edges["training.evaluation.card"]  # one inside a function
     assert "pipelines.labeled.vader" in edges["pipelines.labeled.registry"]  # `from package import module`
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
@@ -99,6 +99,30 @@ def test_no_import_runs_back_up_a_layer():
     upward = sorted(f"{m} -> {o}" for m, out in graph().items() for o in out
                     if rank[o.split(".")[0]] > rank[m.split(".")[0]])
     assert upward == []
+
+
+TRAINING = ("runtime", "models", "pretraining", "launch", "finetuning", "compression", "evaluation", "doctor")
+"""training/'s subpackages, bottom first (training/__init__.py): each may import those before it, never one after."""
+TRAINING_MAY_NOT = {"evaluation": {"launch"}}
+"""Beyond the order: pairs the order allows that the house plan still keeps apart (a card launches no training)."""
+
+
+def test_training_is_subpackages_by_responsibility():
+    top = sorted(p.name for p in (ROOT / "training").iterdir() if p.suffix == ".py" or (p / "__init__.py").exists())
+    assert top == sorted(["__init__.py", *TRAINING]), "a module at training/'s top level: give it its subpackage"
+    assert all((ROOT / "training" / sub / "__init__.py").read_text().startswith('"""') for sub in TRAINING)
+
+
+def test_no_training_import_runs_back_up_a_subpackage():
+    rank = {sub: i for i, sub in enumerate(TRAINING)}
+
+    def sub(module: str) -> str | None:
+        parts = module.split(".")
+        return parts[1] if parts[0] == "training" and len(parts) > 2 else None
+
+    wrong = sorted(f"{m} -> {o}" for m, out in graph().items() if sub(m) for o in out if sub(o)
+                   and (rank[sub(o)] > rank[sub(m)] or sub(o) in TRAINING_MAY_NOT.get(sub(m), ())))
+    assert wrong == []
 
 
 MAX_LINES = 500

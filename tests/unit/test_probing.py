@@ -9,13 +9,13 @@ from tests.fixtures import vader_texts
 
 
 def _sents():
-    from training.probing import sentences
+    from training.evaluation.probing import sentences
 
     return sentences(vader_texts("movieReviewSnippets", 3000))
 
 
 def test_sentences_are_split_deduplicated_and_bounded():
-    from training.probing import sentences
+    from training.evaluation.probing import sentences
 
     got = sentences(["It rained. The match went on anyway, for hours and hours. Ok. It rained.",
                      "Он пришёл домой поздно вечером. Все уже спали крепким сном."])
@@ -25,7 +25,7 @@ def test_sentences_are_split_deduplicated_and_bounded():
 
 
 def test_sentlen_bins_are_senteval_s_and_balanced():
-    from training.probing import sentlen_task
+    from training.evaluation.probing import sentlen_task
 
     items, names = sentlen_task(_sents(), 20)
     assert names == ["5-8", "9-12", "13-16", "17-20", "21-25", "26-28"]
@@ -36,7 +36,7 @@ def test_sentlen_bins_are_senteval_s_and_balanced():
 
 
 def test_wc_sentences_hold_exactly_one_target_word():
-    from training.probing import wc_task
+    from training.evaluation.probing import wc_task
 
     items, names = wc_task(_sents(), 10, 15)
     assert 2 <= len(names) <= 10
@@ -46,7 +46,7 @@ def test_wc_sentences_hold_exactly_one_target_word():
 
 
 def test_bshift_swaps_two_adjacent_words_in_half():
-    from training.probing import bshift_task
+    from training.evaluation.probing import bshift_task
 
     sents = _sents()
     items, _ = bshift_task(sents, 20)
@@ -61,7 +61,7 @@ def test_bshift_swaps_two_adjacent_words_in_half():
 
 
 def test_too_little_data_names_the_counts():
-    from training.probing import sentlen_task
+    from training.evaluation.probing import sentlen_task
 
     with pytest.raises(ValueError, match=r"probing data too small for SentLen: each class needs >= 10 .*26-28: \d"):
         sentlen_task(_sents()[:40], 10)
@@ -72,8 +72,8 @@ def test_probe_per_layer_with_controls_on_a_tiny_model(tmp_path):
     from transformers import BertConfig, BertForMaskedLM
 
     from tests.fixtures import make_tokenizer
-    from training.export import load_tokenizer
-    from training.probing import run_task, sentlen_task
+    from training.evaluation.probing import run_task, sentlen_task
+    from training.models.export import load_tokenizer
 
     tok = load_tokenizer(make_tokenizer(tmp_path / "tok", texts=vader_texts("movieReviewSnippets", 500)))
     torch.manual_seed(0)
@@ -93,8 +93,8 @@ def test_pseudo_perplexity_word_l2r_masks_the_rest_of_the_word(tmp_path):
     from transformers import BertConfig, BertForMaskedLM
 
     from tests.fixtures import make_tokenizer
-    from training.export import load_tokenizer
-    from training.pppl import pseudo_perplexity, sentence_pll
+    from training.evaluation.pppl import pseudo_perplexity, sentence_pll
+    from training.models.export import load_tokenizer
 
     tok = load_tokenizer(make_tokenizer(tmp_path / "tok", vocab_size=120, texts=vader_texts("movieReviewSnippets", 200)))
     torch.manual_seed(0)

@@ -15,7 +15,7 @@ def _model(layers=2, heads=4):
 
 
 def test_lowest_importance_heads_go_first_and_every_layer_keeps_one():
-    from training.prune import heads_to_prune
+    from training.compression.prune import heads_to_prune
 
     imp = [[0.9, 0.1, 0.5, 0.2], [0.05, 0.04, 0.03, 0.8]]
     assert heads_to_prune(imp, 0.25) == {1: [1, 2]}
@@ -28,7 +28,7 @@ def test_lowest_importance_heads_go_first_and_every_layer_keeps_one():
 
 
 def test_pruned_heads_compute_what_zero_gates_compute():
-    from training.model_formats import attention_blocks, prune
+    from training.models.model_formats import attention_blocks, prune
 
     model = _model()
     x = {"input_ids": torch.randint(5, 50, (3, 10)), "attention_mask": torch.ones(3, 10, dtype=torch.long)}
@@ -59,7 +59,7 @@ def test_pruned_heads_compute_what_zero_gates_compute():
 
 
 def test_importance_is_per_layer_normalised_and_finite():
-    from training.prune import head_importance
+    from training.compression.prune import head_importance
 
     model = _model()
     batch = {"input_ids": torch.randint(5, 50, (4, 8)), "attention_mask": torch.ones(4, 8, dtype=torch.long),
@@ -74,7 +74,7 @@ def test_importance_is_per_layer_normalised_and_finite():
 def test_a_model_without_bert_attention_is_refused():
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from training.model_formats import attention_blocks
+    from training.models.model_formats import attention_blocks
 
     with pytest.raises(ValueError, match="no BERT-style attention blocks"):
         attention_blocks(GPT2LMHeadModel(GPT2Config(n_embd=16, n_layer=1, n_head=2, vocab_size=20)))

@@ -4,6 +4,7 @@ keyed by it."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 from pathlib import Path
 
@@ -14,14 +15,14 @@ from pipelines.tokenizer_families import FAMILIES as TOKENIZER_FAMILIES
 from pipelines.tokenizer_families import LAYOUTS as SPECIAL_LAYOUTS
 from schemas.objectives import REGISTRY as OBJECTIVES
 from schemas.shards import LAYOUTS
-from training.batches import BATCHES
-from training.model import MODEL_FAMILIES, WRAPPERS
-from training.model_kinds import KINDS
+from training.models.model import MODEL_FAMILIES, WRAPPERS
+from training.models.model_kinds import KINDS
+from training.pretraining.batches import BATCHES
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ("common", "schemas", "pipelines", "training", "flows", "lmforge", "bench")
 REGISTRY_FILES = {"schemas/objectives.py", "schemas/shards.py", "pipelines/tokenizer_families.py",
-                  "training/model.py", "training/model_kinds.py"}
+                  "training/models/model.py", "training/models/model_kinds.py"}
 """Where the records are written: they may name (and so compare) their own names."""
 NAMES = {
     "objective": set(OBJECTIVES),
@@ -146,3 +147,27 @@ def test_the_card_says_whether_the_machine_was_quiet():
     note = machine_note([quiet, busy])  # 30.4 CPU-seconds of 2 x 40 s: 38%
     assert note.startswith("**The machine was busy while cost was measured:** other processes used 38% of its 2 cores")
     assert machine_note([_entry("c")]) == ""  # cards written before this was measured say nothing
+
+
+def test_every_choice_list_is_its_registry():
+    """A choice shown or validated (a flow parameter's drop-down, a CLI's choices, a help text) is read from the
+    registry that holds it, so a new entry appears everywhere at once."""
+    import argparse
+    import typing
+
+    from flows.params import ClusterKind, Preset, TaskKind
+    from flows.presets import RUN_PRESETS
+    from schemas.finetune import TASKS
+    from training.launch.cluster import KINDS as CLUSTER_KINDS
+    from training.launch.command import add_launch_args
+    from training.models.model import MODEL_PRESETS
+    from training.pretraining.config import PretrainConfig
+
+    assert typing.get_args(Preset) == tuple(RUN_PRESETS)
+    assert typing.get_args(ClusterKind) == ("local", *CLUSTER_KINDS)
+    assert typing.get_args(TaskKind) == ("", *TASKS)
+    model_help = next(f.metadata["help"] for f in dataclasses.fields(PretrainConfig) if f.name == "model")
+    assert all(name in model_help for name in MODEL_PRESETS), model_help
+    sp = argparse.ArgumentParser()
+    add_launch_args(sp)
+    assert {a.dest: tuple(a.choices) for a in sp._actions if a.dest in ("emit", "submit")} == {"emit": CLUSTER_KINDS, "submit": CLUSTER_KINDS}

@@ -1,5 +1,5 @@
-"""The run's plan (training.run_plan, training.memory_plan, training.micro_batch) and the lean stage-0 step
-(training.engine.TrainStep): pure numbers, a simulated device memory, a tiny model on the CPU."""
+"""The run's plan (training.pretraining.run_plan, training.pretraining.memory_plan, training.pretraining.micro_batch) and the lean stage-0 step
+(training.pretraining.engine.TrainStep): pure numbers, a simulated device memory, a tiny model on the CPU."""
 from __future__ import annotations
 
 import dataclasses
@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 import torch
 
-from training.compiled import compile_choice
-from training.ds_config import deepspeed_config
-from training.engine import TrainStep
-from training.memory_plan import fit_micro_batch, plan_zero_stage, split_global_batch, state_bytes
-from training.micro_batch import StepProbe, check_micro_batch
-from training.model import SparseMLM, bert_config, build_model, preset, sparse_targets
-from training.pretrain_config import PretrainConfig
-from training.run_plan import CPU_MICRO_BATCH, estimate_parameters, resolve
+from training.models.model import SparseMLM, bert_config, build_model, preset, sparse_targets
+from training.pretraining.compiled import compile_choice
+from training.pretraining.config import PretrainConfig
+from training.pretraining.engine import TrainStep
+from training.pretraining.memory_plan import fit_micro_batch, plan_zero_stage, split_global_batch, state_bytes
+from training.pretraining.micro_batch import StepProbe, check_micro_batch
+from training.pretraining.run_plan import CPU_MICRO_BATCH, estimate_parameters, resolve
+from training.runtime.ds_config import deepspeed_config
 
 GB = 1e9
 BERT_BASE = estimate_parameters(768, 12, 3072, 30522, 512)
@@ -179,7 +179,7 @@ def test_lean_clip_equals_torch_clip_then_adamw(lr, max_norm, tmp_path):
 def test_compile_watch_refuses_a_run_that_recompiles_every_step(monkeypatch):
     """dynamo's counters as a run would see them: compiles in the first steps are the compile; one in most steps
     after is an error naming the way out; one late compile (validation's eval mode) is fine."""
-    import training.compiled as compiled
+    import training.pretraining.compiled as compiled
 
     frames = {"n": 0}
     monkeypatch.setattr(compiled, "dynamo_counters", lambda: {"frames_compiled": frames["n"], "graph_breaks": 0,
@@ -205,11 +205,11 @@ def test_fit_on_device_probes_the_real_rows_under_a_simulated_gpu(tmp_path, monk
     one line."""
     import torch.distributed as dist
 
-    import training.micro_batch as mb
+    import training.pretraining.micro_batch as mb
     from tests.fixtures import make_shards, make_tokenizer
-    from training.data import ShardSet
-    from training.pretrain_module import build_module
-    from training.pretrain_setup import fit_on_device
+    from training.pretraining.data import ShardSet
+    from training.pretraining.module import build_module
+    from training.pretraining.setup import fit_on_device
 
     tok = make_tokenizer(tmp_path / "tokenizer")
     shards = ShardSet.open(make_shards(tmp_path / "shards", tok, seq_len=32, num_variants=2, train_rows=64,
@@ -224,8 +224,8 @@ def test_fit_on_device_probes_the_real_rows_under_a_simulated_gpu(tmp_path, monk
         train = shards.read("train")
         cpu = torch.device("cpu")
         # the simulated device holds a step of about 12 rows: between the probe's peaks at 8 and 16 on these rows
-        from training.data import RankLoader
-        from training.pretrain_setup import prepare_batch
+        from training.pretraining.data import RankLoader
+        from training.pretraining.setup import prepare_batch
 
         view = RankLoader(train, 0, 1, 1, 0, shards.num_variants).view
 

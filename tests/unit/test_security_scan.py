@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from tests.unit.test_cluster_manifests import OPTS, SPECS
-from training.cluster import ClusterSpec, render
+from training.launch.cluster import ClusterSpec, render
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECKOV = ROOT / ".venv-scan" / "bin" / "checkov"
@@ -31,7 +31,7 @@ PIN = re.search(r"^CHECKOV\s*:=\s*checkov==(\S+)", (ROOT / "Makefile").read_text
 SCANNED = {**SPECS, "digest": ClusterSpec(nnodes=2, gpus_per_node=8, cpu="96", memory="1Ti",
                                           image="reg/lmforge@sha256:" + "0" * 64)}
 RDMA = {name for name, spec in SCANNED.items() if spec.rdma}
-# every check a file may skip; the reasons are in the files (training/cluster.py `_skips`, the Dockerfiles' heads)
+# every check a file may skip; the reasons are in the files (training/launch/cluster.py `_skips`, the Dockerfiles' heads)
 SKIPPABLE = {
     "CKV_DOCKER_2",  # HEALTHCHECK: batch processes; Kubernetes ignores it
     "CKV_DOCKER_7",  # version tag of FROM: an ARG, which checkov does not expand

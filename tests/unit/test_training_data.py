@@ -1,4 +1,4 @@
-"""training.data: masks, labels, variants, the rank split and schema checks, on tiny in-test shards."""
+"""training.pretraining.data: masks, labels, variants, the rank split and schema checks, on tiny in-test shards."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,7 +8,15 @@ import pytest
 import torch
 
 from tests.fixtures import make_shards, make_tokenizer
-from training.data import IGNORE_INDEX, RankLoader, ShardSet, build_batch, epoch_order, open_shard, rank_batches
+from training.pretraining.data import (
+    IGNORE_INDEX,
+    RankLoader,
+    ShardSet,
+    build_batch,
+    epoch_order,
+    open_shard,
+    rank_batches,
+)
 
 
 @pytest.fixture(scope="module")
@@ -320,7 +328,7 @@ def test_the_loaders_fast_mlm_path_equals_build_batch(shards, objective_shards, 
     """RankLoader batches MLM shards through MlmView (numpy views of the mapped buffers). Over a
     table of several record batches, some of them slices (their buffers start mid-array), every
     batch must equal build_batch's, tensor for tensor, for every variant."""
-    from training.data import MlmView
+    from training.pretraining.data import MlmView
 
     table = (shards if kind == "mlm" else objective_shards["span"]).read("train")
     cut = table.num_rows // 3
@@ -347,7 +355,7 @@ def test_the_loaders_fast_mlm_path_equals_build_batch(shards, objective_shards, 
 def test_the_objectives_model_learns_from_the_loaders_batches(objective_shards, objective):
     """pretrain builds a GPT-2 for causal shards and a T5 for t5_span shards; their loss on the
     loader's batches is finite and falls over a few AdamW steps on one batch (no DeepSpeed)."""
-    from training.model import build_for_objective, preset
+    from training.models.model import build_for_objective, preset
 
     s = objective_shards[objective]
     torch.manual_seed(0)
@@ -399,7 +407,7 @@ def test_mask_tokens_are_int16_when_the_vocabulary_fits_and_v2_int32_files_still
 def test_the_fast_path_reads_each_mask_column_through_its_own_offsets(shards):
     """Another writer may lay mask_tokens out with other buffers than mask_positions (here: three
     junk values ahead of the real ones, offsets shifted to match); batches must not change."""
-    from training.data import MlmView
+    from training.pretraining.data import MlmView
 
     table = shards.read("train").combine_chunks()
     tok = table.column("mask_tokens").chunk(0)

@@ -1,4 +1,4 @@
-"""training.distill and training.model: student init, the loss, and a few real steps."""
+"""training.compression.distill and training.models.model: student init, the loss, and a few real steps."""
 from __future__ import annotations
 
 import json
@@ -9,10 +9,17 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer
 
 from schemas.manifest import Manifest, read_manifest, verify_outputs, write_manifest
 from tests.fixtures import make_shards, make_tokenizer
-from training.data import RankLoader, ShardSet
-from training.distill import DistillConfig, distill_loss, distill_step, main, student_from_teacher, student_layers
-from training.export import load_tokenizer, save_hf
-from training.model import ModelConfig, SparseMLM, bert_config, build_model, preset
+from training.compression.distill import (
+    DistillConfig,
+    distill_step,
+    loss_at,
+    main,
+    student_from_teacher,
+    student_layers,
+)
+from training.models.export import load_tokenizer, save_hf
+from training.models.model import ModelConfig, SparseMLM, bert_config, build_model, preset
+from training.pretraining.data import RankLoader, ShardSet
 
 
 def _teacher(layers: int = 4, vocab: int = 100):
@@ -54,6 +61,14 @@ def test_bad_layer_choice_raises():
         student_from_teacher(_teacher(layers=2), layers=[0, 2])
 
 
+def _full_loss(s_logits, t_logits, s_hidden, t_hidden, labels, mask, cfg):
+    """The loss from full (batch, seq, vocab) logits, selected as distill_step selects: (loss, parts as floats)."""
+    sel = (labels != -100) if cfg.restrict_ce_to_mask else mask.bool()
+    att = mask.bool()
+    loss, parts = loss_at(s_logits[sel], t_logits[sel], labels[sel], s_hidden[att], t_hidden[att], cfg)
+    return loss, {k: v.item() for k, v in parts.items()}
+
+
 def test_loss_parts_are_zero_for_identical_models():
     teacher = _teacher(layers=2).eval()
     ids = torch.randint(5, 100, (2, 16))
@@ -63,7 +78,7 @@ def test_loss_parts_are_zero_for_identical_models():
     cfg = DistillConfig(teacher="t", shards="s", output="o")
     with torch.no_grad():
         o = teacher(input_ids=ids, attention_mask=mask, output_hidden_states=True)
-    loss, parts = distill_loss(o.logits, o.logits, o.hidden_states[-1], o.hidden_states[-1], labels, mask, cfg)
+    loss, parts = _full_loss(o.logits, o.logits, o.hidden_states[-1], o.hidden_states[-1], labels, mask, cfg)
     assert parts["ce"] == pytest.approx(0.0, abs=1e-5) and parts["cos"] == pytest.approx(0.0, abs=1e-5)
     assert loss.item() == pytest.approx(cfg.alpha_mlm * parts["mlm"], rel=1e-5)
 
@@ -82,10 +97,10 @@ def test_step_with_heads_at_selected_positions_equals_the_full_logits_loss(restr
     with torch.no_grad():
         t = teacher(input_ids=ids, attention_mask=mask, output_hidden_states=True)
         s = student(input_ids=ids, attention_mask=mask, output_hidden_states=True)
-        full, parts_full = distill_loss(s.logits, t.logits, s.hidden_states[-1], t.hidden_states[-1], labels, mask, cfg)
+        full, parts_full = _full_loss(s.logits, t.logits, s.hidden_states[-1], t.hidden_states[-1], labels, mask, cfg)
         step, parts_step = distill_step(student, teacher, {"input_ids": ids, "attention_mask": mask, "labels": labels}, cfg)
     assert step.item() == pytest.approx(full.item(), rel=1e-5)
-    assert parts_step == pytest.approx(parts_full, rel=1e-4, abs=1e-6)
+    assert {k: v.item() for k, v in parts_step.items()} == pytest.approx(parts_full, rel=1e-4, abs=1e-6)
     assert parts_full["ce"] > 0  # the student differs from the teacher, so the KL term is measured, not trivially 0
 
 
@@ -151,8 +166,8 @@ def test_a_pre_ln_teacher_keeps_its_class_and_weights(tmp_path):
     every weight would be 'unexpected' and the teacher random) and copies layers under their own prefix."""
     from transformers import RobertaPreLayerNormForMaskedLM
 
-    from training.distill import load_teacher
-    from training.model import prenorm_config
+    from training.compression.distill import load_teacher
+    from training.models.model import prenorm_config
 
     torch.manual_seed(0)
     cfg = ModelConfig(hidden_size=32, num_layers=4, num_heads=2, intermediate_size=64, prenorm=True)
@@ -179,8 +194,8 @@ def test_a_pre_ln_teacher_keeps_its_class_and_weights(tmp_path):
 
 @pytest.mark.slow
 def test_distill_data_parallel_under_the_launcher_follows_the_single_process_run(tmp_path):
-    """`lmforge distill --nproc 2` runs under torchrun (training.launch) with the batch split over 2 processes and
-    gradients averaged: with dropout off, its loss curve follows the 1-process run's with the same global batch."""
+    """`lmforge distill --nproc 2` runs under torchrun (training.launch.torchrun) with the batch split over 2 processes and
+    gradients summed over the processes, each loss scaled by its share of the batch: with dropout off, its loss curve follows the 1-process run's with the same global batch."""
     import subprocess
     import sys
     from pathlib import Path

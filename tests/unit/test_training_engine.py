@@ -1,6 +1,6 @@
-"""The training engine's pure parts: schedules and optimizers (training.recipe), checkpoint digests and the
-choice of a good tag (training.checkpoint), metrics.jsonl and TensorBoard (training.telemetry), presets and
-positions (training.model), multi-node commands (training.launch) and the resume check across world sizes."""
+"""The training engine's pure parts: schedules and optimizers (training.runtime.recipe), checkpoint digests and the
+choice of a good tag (training.pretraining.checkpoint), metrics.jsonl and TensorBoard (training.runtime.telemetry), presets and
+positions (training.models.model), multi-node commands (training.launch.torchrun) and the resume check across world sizes."""
 from __future__ import annotations
 
 import json
@@ -11,8 +11,8 @@ import sys
 import pytest
 import torch
 
-from training import checkpoint
-from training.recipe import (
+from training.pretraining import checkpoint
+from training.runtime.recipe import (
     build_optimizer,
     check_optimizer,
     fused_op_loads,
@@ -132,7 +132,7 @@ def test_a_missing_file_fails_and_universal_conversions_are_not_candidates(tmp_p
 def test_metrics_jsonl_streams_and_tensorboard_gets_the_same_scalars(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from training.telemetry import Telemetry, peak_rss_mb, read_metrics
+    from training.runtime.telemetry import Telemetry, peak_rss_mb, read_metrics
 
     t = Telemetry(tmp_path, enabled=True, tensorboard=True)
     for step in (10, 20, 30):
@@ -168,7 +168,7 @@ def test_metrics_jsonl_streams_and_tensorboard_gets_the_same_scalars(tmp_path):
     ("bert_mini", "mlm", "BertForMaskedLM", 4),
 ])
 def test_presets_build_their_family_and_refuse_other_objectives(name, objective, cls, blocks):
-    from training.model import build_for_objective, preset
+    from training.models.model import build_for_objective, preset
 
     m = preset(name)
     module = build_for_objective(objective, m, vocab_size=512, pad_id=0, eos_id=2, seq_len=128)
@@ -184,7 +184,7 @@ def test_presets_build_their_family_and_refuse_other_objectives(name, objective,
 def test_max_position_is_independent_of_the_training_length():
     import dataclasses
 
-    from training.model import build_for_objective, preset
+    from training.models.model import build_for_objective, preset
 
     module = build_for_objective("mlm", preset("tiny"), vocab_size=300, pad_id=0, eos_id=None, seq_len=32)
     assert module.hf.config.max_position_embeddings == 512
@@ -195,7 +195,7 @@ def test_max_position_is_independent_of_the_training_length():
 
 
 def test_sparse_mlm_reports_top1_accuracy_at_masked_positions():
-    from training.model import build_for_objective, preset
+    from training.models.model import build_for_objective, preset
 
     torch.manual_seed(0)
     module = build_for_objective("mlm", preset("tiny"), vocab_size=50, pad_id=0, eos_id=None, seq_len=8)
@@ -212,16 +212,16 @@ def test_sparse_mlm_reports_top1_accuracy_at_masked_positions():
 
 
 def test_static_and_hostfile_launch_commands(tmp_path):
-    from training.launch import Nodes, read_hostfile, torchrun_command
+    from training.launch.torchrun import Nodes, read_hostfile, torchrun_command
 
-    static = torchrun_command("training.pretrain", ["--steps", "3"], 2, 1234, Nodes(2, node_rank=1, master_addr="n0",
+    static = torchrun_command("training.pretraining.pretrain", ["--steps", "3"], 2, 1234, Nodes(2, node_rank=1, master_addr="n0",
                                                                                       master_port=29600))
     assert "--node_rank=1" in static and "--master_addr=n0" in static and "--master_port=29600" in static
     assert not any(a.startswith("--rdzv_conf") for a in static)  # torchrun's own default unless asked
     # a late node (an image still pulling) joins within the run's collective timeout, not torchrun's 600 s
-    late = torchrun_command("training.pretrain", [], 2, 1234, Nodes(2, node_rank=0, master_addr="n0"), 1800)
+    late = torchrun_command("training.pretraining.pretrain", [], 2, 1234, Nodes(2, node_rank=0, master_addr="n0"), 1800)
     assert "--rdzv_conf=timeout=1800" in late
-    c10d = torchrun_command("training.pretrain", [], 2, 1234, Nodes(2, rdzv_endpoint="n0:29400"), 1800)
+    c10d = torchrun_command("training.pretraining.pretrain", [], 2, 1234, Nodes(2, rdzv_endpoint="n0:29400"), 1800)
     assert "--rdzv_conf=join_timeout=1800" in c10d
     with pytest.raises(ValueError, match="--node-rank must be in 0..1"):
         Nodes(2, node_rank=2, master_addr="n0")
@@ -233,10 +233,10 @@ def test_static_and_hostfile_launch_commands(tmp_path):
     assert read_hostfile(str(hostfile)) == [("node0", 4), ("node1", 2)]
     nodes = Nodes(hostfile=str(hostfile), node_rank=1)
     assert nodes.nnodes == 2 and nodes.slots() == 2
-    cmd = torchrun_command("training.pretrain", ["--steps", "3"], 2, 1234, nodes)
+    cmd = torchrun_command("training.pretraining.pretrain", ["--steps", "3"], 2, 1234, nodes)
     assert cmd[:3] == [sys.executable, "-m", "deepspeed.launcher.runner"]
     assert cmd[cmd.index("--node_rank") + 1] == "1" and cmd[cmd.index("--master_addr") + 1] == "node0"
-    assert "--no_ssh" in cmd and cmd[-3:] == ["training.pretrain", "--steps", "3"]
+    assert "--no_ssh" in cmd and cmd[-3:] == ["training.pretraining.pretrain", "--steps", "3"]
     with pytest.raises(ValueError, match="give each its --node-rank"):
         Nodes(hostfile=str(hostfile))
     hostfile.write_text("node0 slots=four\n")
@@ -246,8 +246,8 @@ def test_static_and_hostfile_launch_commands(tmp_path):
 
 def test_resume_on_another_world_size_may_reshape_the_batch_but_not_the_global_batch():
     from common.config import config_to_dict
-    from training.pretrain import PretrainConfig
-    from training.resume import resume_mismatch
+    from training.pretraining.pretrain import PretrainConfig
+    from training.pretraining.resume import resume_mismatch
 
     saved = config_to_dict(PretrainConfig(shards="s", tokenizer="t", output="o", steps=10, micro_batch_size=8))
     same_global = config_to_dict(PretrainConfig(shards="s", tokenizer="t", output="o", steps=10, micro_batch_size=8,
@@ -259,7 +259,7 @@ def test_resume_on_another_world_size_may_reshape_the_batch_but_not_the_global_b
 
 
 def test_deepspeed_file_with_its_own_optimizer_is_refused(tmp_path):
-    from training.pretrain import PretrainConfig
+    from training.pretraining.pretrain import PretrainConfig
 
     f = tmp_path / "ds.json"
     f.write_text(json.dumps({"optimizer": {"type": "Adam"}, "zero_optimization": {"stage": 3}}))
@@ -275,7 +275,7 @@ def test_die_with_parent_sets_the_parent_death_signal():
     import time
 
     code = ("import os, subprocess, sys, time\n"
-            "child = subprocess.Popen([sys.executable, '-c', 'from training.processes import die_with_parent; "
+            "child = subprocess.Popen([sys.executable, '-c', 'from training.runtime.processes import die_with_parent; "
             "die_with_parent(); import time; time.sleep(60)'])\n"
             "print(child.pid, flush=True); time.sleep(60)\n")
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
@@ -299,7 +299,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_heldout_loss_is_per_token_not_a_mean_of_batch_means():
-    from training.recipe import heldout_loss
+    from training.runtime.recipe import heldout_loss
 
     batches = [{"loss": 2.0, "n": 1, "hits": 1}, {"loss": 5.0, "n": 3, "hits": 0}, {"loss": 9.0, "n": 9, "hits": 9}]
     held = heldout_loss(lambda b: (b["loss"], b["n"], b["hits"]), batches, limit=2)
@@ -309,7 +309,7 @@ def test_heldout_loss_is_per_token_not_a_mean_of_batch_means():
 
 
 def test_deepspeed_arch_list_drops_suffixes_deepspeed_cannot_parse():
-    from training.recipe import deepspeed_arch_list
+    from training.runtime.recipe import deepspeed_arch_list
 
     assert deepspeed_arch_list("9.0a") == "9.0"
     assert deepspeed_arch_list("8.0 9.0a;9.0+PTX") == "8.0;9.0;9.0+PTX"
@@ -318,7 +318,7 @@ def test_deepspeed_arch_list_drops_suffixes_deepspeed_cannot_parse():
 
 
 def test_check_finite_stops_a_diverged_window():
-    from training.step_stats import check_finite
+    from training.pretraining.step_stats import check_finite
 
     window = {"loss_sum": 6.0, "micro_batches": 2.0}
     check_finite(1, 10, window, [1.5, 2.0])  # finite: nothing

@@ -1,4 +1,4 @@
-"""training.launch and training.pretrain's pure parts: the command line and the engine config."""
+"""training.launch.torchrun and training.pretraining.pretrain's pure parts: the command line and the engine config."""
 from __future__ import annotations
 
 import argparse
@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import pytest
 
 from common.config import add_config_args, config_from_args, opt
-from training.ds_config import deepspeed_config
-from training.launch import cfg_to_argv, torchrun_command
-from training.pretrain import PretrainConfig, plan_steps
+from training.launch.torchrun import cfg_to_argv, torchrun_command
+from training.pretraining.pretrain import PretrainConfig, plan_steps
+from training.runtime.ds_config import deepspeed_config
 
 
 def _parse(cls, argv):
@@ -47,10 +47,10 @@ def test_cfg_to_argv_other_dataclasses():
 
 
 def test_torchrun_command():
-    cmd = torchrun_command("training.pretrain", ["--steps", "3"], nproc=2, port=29999)
+    cmd = torchrun_command("training.pretraining.pretrain", ["--steps", "3"], nproc=2, port=29999)
     assert cmd[:3] == [sys.executable, "-m", "torch.distributed.run"]
     assert "--nproc_per_node=2" in cmd and "--master_port=29999" in cmd
-    assert cmd[-4:] == ["-m", "training.pretrain", "--steps", "3"]
+    assert cmd[-4:] == ["-m", "training.pretraining.pretrain", "--steps", "3"]
 
 
 def test_config_validation_and_plan():
@@ -67,7 +67,7 @@ def test_config_validation_and_plan():
 
 def test_resume_mismatch_names_options_that_change_the_run():
     from common.config import config_to_dict
-    from training.resume import resume_mismatch
+    from training.pretraining.resume import resume_mismatch
 
     saved = config_to_dict(PretrainConfig(shards="s", tokenizer="t", output="o", steps=10))
     # logging, validation and checkpoint cadence may change; resume itself obviously does
@@ -81,8 +81,8 @@ def test_resume_mismatch_names_options_that_change_the_run():
 def test_pretrain_accepts_the_deepspeed_launchers_local_rank(monkeypatch, tmp_path):
     """`deepspeed --hostfile ...` runs the script with --local_rank=N: it must parse (it used to be 'unrecognized
     arguments'), not become an option of the run, and reach LOCAL_RANK."""
-    import training.pretrain as pretrain
-    import training.processes as processes
+    import training.pretraining.pretrain as pretrain
+    import training.runtime.processes as processes
 
     seen = {}
     monkeypatch.setattr(processes, "die_with_parent", lambda: seen.setdefault("dies_with_parent", True))

@@ -1,4 +1,4 @@
-"""A user's labelled file as a task folder (training/tasks/prepare.py), its seeded stratified split, the card's
+"""A user's labelled file as a task folder (training/finetuning/prepare.py), its seeded stratified split, the card's
 probing languages read from the corpus, a failed stage's one line, and defaults that name no sample."""
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ def reviews_csv(path: Path, n: int = 400, split: bool = False) -> list[dict]:
 
 
 def test_file_without_splits_is_split_seeded_and_stratified(tmp_path):
-    from training.tasks.dataset import Columns, load_task
-    from training.tasks.prepare import prepare_file
+    from training.finetuning.dataset import Columns, load_task
+    from training.finetuning.prepare import prepare_file
 
     reviews_csv(tmp_path / "r.csv")
     out = prepare_file(tmp_path / "r.csv", tmp_path / "task", "classification", Columns(text="review", label="stars"))
@@ -57,9 +57,9 @@ def test_file_without_splits_is_split_seeded_and_stratified(tmp_path):
 
 
 def test_file_with_its_own_split_keeps_it_and_bad_columns_fail_in_one_line(tmp_path):
-    from training.tasks.dataset import Columns
-    from training.tasks.prepare import prepare_file
-    from training.tasks.readers import DataError
+    from training.finetuning.dataset import Columns
+    from training.finetuning.prepare import prepare_file
+    from training.finetuning.readers import DataError
 
     rows = reviews_csv(tmp_path / "r.csv", n=300, split=True)
     out = prepare_file(tmp_path / "r.csv", tmp_path / "task", "classification",
@@ -71,7 +71,7 @@ def test_file_with_its_own_split_keeps_it_and_bad_columns_fail_in_one_line(tmp_p
 
 
 def test_probe_languages_are_the_corpus_languages(tmp_path):
-    from training.probing import probe_languages
+    from training.evaluation.probing import probe_languages
 
     corpus = tmp_path / "corpus"
     for lang in ("en", "de"):
@@ -96,14 +96,14 @@ def test_failure_reason_is_the_stages_own_error_line(tmp_path):
 
 def test_defaults_name_no_sample_unless_the_run_is_the_demo():
     from flows.params import DEMO_CRAWL, DEMO_LABELED, DagParams, RefreshParams, TrainOnlyParams
-    from flows.presets import PRESETS
-    from training.evaluate import EvaluateConfig
+    from flows.presets import RUN_PRESETS
+    from training.evaluation.evaluate import EvaluateConfig
 
     assert DagParams().labeled == DEMO_LABELED and DagParams().crawl == DEMO_CRAWL  # the demo
     assert DagParams(crawl=["tests/data/tiny"]).labeled == ""
     assert TrainOnlyParams().labeled == "" and RefreshParams().labeled == ""
     probe = next(f for f in dataclasses.fields(EvaluateConfig) if f.name == "probe_languages")
     assert probe.default_factory() == []
-    for name, preset in PRESETS.items():  # no preset names a language, a task or the sample's files
+    for name, preset in RUN_PRESETS.items():  # no preset names a language, a task or the sample's files
         text = json.dumps(preset())
         assert not any(s in text for s in ('"en"', '"ru"', "vader", "samples/")), (name, text)

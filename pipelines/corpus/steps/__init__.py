@@ -2,11 +2,14 @@
 
   base.py                the contract: Step, Page, filter_step; helpers the families share
   registry.py            STEPS, the chain in order (the one place it is defined)
+  url_filter.py          FineWeb's URL filter (block lists, banned words in the URL): first, before any text is read
   c4.py                  C4 line and page rules; C4 bad words (two steps, one config: `c4`)
   language.py            language id (py3langid); its options are CorpusConfig's own
   gopher_repetition.py   Gopher repetition (Table A1)
   gopher_quality.py      Gopher quality (A.1.1)
   fineweb.py             FineWeb's custom filters
+  decontaminate.py       pages sharing an n-gram with an evaluation set's items (core: pipelines/corpus/decont.py)
+  pii.py                 e-mail and IP addresses replaced by placeholders (FineWeb's last step)
 
 Each family file holds its typed config (a field of CorpusConfig named as its step), its rules as
 pure functions and its step. The Gopher and FineWeb rules count words alike:

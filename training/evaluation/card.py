@@ -1,0 +1,299 @@
+"""The evaluation card of one or more models: language-model quality where it applies, and cost by
+MOROCCO's protocol, side by side (`lmforge evaluate --model DIR [DIR ...] --shards S --output O`).
+
+Quality, named precisely:
+- masked LM on MLM shards: the mean cross-entropy (nats) of the held-out masked tokens (valid split,
+  mask variant 0, so every model sees the same tokens), with its standard error (sd / sqrt(n));
+- causal LM on causal shards: the mean next-token cross-entropy and its exponential, the perplexity;
+- encoder-decoder on t5_span shards: the mean cross-entropy of the span-corruption targets;
+- a classifier or bare encoder: none here (its quality is a task score: `lmforge finetune`).
+Cost (training/evaluation/resources.py, each model in its own process): parameters with and without embeddings,
+size on disk, peak RSS, init time, throughput at batch 32 (median of 5) and p50/p95 latency at
+batch 1, encoder only and with the head, on real held-out rows (the shards' valid split, or
+`--texts`, tokenized with the model's tokenizer).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from schemas.card import CardEntry, machine_note, markdown_table
+from training.models.flops import cpu_watch
+from training.models.model_formats import ModelHandle, load_model
+from training.models.model_kinds import KINDS, check_tokenizer, max_tokens, model_kind, task_head_kind
+
+
+def lm_quality(model_dir: str, kind: str, shards: str | None, batch_size: int = 32, max_batches: int = 0,
+               model=None) -> dict[str, Any]:
+    """The kind's loss on the shards' valid split with its standard error, or why none applies."""
+    import numpy as np
+    import torch
+
+    from training.pretraining.data import ShardSet, build_batch
+
+    objectives = KINDS[kind].lm_objectives
+    if not objectives:
+        return {"applies": False, "why": f"a {kind} has no language-model loss; its quality is a task score"}
+    if not shards:
+        return {"applies": False, "why": "no --shards to score on"}
+    s = ShardSet.open(shards)
+    if s.objective not in objectives:
+        return {"applies": False, "why": f"the shards' objective is {s.objective}; a {kind} is scored on "
+                                         f"{' or '.join(objectives)} shards"}
+    model = model if model is not None else load_model(model_dir)[0]
+    if model.config.vocab_size < s.vocab_size:
+        raise ValueError(f"{model_dir}: vocabulary of {model.config.vocab_size} tokens, but {shards} was encoded with "
+                         f"{s.vocab_size}: score a model on shards made with its own tokenizer")
+    table = s.read("valid")
+    n_batches = math.ceil(table.num_rows / batch_size)
+    if max_batches:
+        n_batches = min(n_batches, max_batches)
+    losses = []
+    model.eval()
+    with torch.inference_mode():
+        for b in range(n_batches):
+            rows = np.arange(b * batch_size, min((b + 1) * batch_size, table.num_rows))
+            batch = build_batch(table, rows, variant=0)
+            labels = batch.pop("labels")
+            logits = model(**batch, **({"labels": labels} if KINDS[kind].encoder_decoder else {})).logits
+            if KINDS[kind].shift_labels:  # predict token t+1 from tokens <= t
+                logits, labels = logits[:, :-1], labels[:, 1:]
+            per_token = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), labels.reshape(-1),
+                                                          ignore_index=-100, reduction="none")
+            losses.append(per_token[labels.reshape(-1) != -100].numpy())
+    x = np.concatenate(losses) if losses else np.zeros(0)
+    if x.size < 2:
+        raise ValueError(f"{shards}: fewer than 2 scored tokens in the valid split; a loss needs more held-out data")
+    mean, se = float(x.mean()), float(x.std(ddof=1) / math.sqrt(x.size))
+    out = {"applies": True, "figure": KINDS[kind].lm_figure, "value": round(mean, 4), "standard_error": round(se, 4),
+           "tokens": int(x.size), "rows": int(min(table.num_rows, n_batches * batch_size))}
+    if KINDS[kind].perplexity:
+        out["perplexity"] = round(math.exp(min(mean, 50)), 2)
+    return out
+
+
+def resource_inputs(model_dir: str, shards: str | None, texts: str | None, max_length: int, rows: int = 2000):
+    """(ids, lengths) of real held-out inputs: `texts` (one per line, or JSONL with `text`) tokenized with the
+    model's tokenizer, else the shards' valid rows (encoded with the same tokenizer the model was trained on)."""
+    import numpy as np
+
+    if texts:
+        from transformers import AutoTokenizer
+
+        check_tokenizer(model_dir)
+        lines = [ln for ln in Path(texts).read_text(encoding="utf-8").splitlines() if ln.strip()][:rows]
+        if lines and lines[0].lstrip().startswith("{"):
+            lines = [json.loads(ln)["text"] for ln in lines]
+        if not lines:
+            raise ValueError(f"{texts}: no text lines to measure with")
+        tok = AutoTokenizer.from_pretrained(model_dir)
+        enc = tok(lines, truncation=True, max_length=max_length, padding="max_length")
+        ids = np.asarray(enc["input_ids"], dtype=np.int64)
+        return ids, np.asarray(enc["attention_mask"]).sum(1).astype(np.int64)
+    if not shards:
+        raise ValueError("cost needs real inputs: --shards (their valid rows) or --texts FILE")
+    import pyarrow.compute as pc
+
+    from training.pretraining.data import ShardSet
+
+    table = ShardSet.open(shards).read("valid")
+    ids = pc.list_flatten(table["input_ids"]).to_numpy().astype(np.int64).reshape(table.num_rows, -1)[:rows]
+    return ids, table["length"].to_numpy().astype(np.int64)[:rows]
+
+
+def resources(model_dir: str, ids, lengths, threads: int, inputs_count: int, repeats: int, latency_count: int) -> dict:
+    """training/evaluation/resources.py in a fresh process, so peak memory and init time are this model's alone."""
+    import numpy as np
+
+    with tempfile.TemporaryDirectory() as tmp:
+        np.savez(Path(tmp) / "inputs.npz", ids=ids, lengths=lengths)
+        t0 = time.perf_counter()
+        with cpu_watch() as seen:  # how much of the CPU other processes took while this model was measured
+            r = subprocess.run([sys.executable, "-m", "training.evaluation.resources", model_dir, "--inputs", str(Path(tmp) / "inputs.npz"),
+                                "--threads", str(threads), "--inputs-count", str(inputs_count), "--repeats", str(repeats),
+                                "--latency-count", str(latency_count)], capture_output=True, text=True)
+        wall, cores = time.perf_counter() - t0, os.cpu_count() or 1
+        machine = {"wall_seconds": round(wall, 2), "other_cpu_seconds": round(seen.get("foreign_share", 0.0) * wall * cores, 2),
+                   "cores": cores, "load_1min": round(os.getloadavg()[0], 2)}
+    if r.returncode != 0:
+        raise RuntimeError(f"measuring {model_dir} failed:\n{r.stderr[-3000:]}")
+    return {**json.loads(r.stdout.strip().splitlines()[-1]), "machine": machine}
+
+
+def card_entry(model_dir: str, cfg, name: str = "") -> CardEntry:
+    """One model's entry (schemas.card): the quality figures its kind has, and its cost."""
+
+    h = ModelHandle.open(model_dir)  # once, for every quality figure (cost loads it again, alone, in a fresh process)
+    model, kind = h.model, h.kind
+    quality = lm_quality(model_dir, kind, cfg.shards or None, cfg.batch_size, cfg.max_batches, model)
+    if cfg.task_config and KINDS[kind].scores_task:
+        quality["task"] = task_quality(model_dir, cfg.task_config, model=model, kind=kind)
+        quality["task"]["controls"] = finetune_controls(model_dir)
+        ref = task_reference(model_dir)
+        if ref:
+            quality["task"]["reference"] = ref
+    if cfg.probe_corpus:
+        from training.evaluation.probing import probe_languages, probe_model
+
+        vpm = 50
+        if cfg.shards:
+            from schemas.manifest import read_manifest
+
+            vpm = int(read_manifest(cfg.shards)["config"].get("valid_per_mille", vpm))
+        langs, skipped = probe_languages(cfg.probe_corpus, cfg.probe_languages)
+        quality["probing"] = probe_model(model_dir, cfg.probe_corpus, langs, vpm, cfg.probe_wc_words,
+                                         cfg.probe_min_per_class, model=model, tokenizer=h.tokenizer, skipped=skipped)
+        if skipped:
+            quality["probing_skipped"] = skipped
+        if KINDS[kind].pseudo_perplexity and cfg.pppl_sentences:
+            from training.evaluation.pppl import pseudo_perplexity
+            from training.evaluation.probing import held_out_texts, sentences
+
+            tok = h.tokenizer
+            length = min(64, max_tokens(model.config) or 64)
+            quality["pseudo_perplexity"] = {
+                lang: pseudo_perplexity(model, tok, sentences(held_out_texts(cfg.probe_corpus, lang, vpm, 100000))
+                                        [:cfg.pppl_sentences], length)
+                for lang in quality["probing"]}
+    ids, lengths = resource_inputs(model_dir, cfg.shards or None, cfg.texts or None, cfg.max_length)
+    cost = resources(model_dir, ids, lengths, cfg.threads, cfg.cost_inputs, cfg.cost_repeats, cfg.latency_inputs)
+    return CardEntry(model_dir, kind, quality, cost, name)
+
+
+def render(entries: list[CardEntry]) -> str:
+    """report.md: the headline table (schemas.card.CARD_METRICS), each model's figures in words, probing, shares."""
+    lines = ["# lmforge evaluation card", "", *markdown_table(entries), ""]
+    for e in entries:
+        q = e.quality
+        lines.append(f"- {e.label}: " + (f"{q['figure']}, {q['tokens']:,} tokens of {q['rows']:,} held-out rows"
+                                            + (f", perplexity {q['perplexity']}" if "perplexity" in q else "")
+                                            if q.get("applies") else f"no language-model figure: {q['why']}")
+                     + "".join(f"; pseudo-perplexity ({lang}, {p['sentences']} held-out sentences): {p['original']['pppl']:.1f}"
+                               f" (PLL-word-l2r {p['word_l2r']['pppl']:.1f}) over {p['original']['tokens']:,} tokens"
+                               for lang, p in (q.get("pseudo_perplexity") or {}).items())
+                     + (f"; task: {q['task']['test_examples']:,} test examples, "
+                        + ", ".join(f"{k} {v:.4f}" for k, v in q["task"]["metrics"].items())
+                        + ("; controls on the same split (" + q["task"]["primary"] + "): "
+                           + ", ".join(f"{k} {v:.4f}" for k, v in q["task"]["controls"].items())
+                           if q["task"].get("controls") else "") if q.get("task") else "")
+                     + ".")
+    for e in entries:
+        for lang, tasks in (e.quality.get("probing") or {}).items():
+            n = len(next(v for k, v in tasks.items() if k != "sentences")["layers"])
+            lines += ["", f"Probing {e.label} ({lang}, {tasks['sentences']:,} held-out sentences; accuracy of a "
+                          "logistic-regression probe on each layer's mean-pooled states, layer 0 = embeddings):", "",
+                      "| task | classes | train / test | " + " | ".join(f"L{i}" for i in range(n))
+                      + " | chance | majority | bag of embeddings |",
+                      "|---|---:|---:|" + "---:|" * (n + 3)]
+            for name, t in tasks.items():
+                if name == "sentences":
+                    continue
+                lines.append(f"| {name} | {len(t['classes'])} | {t['train']} / {t['test']} | "
+                             + " | ".join(f"{a:.3f}" for a in t["layers"])
+                             + f" | {t['chance']:.3f} | {t['majority']:.3f} | {t['bag_of_embeddings']:.3f} |")
+    skipped = next((e.quality["probing_skipped"] for e in entries if e.quality.get("probing_skipped")), {})
+    if skipped:
+        lines += ["", "Probing skipped: " + "; ".join(f"{lang}: {why}" for lang, why in skipped.items()) + "."]
+    scores = {str(Path(e.path).resolve()): e.task_score for e in entries if e.task}
+    labels = {str(Path(e.path).resolve()): e.label for e in entries}
+    shares = []
+    for e in entries:
+        t = e.task or {}
+        ref = str(Path(t["reference"]).resolve()) if t.get("reference") else None
+        if ref in scores and scores[ref]:
+            shares.append(f"{e.label} {100 * t['metrics'][t['primary']] / scores[ref]:.1f}% of {labels[ref]}")
+    if shares:
+        lines += ["", "Task score as a share of the model it was compressed or distilled from: " + "; ".join(shares) + "."]
+    c = entries[0].cost if entries else {}
+    if c:
+        lines += ["", f"Cost: {c['inputs']:,} inputs of {c['seq_len']} tokens, {c['repeats']} repeats (median), "
+                      f"{c['threads']} torch threads; each model measured in a fresh process (MOROCCO's protocol)."]
+        note = machine_note(entries)
+        if note:
+            lines += ["", note]
+    return "\n".join(lines) + "\n"
+
+
+def task_quality(model_dir: str, task_config: str, batch_size: int = 64, model=None, kind: str | None = None) -> dict[str, Any]:
+    """A fine-tuned model's score on the test split of the labelled data a `finetune --config` JSON names
+    (the same deterministic split the finetune stage scored), with the same metrics."""
+    from training.finetuning.encode import encode
+    from training.finetuning.finetune import FinetuneConfig, load_data, load_tokenizer
+    from training.finetuning.metrics import primary_metric, score
+    from training.finetuning.trainer import predict
+
+    try:
+        spec = json.loads(Path(task_config).read_text())
+    except (OSError, ValueError) as e:
+        raise ValueError(f"--task-config {task_config}: not a readable finetune --config JSON ({e})") from None
+    cfg = FinetuneConfig(**{**spec, "model": model_dir, "output": str(Path(tempfile.gettempdir(), "lmforge-card"))})
+    data = load_data(cfg)
+    if not data.test:
+        raise ValueError(f"{task_config}: the labelled data has no test split to score")
+    model, kind = (model, kind or model_kind(model_dir)) if model is not None else load_model(model_dir)
+    want = task_head_kind(data.task)
+    if kind != want:
+        raise ValueError(f"{model_dir} is a {kind}; a {data.task} task is scored on a {want}")
+    tok = load_tokenizer(model_dir, data.task)
+    # no longer than the model's positions (a model pretrained on 64-token rows accepts 64 at most)
+    max_length = min(cfg.max_length, max_tokens(model.config) or cfg.max_length)
+    pred = predict(model, encode(data, "test", tok, max_length), data, "test", tok.pad_token_id, batch_size)
+    if data.task == "classification":  # the model's label ids -> the data's, by name
+        names = model.config.id2label
+        unknown = sorted({names[p] for p in pred} - set(data.label2id))
+        if unknown:
+            raise ValueError(f"{model_dir} predicts labels the data does not have: {unknown}")
+        pred = [data.label2id[names[p]] for p in pred]
+    primary = cfg.select_metric or primary_metric(data.task, data.is_bio)  # the fine-tune's own headline metric
+    return {"metrics": score(data, "test", pred), "primary": primary, "test_examples": len(data.test)}
+
+
+def compressed_from(model_dir: str | Path) -> str | None:
+    """The model a compressed model was made from (its quantization.json / pruning.json), else None."""
+    for spec in ("quantization.json", "pruning.json"):
+        if (Path(model_dir) / spec).exists():
+            return json.loads((Path(model_dir) / spec).read_text()).get("source")
+    return None
+
+
+def task_reference(model_dir: str) -> str | None:
+    """The model a compressed model was made from, or the teacher a student was fine-tuned against (its finetune
+    run's --teacher): what its task score is a share of."""
+    source = compressed_from(model_dir)
+    if source:
+        return source
+    metrics = Path(model_dir).parent / "metrics.json"
+    if metrics.exists():
+        try:
+            return (json.loads(metrics.read_text()).get("config") or {}).get("teacher") or None
+        except ValueError:
+            return None
+    return None
+
+
+def finetune_controls(model_dir: str) -> dict[str, float]:
+    """The controls the finetune stage scored on the same test split (random-init twin, majority, TF-IDF + LR),
+    for a fine-tuned model in a finetune stage's hf/, or compressed from one: a task score stands next to them."""
+    from schemas.finetune import FinetuneMetrics
+
+    d = Path(compressed_from(model_dir) or model_dir)
+    metrics = d.parent / "metrics.json"
+    if not metrics.exists():
+        return {}
+    try:
+        m = FinetuneMetrics.read(metrics)
+    except (ValueError, KeyError):
+        return {}
+    out = {row: round(m.mean(row), 4) for row in m.rows if row != "pretrained" and m.mean(row) is not None}
+    teacher = (m.config or {}).get("teacher")
+    if not out and teacher and Path(teacher).resolve() != d.resolve():
+        # a student fine-tuned with task-level distillation: its teacher's run scored the controls on the same split
+        return finetune_controls(teacher)
+    return out

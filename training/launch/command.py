@@ -1,0 +1,168 @@
+"""`lmforge pretrain`'s launch and cluster options, and what each does with a validated PretrainConfig:
+train here under torchrun (or on a hostfile's nodes), print the plan (`--dry-run`), write a cluster
+launch file (`--emit`) or submit one and follow the job to its end (`--submit`).
+
+    lmforge pretrain --shards S --tokenizer T --output O --dry-run                  # the plan as JSON
+    lmforge pretrain ... --nnodes 2 --emit slurm > job.sh                          # an sbatch script
+    lmforge pretrain ... --nnodes 2 --submit k8s --image lmforge:0.1.0             # applied and followed
+
+The options are one typed object (LaunchOptions), read from the parser `add_launch_args` fills.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from training.launch.cluster import KINDS
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchOptions:
+    """Where and how `lmforge pretrain` runs (the fields are the flags `add_launch_args` declares)."""
+
+    nproc: int = 0
+    accelerator: str = "auto"
+    dry_run: bool = False
+    gpus_per_node: int | None = None
+    nnodes: int = 1
+    rdzv_endpoint: str = ""
+    rdzv_id: str = ""
+    node_rank: int = -1
+    master_addr: str = ""
+    master_port: int = 29500
+    emit: str | None = None
+    submit: str | None = None
+    image: str = "lmforge:0.1.0"
+    shared_pvc: str = "lmforge-runs"
+    mount: str = "/shared"
+    pod_cpu: str = ""
+    pod_memory: str = ""
+    cpus_per_task: int = 0
+    job_name: str = "lmforge-pretrain"
+    nccl_env: tuple[str, ...] = ()
+    rdma_resource: str = ""
+    namespace: str = ""
+    cluster_timeout: float = 0
+    cluster_poll: float = 15
+    hostfile: str = ""
+
+    @classmethod
+    def from_args(cls, ns: argparse.Namespace) -> LaunchOptions:
+        values = {f.name: getattr(ns, f.name) for f in dataclasses.fields(cls)}
+        return cls(**{**values, "nccl_env": tuple(values["nccl_env"])})
+
+
+def add_launch_args(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--nproc", type=int, default=0, help="processes per node (torchrun --nproc_per_node; default 0: "
+                    "one per GPU, or 2 on CPU)")
+    sp.add_argument("--accelerator", choices=("auto", "cpu", "cuda"), default="auto",
+                    help="cuda: one process per GPU over NCCL; cpu: gloo, the cores shared out as torch threads; "
+                         "auto: cuda if torch sees a GPU (default: %(default)s)")
+    sp.add_argument("--dry-run", action="store_true", help="print the launch plan (accelerator, processes, threads, "
+                    "backend, torchrun command, DeepSpeed config) as JSON and exit")
+    sp.add_argument("--gpus-per-node", type=int, default=None, help="with --dry-run: plan for a node with this many "
+                    "GPUs (compute capability 8.0) instead of this machine; with --emit/--submit: the GPUs each "
+                    "node's job asks for, trained on with --accelerator cuda, one process per GPU unless --nproc "
+                    "(needed for cuda there: without it the job gets no GPU and trains on CPU)")
+    sp.add_argument("--nnodes", type=int, default=1, help="nodes: run this same command on each of them; they meet "
+                    "through a c10d rendezvous at --rdzv-endpoint and must share the file system holding --shards, "
+                    "--tokenizer and --output (default: 1)")
+    sp.add_argument("--rdzv-endpoint", default="", help="HOST:PORT every node reaches (node 0's), with --nnodes > 1")
+    sp.add_argument("--rdzv-id", default="", help="job id, the same on every node (default: derived from --output)")
+    sp.add_argument("--node-rank", type=int, default=-1, help="static multi-node launch instead of a rendezvous: this "
+                    "node's rank 0..nnodes-1 (as Slurm's SLURM_NODEID or a Kubernetes indexed Job's index), with "
+                    "--master-addr; with --hostfile, which host of it this node is")
+    sp.add_argument("--master-addr", default="", help="node 0's address for --node-rank or --hostfile launches")
+    sp.add_argument("--master-port", type=int, default=29500, help="node 0's port for those (default: %(default)s)")
+    sp.add_argument("--emit", choices=KINDS, default=None, help="print a cluster launch "
+                    "file for --nnodes N nodes instead of running: k8s (a headless Service and an indexed Job, one "
+                    "pod per node), pytorchjob (a Kubeflow PyTorchJob: one Master, N-1 Workers) or slurm (an sbatch "
+                    "script, srun per node); each node runs this pretraining with a static rank (training/launch/cluster.py)")
+    sp.add_argument("--submit", choices=KINDS, default=None, help="render that file, submit "
+                    "it (kubectl apply, or sbatch) and follow the job until it ends: exit 0 when it succeeded, else "
+                    "an error with its state and last log lines (training/launch/cluster_submit.py)")
+    sp.add_argument("--image", default="lmforge:0.1.0", help="k8s/pytorchjob: the container image "
+                    "(infra/docker/Dockerfile)")
+    sp.add_argument("--shared-pvc", default="lmforge-runs", help="k8s/pytorchjob: a ReadWriteMany claim mounted at "
+                    "--mount in every pod, holding the shards, tokenizer and output")
+    sp.add_argument("--mount", default="/shared", help="k8s/pytorchjob: where the claim is mounted in the pods; give "
+                    "paths under it (default: %(default)s)")
+    sp.add_argument("--pod-cpu", default="", help="k8s/pytorchjob: CPU requested per pod, e.g. 8 or 7500m")
+    sp.add_argument("--pod-memory", default="", help="k8s/pytorchjob: memory requested and limited per pod, e.g. 32Gi")
+    sp.add_argument("--cpus-per-task", type=int, default=0, help="slurm: CPUs for each node's lmforge pretrain "
+                    "(its processes x torch threads), as #SBATCH and srun --cpus-per-task (default 0: all the "
+                    "node's CPUs; the job is --exclusive)")
+    sp.add_argument("--job-name", default="lmforge-pretrain", help="with --emit/--submit: the job's name")
+    sp.add_argument("--nccl-env", action="append", default=[], metavar="KEY=VALUE", help="with --emit/--submit: "
+                    "set in each node's environment, repeatable: NCCL_* (NCCL_SOCKET_IFNAME=eth0, NCCL_IB_HCA=mlx5, "
+                    "NCCL_DEBUG=WARN), GLOO_SOCKET_IFNAME, TORCH_NCCL_ASYNC_ERROR_HANDLING, TORCH_NCCL_BLOCKING_WAIT "
+                    "or TORCH_DISTRIBUTED_DEBUG")
+    sp.add_argument("--rdma-resource", default="", metavar="NAME", help="k8s/pytorchjob: an RDMA device resource "
+                    "each pod asks one of (e.g. rdma/hca, nvidia.com/hostdev), with the IPC_LOCK capability, as "
+                    "root: the namespace must allow the Pod Security level privileged (infra/README.md)")
+    sp.add_argument("--namespace", default="", help="with --submit k8s/pytorchjob: the namespace (default: "
+                    "kubectl's current)")
+    sp.add_argument("--cluster-timeout", type=float, default=0, help="with --submit: cancel the job and fail after "
+                    "this many seconds (default 0: wait until it ends)")
+    sp.add_argument("--cluster-poll", type=float, default=15, help="with --submit: seconds between looks at the "
+                    "job's state (default: %(default)s)")
+    sp.add_argument("--hostfile", default="", help="a DeepSpeed hostfile ('HOST slots=N' per node): launch with the "
+                    "DeepSpeed launcher instead of torchrun, on each node with its --node-rank (no ssh needed); "
+                    "processes per node come from the slots")
+
+
+def pretrain_command(cfg: Any, o: LaunchOptions) -> int | Path:
+    """What `lmforge pretrain` does with `o`: an exit code (a file emitted, a job followed, a plan printed) or
+    the output folder of a pretraining run here."""
+    from training.launch.torchrun import Nodes, launch_pretrain
+
+    if o.emit or o.submit:
+        return on_cluster(cfg, o)
+    job = o.rdzv_id or "lmforge-" + hashlib.sha1(os.path.abspath(cfg.output).encode()).hexdigest()[:12]
+    nodes = Nodes(o.nnodes, o.rdzv_endpoint, job, o.node_rank, o.master_addr, o.master_port, o.hostfile)
+    if o.dry_run:
+        from training.launch.torchrun import plan_text
+        from training.runtime.accelerator import Machine
+
+        machine = None if o.gpus_per_node is None else Machine(Machine.here().cpu_count, ((8, 0),) * o.gpus_per_node)
+        print(plan_text("training.pretraining.pretrain", cfg, o.nproc, nodes, o.accelerator, machine))
+        return 0
+    return launch_pretrain(cfg, nproc=o.nproc, nodes=nodes, accelerator=o.accelerator)
+
+
+def on_cluster(cfg: Any, o: LaunchOptions) -> int:
+    """`--emit KIND` prints the launch file; `--submit KIND` submits it and follows the job: 0 when it succeeded."""
+    from common.config import config_to_dict
+    from training.launch.cluster import ClusterSpec, env_pairs, rdma_note, render
+
+    kind = o.emit or o.submit
+    spec = ClusterSpec(nnodes=o.nnodes, nproc=o.nproc, job=o.job_name, image=o.image, shared_pvc=o.shared_pvc,
+                       mount=o.mount, gpus_per_node=o.gpus_per_node or 0, cpu=o.pod_cpu, memory=o.pod_memory,
+                       port=o.master_port, accelerator=o.accelerator, rdma=o.rdma_resource,
+                       nccl_env=env_pairs(list(o.nccl_env)), cpus_per_task=o.cpus_per_task)
+    given = config_to_dict(cfg)  # the options that differ from the defaults, so the file reads well
+    base = config_to_dict(type(cfg)(shards=cfg.shards, tokenizer=cfg.tokenizer, output=cfg.output))
+    opts = {k: v for k, v in given.items() if k in ("shards", "tokenizer", "output") or base[k] != v}
+    text = render(kind, opts, spec)
+    if spec.rdma and kind != "slurm":  # the file's header says it too
+        print(f"lmforge pretrain: {rdma_note(spec)}", file=sys.stderr)
+    if o.emit:
+        print(text, end="")
+        return 0
+    from training.launch.cluster_submit import run_on_cluster
+
+    # a cancelled flow sends SIGTERM: exit through Python so the job is cancelled too
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        run_on_cluster(o.submit, text, spec.job, o.namespace, cfg.output, o.cluster_timeout, o.cluster_poll)
+    except (RuntimeError, TimeoutError) as e:  # JobFailed and the timeout name the job and its log tail
+        print(f"lmforge pretrain: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    print(f"pretrain: {o.submit} job {spec.job} succeeded; wrote {cfg.output}")
+    return 0
