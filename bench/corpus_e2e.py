@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.steps import code_version, run_cli
+
 FILES = 16
 
 
@@ -75,14 +77,12 @@ def write_inputs(crawl: list[Path], out: Path, n_docs: int) -> dict[str, Any]:
 
 
 def run_lmforge(inputs: Path, out: Path, extra: tuple[str, ...] = ()) -> dict[str, Any]:
+    """`lmforge corpus` (bench.steps: its log beside `out`, its error line if it fails), timed from start to exit."""
     shutil.rmtree(out, ignore_errors=True)
-    t = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "lmforge.cli", "corpus", "--input", str(inputs), "--output", str(out), *extra],
-                   check=True, stdout=subprocess.DEVNULL)
-    wall = time.perf_counter() - t
+    run = run_cli("corpus", ["corpus", "--input", str(inputs), "--output", str(out), *extra], out.with_suffix(".log"), cwd=None)
     m = json.loads((out / "manifest.json").read_text())
     c = m["counts"]
-    return {"wall_s": wall, "kept": c["kept"], "dropped": sum(c["dropped"].values()), "duplicates": c["duplicates"],
+    return {"wall_s": run.seconds, "kept": c["kept"], "dropped": sum(c["dropped"].values()), "duplicates": c["duplicates"],
             "beam_args": m["extra"]["beam_args"]}
 
 
@@ -132,12 +132,6 @@ def run_datatrove(inputs: Path, out: Path, cores: int) -> dict[str, Any]:
 
     filtered, deduped = lines("filtered"), lines("deduped")
     return {"wall_s": wall, "kept": deduped, "dropped": None, "duplicates": filtered - deduped, "filtered": filtered}
-
-
-def code_version() -> str:
-    """The commit lmforge's runs measure (with "-dirty" when the checkout has changes)."""
-    return subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
-                          cwd=Path(__file__).resolve().parents[1]).stdout.strip() or "unknown"
 
 
 def bench_e2e(crawl: list[Path], work: Path, n_docs: int, runs: int = 2) -> dict[str, Any]:

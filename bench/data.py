@@ -24,13 +24,13 @@ docs/benchmarks/data-tokenize-pack-shard-and-load.json. About 5-10 minutes on 2 
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
 import shutil
 import tempfile
 import time
+from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.data_report import render
+from bench.options import bench_parser, parse_bench
 from bench.report import write_section
+from common.config import opt
 from schemas.manifest import MANIFEST_NAME, Manifest, describe_outputs, read_manifest, write_manifest
 
 MASK_COLUMNS = ("mask_positions", "mask_tokens")
@@ -106,7 +108,7 @@ def write_replicated_corpus(src: Path, dst: Path, copies: int) -> Path:
     return dst
 
 
-def run_lmforge(corpus: Path, tokenizer: Path, out: Path, seq_len: int, num_shards: int) -> dict[str, Any]:
+def time_shards_stage(corpus: Path, tokenizer: Path, out: Path, seq_len: int, num_shards: int) -> dict[str, Any]:
     """The shards stage, timed end to end (Beam start, workers, manifest with sha256s), with the
     DirectRunner mode it picks for this input (`stage.auto_mode`)."""
     from pipelines.shards.stage import ShardsConfig, auto_mode, corpus_documents, run
@@ -172,7 +174,7 @@ def bench_write(corpus: Path, tokenizer: Path, work: Path, repeat: int, workers:
             out = work / name.replace(" ", "_").replace("=", "")
             shutil.rmtree(out, ignore_errors=True)
             if num_proc is None:
-                r = run_lmforge(corpus, tokenizer, out, seq_len, num_shards)
+                r = time_shards_stage(corpus, tokenizer, out, seq_len, num_shards)
             else:
                 cache = Path(tempfile.mkdtemp(prefix="hf-cache-", dir=work))
                 # One process gets the tokenizer's thread pool, as the stage's workers do; forked
@@ -370,47 +372,54 @@ def masking_seconds(shards_dir: Path, tokenizer: Path, limit: int) -> dict[str, 
 
 # ---- entry point -------------------------------------------------------------------------------
 
+@dataclass
+class DataBenchConfig:
+    corpus: str = opt("runs/demo/corpus", "a finished corpus stage directory")
+    tokenizer: str = opt("runs/demo/tokenizer", "a finished tokenizer stage directory, BERT specials")
+    copies: list[int] = opt([10, 100], "the larger inputs: the corpus texts this many times each, distinct ids; 1 = only "
+                            "the corpus as it is")
+    single_up_to: int = opt(10, "run the peer with num_proc=1 too on inputs of at most this many copies (it takes about "
+                            "2x the num_proc=2 time, 3 min at 100x)")
+    repeat: int = opt(3, "timed runs of each writer on the corpus as it is; best counts")
+    repeat_large: int = opt(1, "timed runs of each writer on each larger input")
+    seq_len: int | None = opt(None, "tokens per packed row, both sides (default: the demo's)")
+    num_shards: int | None = opt(None, "lmforge train shards (default: the demo's)")
+    batch_sizes: list[int] = opt([16], "loader batch sizes; the demo's micro batch is always added")
+    loader_epochs: int = opt(3, "epochs timed per loader and batch size; best counts")
+    train_steps: int = opt(20, "demo-model training steps timed, after 2 warm-up steps")
+    masking_rows: int = opt(20000, "rows re-masked to time the masking alone; 0 skips")
+    workdir: str | None = opt(None, "where outputs and caches go (default: a new temporary directory, removed after)")
+
+    def __post_init__(self) -> None:
+        from flows.presets import demo
+
+        pre = demo()
+        self.seq_len = self.seq_len or pre["shards"]["seq_len"]
+        self.num_shards = self.num_shards or pre["shards"]["num_shards"]
+        if min(*self.copies, self.repeat, self.repeat_large, self.loader_epochs, self.train_steps, *self.batch_sizes) < 1:
+            raise ValueError("--copies, --repeat, --repeat-large, --loader-epochs, --train-steps and --batch-sizes must be >= 1")
+
+
 def main(argv: list[str] | None = None) -> int:
     from flows.presets import demo
     from pipelines.corpus.stage import default_beam_args
 
     pre = demo()
-    ap = argparse.ArgumentParser(prog="lmforge bench data", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--corpus", default="runs/demo/corpus", help="a finished corpus stage directory (default: runs/demo/corpus)")
-    ap.add_argument("--tokenizer", default="runs/demo/tokenizer",
-                    help="a finished tokenizer stage directory, BERT specials (default: runs/demo/tokenizer)")
-    ap.add_argument("--copies", type=int, nargs="+", default=[10, 100],
-                    help="the larger inputs: the corpus texts this many times each, distinct ids; 1 = only the corpus as it "
-                         "is (default: 10 100)")
-    ap.add_argument("--single-up-to", type=int, default=10,
-                    help="run the peer with num_proc=1 too on inputs of at most this many copies (default: 10; it takes "
-                         "about 2x the num_proc=2 time, 3 min at 100x)")
-    ap.add_argument("--repeat", type=int, default=3, help="timed runs of each writer on the corpus as it is; best counts (default: 3)")
-    ap.add_argument("--repeat-large", type=int, default=1, help="timed runs of each writer on each larger input (default: 1)")
-    ap.add_argument("--seq-len", type=int, default=pre["shards"]["seq_len"], help="tokens per packed row, both sides (default: the demo's, %(default)s)")
-    ap.add_argument("--num-shards", type=int, default=pre["shards"]["num_shards"], help="lmforge train shards (default: the demo's, %(default)s)")
-    ap.add_argument("--batch-sizes", type=int, nargs="+", default=[16],
-                    help="loader batch sizes; the demo's micro batch is always added (default: 16)")
-    ap.add_argument("--loader-epochs", type=int, default=3, help="epochs timed per loader and batch size; best counts (default: 3)")
-    ap.add_argument("--train-steps", type=int, default=20, help="demo-model training steps timed, after 2 warm-up steps (default: 20)")
-    ap.add_argument("--masking-rows", type=int, default=20000, help="rows re-masked to time the masking alone; 0 skips (default: 20000)")
-    ap.add_argument("--workdir", default=None, help="where outputs and caches go (default: a new temporary directory, removed after)")
+    ap = bench_parser("lmforge bench data", __doc__, DataBenchConfig)
     ap.add_argument("--out", default="docs/BENCHMARKS.md", help="report to update (default: docs/BENCHMARKS.md)")
     ap.add_argument("--render", metavar="JSON", default=None,
                     help="write the report from a run's saved measurements (the JSON it prints) without measuring")
-    a = ap.parse_args(argv)
-    if a.render:
-        d = json.loads(Path(a.render).read_text())
+    a, ns = parse_bench(ap, DataBenchConfig, argv)
+    if ns.render:
+        d = json.loads(Path(ns.render).read_text())
         body = render(d)
-        write_section(Path(a.out), "data: tokenize, pack, shard and load", body, d, measured=d.get("measured_utc"))
+        write_section(Path(ns.out), "data: tokenize, pack, shard and load", body, d, measured=d.get("measured_utc"))
         print(body)
         return 0
     for flag, path in (("--corpus", a.corpus), ("--tokenizer", a.tokenizer)):
         if not (Path(path) / MANIFEST_NAME).exists():
             ap.error(f"{flag} {path}: no {MANIFEST_NAME} there, so that stage has not finished; "
                      "run `make demo` (or `lmforge corpus` / `lmforge tokenizer`) first, or pass another directory")
-    if min(*a.copies, a.repeat, a.repeat_large, a.loader_epochs, a.train_steps, *a.batch_sizes) < 1:
-        ap.error("--copies, --repeat, --repeat-large, --loader-epochs, --train-steps and --batch-sizes must be >= 1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # as the lmforge CLI sets it for every stage
     # (the stage's encode and the peer at num_proc=1 switch the tokenizer's thread pool on for their calls)
     # Imported before any timing, so neither side's first run pays for them.
@@ -470,7 +479,7 @@ def main(argv: list[str] | None = None) -> int:
     raw.write_text(json.dumps(d, indent=2, default=str))
     print(f"data: measurements in {raw}", flush=True)
     body = render(d)
-    write_section(Path(a.out), "data: tokenize, pack, shard and load", body, d)
+    write_section(Path(ns.out), "data: tokenize, pack, shard and load", body, d)
     print(body)
     return 0
 

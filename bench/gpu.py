@@ -87,7 +87,7 @@ def build_data(corpus: Path, work: Path, sizes: Sizes) -> dict[str, Path]:
     return {"corpus": corpus, "tokenizer": tok, "shards": shards}
 
 
-def run_lmforge(name: str, data: dict[str, Path], work: Path, sizes: Sizes, device: str, log: Path) -> dict[str, Any]:
+def pretrain_variant(name: str, data: dict[str, Path], work: Path, sizes: Sizes, device: str, log: Path) -> dict[str, Any]:
     """`lmforge pretrain` with its defaults (micro batch 64 for lmforge_mb64; eager on the CPU smoke run)."""
     from training.launch.torchrun import launch_pretrain
     from training.pretraining.pretrain import PretrainConfig
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         log, t = work / "logs" / f"{name}.log", time.time()
         try:
-            r = (run_lmforge(name, data, work, sizes, device, log) if name.startswith("lmforge")
+            r = (pretrain_variant(name, data, work, sizes, device, log) if name.startswith("lmforge")
                  else run_peer(name, data, work, sizes, device, log, left))
             r["wall_seconds"] = time.time() - t
         except Exception as e:  # noqa: BLE001  (a failed variant is a finding; the others still run)

@@ -24,45 +24,36 @@ import json
 import math
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.peak_rss import PeakRSS
 from bench.scale_inputs import MB, Bases, GenConfig, cached_meta, corpus_documents, real_documents, write_inputs
+from bench.steps import code_version, run_cli
+from flows.stages import StageFailed
 
 
 def run_stage(inputs: Path, out: Path, beam_args: list[str], max_rss: int = 0) -> dict[str, Any]:
     """One `lmforge corpus` subprocess: wall time, peak RSS (tree, largest process, root), counts.
-    With max_rss > 0 the tree is killed when its RSS passes it; the row then says so."""
+    With max_rss > 0 the tree is killed when its RSS passes it; the row then says so. A stage that exits
+    non-zero is flows.stages.StageFailed (its error line and its log)."""
     shutil.rmtree(out, ignore_errors=True)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    log = out.with_suffix(".log")
-    cmd = [sys.executable, "-m", "lmforge.cli", "corpus", "--input", str(inputs), "--output", str(out), *beam_args]
     load_before = os.getloadavg()
-    t0 = time.perf_counter()
-    with open(log, "wb") as lf:
-        proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT)
-        sampler = PeakRSS(proc.pid, limit=max_rss)
-        sampler.start()
-        rc = proc.wait()
-        wall = time.perf_counter() - t0
-        sampler.stop()
+    # bench.steps: the stage's exit status, its log, and the peak RSS of its tree sampled every 0.2 s
+    run = run_cli("corpus", ["corpus", "--input", str(inputs), "--output", str(out), *beam_args], out.with_suffix(".log"),
+                  cwd=None, rss_limit=max_rss)
+    wall, sampler = run.seconds, run.rss
     if sampler.killed_at:
         return {"failed": f"stopped after {wall:,.0f} s: the process tree passed {max_rss / 2**30:.1f} GB RSS",
                 "wall_s": round(wall, 2), "peak_rss_tree_mb": round(sampler.peak_total / MB),
                 "peak_rss_largest_mb": round(sampler.peak_single / MB), "loadavg_1m_before": round(load_before[0], 2)}
-    if rc != 0:
-        tail = log.read_text(errors="replace")[-3000:]
-        raise RuntimeError(f"{' '.join(cmd)} exited with {rc}; log {log}:\n{tail}")
     manifest = json.loads((out / "manifest.json").read_text())
     c = manifest["counts"]
     return {"wall_s": round(wall, 2), "stage_wall_s": manifest.get("wall_seconds"),
             "docs_in": c["in"], "docs_per_s": round(c["in"] / wall, 1),
             "peak_rss_tree_mb": round(sampler.peak_total / MB), "peak_rss_largest_mb": round(sampler.peak_single / MB),
-            "peak_rss_root_mb": round(sampler.peak_by_pid.get(proc.pid, 0) / MB),
+            "peak_rss_root_mb": round(sampler.peak_by_pid.get(sampler.root.pid, 0) / MB),
             "peak_tree_at_frac_of_wall": round(sampler.peak_total_at / wall, 2), "processes_seen": len(sampler.peak_by_pid),
             "rss_samples": sampler.samples, "loadavg_1m_before": round(load_before[0], 2), "loadavg_1m_after": round(os.getloadavg()[0], 2),
             "kept": c["kept"], "dropped": sum(c["dropped"].values()), "duplicates_by_kind": c.get("duplicates_by_kind", {}),
@@ -175,8 +166,8 @@ def check_modes(inputs: Path, out: Path, runs: int, max_rss: int) -> list[dict[s
         print(f"bench scale: modes check: {mode}{'' if k == 0 else f' run {k}/{runs}'} ...", flush=True)
         try:
             r = run_stage(inputs, run_dir, MODE_ARGS[mode], max_rss)
-        except RuntimeError as e:  # the stage refused to write a manifest: counts or dedup counters did not add up
-            rows.append({"mode": mode, "run": k, "failed": "stage refused: " + str(e).strip().splitlines()[-1][:300]})
+        except StageFailed as e:  # the stage refused to write a manifest: counts or dedup counters did not add up
+            rows.append({"mode": mode, "run": k, "failed": "stage refused: " + e.reason[:300]})
             continue
         if "failed" in r:  # killed at --max-rss-gb
             rows.append({"mode": mode, "run": k, "failed": r["failed"]})
@@ -313,17 +304,6 @@ def _total_memory() -> int:
     import psutil
 
     return psutil.virtual_memory().total
-
-
-def code_version() -> str:
-    """`git describe --always --dirty` of the checkout the stage's code comes from, if it is one."""
-    import pipelines
-
-    try:
-        return subprocess.run(["git", "describe", "--always", "--dirty"], cwd=Path(pipelines.__file__).parent,
-                              capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown (not a git checkout)"
 
 
 def render(rows: list[dict[str, Any]], grow: list[dict[str, Any]], beam_args: list[str], note: str = "",

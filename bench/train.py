@@ -37,16 +37,19 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from bench import train_host
+from bench.options import bench_parser, parse_bench
+from bench.steps import Steps, run_command
 from bench.train_machine import machine_peak, matmul_ceiling
 from bench.train_report import QUIET, TITLE, render
+from common.config import opt
+from flows.stages import StageFailed
 from schemas.manifest import MANIFEST_NAME, atomic_write_bytes
 from training.models.flops import ModelShape, cpu_watch
 
@@ -60,21 +63,20 @@ SYSTEMS = ("lmforge", "hf_trainer")
 
 
 @dataclass
-class BenchConfig:
-    work: str = "runs/bench-train"
-    """Runs, logs and results.json."""
-    data: str = ""
-    """Where the corpus, tokenizer and shards go (default: <work>/data)."""
-    crawl: list[str] = field(default_factory=lambda: [str(ROOT / "samples" / "crawl")])
-    vocab_size: int = 8000
-    seq_len: int = 128
-    presets: list[str] = field(default_factory=lambda: list(PRESETS))
-    nproc: list[int] = field(default_factory=lambda: [1, 2])
-    systems: list[str] = field(default_factory=lambda: list(SYSTEMS))
-    micro_batch_size: int = 16
-    """Rows per process per step (the demo's): 16 x 128 = 2,048 tokens per process per step."""
-    steps: int = 60
-    warmup: int = 10
+class TrainBenchConfig:
+    work: str = opt("runs/bench-train", "runs, logs and results.json")
+    data: str = opt("", "corpus, tokenizer and shards, built once (default: <work>/data)")
+    crawl: list[str] = opt([str(ROOT / "samples" / "crawl")], "crawl inputs for the corpus stage")
+    vocab_size: int = opt(8000, "tokenizer stage")
+    seq_len: int = opt(128, "tokens per row, shards stage")
+    presets: list[str] = opt(list(PRESETS), "model presets (mini = bert_mini, 4 x 256; mini-d0 = the same without "
+                             f"dropout, a diagnostic outside the goals); from {list(PRESETS)}")
+    nproc: list[int] = opt([1, 2], "process counts; one process gets every core as threads")
+    systems: list[str] = opt(list(SYSTEMS), f"from {list(SYSTEMS)}")
+    micro_batch_size: int = opt(16, "rows per process per step, both systems (the demo's): 16 x 128 = 2,048 tokens "
+                                "per process per step")
+    steps: int = opt(60, "steps timed after the warm-up")
+    warmup: int = opt(10, "steps run first and not timed")
 
     def __post_init__(self) -> None:
         bad = [p for p in self.presets if p not in PRESETS]
@@ -86,7 +88,7 @@ class BenchConfig:
             raise ValueError("--steps, --warmup, --micro-batch-size and --nproc must be >= 1")
 
 
-def measurement_key(system: str, preset: str, nproc: int, cfg: BenchConfig, data_id: str, code_id: str) -> str:
+def measurement_key(system: str, preset: str, nproc: int, cfg: TrainBenchConfig, data_id: str, code_id: str) -> str:
     """Everything a measurement depends on; a cached result counts only under the same key."""
     return (f"{system}|{preset}|nproc={nproc}|batch={cfg.micro_batch_size}|steps={cfg.steps}|warmup={cfg.warmup}"
             f"|data={data_id}|code={code_id}")
@@ -108,40 +110,18 @@ def code_id() -> str:
 
 # ---- data: the repo's own stages over the bundled crawl --------------------------------------------
 
-def stage(name: str, out: Path, argv: list[str], logs: Path, rerun: bool = False) -> bool:
-    """`lmforge <argv>` into `out` unless a finished run of the same command is there (and not `rerun`,
-    which a step whose input was just rebuilt needs). True if it ran."""
-    argv_file = out / ".bench-argv.json"
-    if not rerun and (out / MANIFEST_NAME).exists() and argv_file.exists() and json.loads(argv_file.read_text()) == argv:
-        print(f"train: {name} done earlier: {out}", flush=True)
-        return False
-    shutil.rmtree(out, ignore_errors=True)
-    logs.mkdir(parents=True, exist_ok=True)
-    log = logs / f"{name}.log"
-    print(f"train: {name}: lmforge {' '.join(argv)}  (log: {log})", flush=True)
-    t0 = time.time()
-    with open(log, "w") as f:
-        rc = subprocess.run([sys.executable, "-m", "lmforge.cli", *argv], stdout=f, stderr=subprocess.STDOUT, cwd=ROOT,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"}).returncode
-    if rc != 0:
-        raise SystemExit(f"bench train: {name} failed (exit {rc}); log {log}:\n" + "".join(log.read_text().splitlines(True)[-30:]))
-    atomic_write_bytes(argv_file, json.dumps(argv).encode())
-    print(f"train: {name} {time.time() - t0:.0f} s", flush=True)
-    return True
-
-
-def build_data(cfg: BenchConfig) -> dict[str, Path]:
-    """The demo's corpus, tokenizer and shards settings (flows.presets.demo) over --crawl."""
-    d, logs = Path(cfg.data or Path(cfg.work, "data")), Path(cfg.work, "logs")
+def build_data(cfg: TrainBenchConfig, steps: Steps) -> dict[str, Path]:
+    """The demo's corpus, tokenizer and shards settings (flows.presets.demo) over --crawl; each step is kept while
+    its command and what it reads are the same (bench.steps)."""
+    d = Path(cfg.data or Path(cfg.work, "data"))
     paths = {k: d / k for k in ("corpus", "tokenizer", "shards")}
-    ran = stage("corpus", paths["corpus"], ["corpus", "--input", *cfg.crawl, "--output", str(paths["corpus"]),
-                                            "--num-shards", "2", "--line-dedup"], logs)
-    ran = stage("tokenizer", paths["tokenizer"], ["tokenizer", "--corpus", str(paths["corpus"]), "--output",
-                                                  str(paths["tokenizer"]), "--vocab-size", str(cfg.vocab_size)],
-                logs, rerun=ran) or ran
-    stage("shards", paths["shards"], ["shards", "--corpus", str(paths["corpus"]), "--tokenizer", str(paths["tokenizer"]),
-                                      "--output", str(paths["shards"]), "--seq-len", str(cfg.seq_len), "--num-shards",
-                                      "2", "--valid-per-mille", "50"], logs, rerun=ran)
+    steps.run("corpus", paths["corpus"], ["corpus", "--input", *cfg.crawl, "--output", str(paths["corpus"]),
+                                          "--num-shards", "2", "--line-dedup"])
+    steps.run("tokenizer", paths["tokenizer"], ["tokenizer", "--corpus", str(paths["corpus"]), "--output",
+                                                str(paths["tokenizer"]), "--vocab-size", str(cfg.vocab_size)])
+    steps.run("shards", paths["shards"], ["shards", "--corpus", str(paths["corpus"]), "--tokenizer", str(paths["tokenizer"]),
+                                          "--output", str(paths["shards"]), "--seq-len", str(cfg.seq_len), "--num-shards",
+                                          "2", "--valid-per-mille", "50"])
     return paths
 
 
@@ -164,7 +144,7 @@ def steady_seconds(records: list[dict[str, Any]], warmup: int, steps: int) -> fl
     return at[warmup + steps] - at[warmup]
 
 
-def measure_lmforge(cfg: BenchConfig, data: dict[str, Path], preset: str, nproc: int) -> dict[str, Any]:
+def measure_lmforge(cfg: TrainBenchConfig, data: dict[str, Path], preset: str, nproc: int) -> dict[str, Any]:
     """One `launch_pretrain` run of warmup + steps steps, timed from its own per-step telemetry."""
     import math
 
@@ -199,7 +179,7 @@ def measure_lmforge(cfg: BenchConfig, data: dict[str, Path], preset: str, nproc:
             "head_share": head_share, "num_parameters": metrics["num_parameters"], "fit_seconds": metrics["fit_seconds"]}
 
 
-def measure_hf(cfg: BenchConfig, data: dict[str, Path], preset: str, nproc: int) -> dict[str, Any]:
+def measure_hf(cfg: TrainBenchConfig, data: dict[str, Path], preset: str, nproc: int) -> dict[str, Any]:
     from training.launch.torchrun import free_port
     from training.runtime.accelerator import launch_plan
 
@@ -213,14 +193,14 @@ def measure_hf(cfg: BenchConfig, data: dict[str, Path], preset: str, nproc: int)
     if nproc > 1:
         args = ["-m", "torch.distributed.run", "--nnodes=1", f"--nproc_per_node={nproc}", "--master_addr=127.0.0.1",
                 f"--master_port={free_port()}", *args]
-    log = Path(cfg.work, "logs", f"hf_trainer-{preset}-{nproc}p.log")
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false",
-           "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
-    with open(log, "w") as f:
-        rc = subprocess.run([sys.executable, *args], stdout=f, stderr=subprocess.STDOUT, env=env).returncode
-    if rc != 0 or not out.exists():
-        raise SystemExit(f"bench train: HF Trainer {preset} on {nproc} processes failed (exit {rc}); log {log}:\n"
-                         + "".join(log.read_text().splitlines(True)[-30:]))
+    name = f"hf_trainer-{preset}-{nproc}p"
+    env = {"OMP_NUM_THREADS": str(threads), "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+    try:
+        run_command(name, [sys.executable, *args], Path(cfg.work, "logs", f"{name}.log"), env=env)
+    except StageFailed as e:
+        raise SystemExit(f"bench train: HF Trainer {preset} on {nproc} processes: {e}") from None
+    if not out.exists():
+        raise SystemExit(f"bench train: HF Trainer {preset} on {nproc} processes wrote no {out}")
     r = json.loads(out.read_text())
     return {"seconds": r["seconds"], "steps": r["steps"], "rows_per_step": r["micro_batch_size"] * r["world_size"],
             "seq_len": r["seq_len"], "threads": r["threads"], "head_share": 1.0, "num_parameters": r["num_parameters"],
@@ -233,25 +213,8 @@ def load_results(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text()) if path.exists() else {"measurements": {}}
 
 
-def main(argv: list[str] | None = None) -> int:
-    d = BenchConfig()
-    ap = argparse.ArgumentParser(prog="lmforge bench train", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--work", default=d.work, help="runs, logs and results.json (default: %(default)s)")
-    ap.add_argument("--data", default="", help="corpus, tokenizer and shards, built once (default: <work>/data)")
-    ap.add_argument("--crawl", nargs="+", default=d.crawl, help="crawl inputs for the corpus stage (default: samples/crawl)")
-    ap.add_argument("--presets", nargs="+", default=d.presets, choices=list(PRESETS),
-                    help="model presets (mini = bert_mini, 4 x 256; mini-d0 = the same without dropout, a diagnostic "
-                         "outside the goals) (default: %(default)s)")
-    ap.add_argument("--nproc", nargs="+", type=int, default=d.nproc,
-                    help="process counts; one process gets every core as threads (default: %(default)s)")
-    ap.add_argument("--systems", nargs="+", default=d.systems, choices=SYSTEMS, help="(default: both)")
-    ap.add_argument("--steps", type=int, default=d.steps, help="steps timed after the warm-up (default: %(default)s)")
-    ap.add_argument("--warmup", type=int, default=d.warmup, help="steps run first and not timed (default: %(default)s)")
-    ap.add_argument("--micro-batch-size", type=int, default=d.micro_batch_size,
-                    help="rows per process per step, both systems (default: %(default)s)")
-    ap.add_argument("--vocab-size", type=int, default=d.vocab_size, help="tokenizer stage (default: %(default)s)")
-    ap.add_argument("--seq-len", type=int, default=d.seq_len, help="tokens per row, shards stage (default: %(default)s)")
+def parse(argv: list[str] | None) -> tuple[TrainBenchConfig, argparse.Namespace]:
+    ap = bench_parser("lmforge bench train", __doc__, TrainBenchConfig)
     ap.add_argument("--host-work", action=argparse.BooleanOptionalAction, default=True,
                     help="also measure each system's host work per step: ops on bert_base's shape and milliseconds on "
                          "a launch-bound one, lmforge as planned for one GPU against the plain PyTorch loop and the HF "
@@ -261,20 +224,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="docs/BENCHMARKS.md", help="report to update (default: %(default)s)")
     ap.add_argument("--no-report", action="store_true", help="measure and print only (trials): docs/ stays as it is")
     ap.add_argument("--render", metavar="JSON", default=None, help="write the report from a run's saved report data")
-    a = ap.parse_args(argv)
+    return parse_bench(ap, TrainBenchConfig, argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    cfg, a = parse(argv)
     if a.render:
-        res = json.loads(Path(a.render).read_text())
-        write_section(Path(a.out), res)
+        write_section(Path(a.out), json.loads(Path(a.render).read_text()))
         return 0
-    try:
-        cfg = BenchConfig(work=a.work, data=a.data, crawl=a.crawl, vocab_size=a.vocab_size, seq_len=a.seq_len, presets=a.presets,
-                          nproc=a.nproc, systems=a.systems, micro_batch_size=a.micro_batch_size, steps=a.steps,
-                          warmup=a.warmup)
-    except ValueError as e:
-        ap.error(str(e))
     os.environ.setdefault("DS_ACCELERATOR", "cpu")
     t0 = time.time()
-    data = build_data(cfg)
+    steps = Steps("train", Path(cfg.work, "logs"))
+    data = build_data(cfg, steps)
     from training.pretraining.data import ShardSet
 
     shards = ShardSet.open(data["shards"])
@@ -285,12 +246,30 @@ def main(argv: list[str] | None = None) -> int:
     print(f"train: peak {peak.describe()}; a {ceiling['n']}^2 matmul: {ceiling['flops'] / 1e9:,.1f} GFLOP/s", flush=True)
     results_path = Path(cfg.work, "results.json")
     results = load_results(results_path)
+    rows = measure_rows(cfg, data, shards, results, results_path, a.resume, data_id, code)
+    host = measure_host(cfg, data, steps, results, results_path, a.resume, data_id, code) if a.host_work else {}
+    report = {"rows": rows, "host": host, "peak": {**asdict(peak), "flops": peak.flops, "text": peak.describe()}, "matmul": ceiling,
+              "settings": {**asdict(cfg), "data_id": data_id, "code_id": code, "vocab_size": shards.vocab_size},
+              "wall_seconds": time.time() - t0, "measured_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    atomic_write_bytes(Path(cfg.work, "report.json"), (json.dumps(report, indent=1) + "\n").encode())
+    print(full_text(report))
+    if not a.no_report:
+        write_section(Path(a.out), report)
+        if host:
+            train_host.write_json(Path(a.out).parent / "benchmarks" / "train.json", host, report["measured_utc"])
+    print(f"train: report data in {Path(cfg.work, 'report.json')} ({time.time() - t0:.0f} s)", flush=True)
+    return 0
+
+
+def measure_rows(cfg: TrainBenchConfig, data: dict[str, Path], shards, results: dict[str, Any], results_path: Path,
+                 resume: bool, data_id: str, code: str) -> list[dict[str, Any]]:
+    """Each system on each preset and process count, kept in results.json under its measurement_key."""
     plan = [(s, p, n) for p in cfg.presets for n in cfg.nproc for s in cfg.systems]
     rows = []
     for i, (system, preset, nproc) in enumerate(plan, 1):
         key = measurement_key(system, preset, nproc, cfg, data_id, code)
         label = f"[{i}/{len(plan)}] {system} {preset} x{nproc} proc"
-        kept = results["measurements"].get(key) if a.resume else None
+        kept = results["measurements"].get(key) if resume else None
         if kept and kept.get("foreign_share", 0.0) <= QUIET:
             r = kept
             print(f"train: {label}: done earlier, {r['tokens_per_s']:,.0f} tokens/s", flush=True)
@@ -310,24 +289,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"train: {label}: {r['tokens_per_s']:,.0f} tokens/s ({r['seconds'] / r['steps']:.3f} s/step, "
                   f"{r['wall_seconds']:.0f} s wall{other})", flush=True)
         rows.append(r)
-    host = measure_host(cfg, data, results, results_path, a.resume, data_id, code) if a.host_work else {}
-    report = {"rows": rows, "host": host, "peak": {**asdict(peak), "flops": peak.flops, "text": peak.describe()}, "matmul": ceiling,
-              "settings": {**asdict(cfg), "data_id": data_id, "code_id": code, "vocab_size": shards.vocab_size},
-              "wall_seconds": time.time() - t0, "measured_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
-    atomic_write_bytes(Path(cfg.work, "report.json"), (json.dumps(report, indent=1) + "\n").encode())
-    print(full_text(report))
-    if not a.no_report:
-        write_section(Path(a.out), report)
-        if host:
-            train_host.write_json(Path(a.out).parent / "benchmarks" / "train.json", host, report["measured_utc"])
-    print(f"train: report data in {Path(cfg.work, 'report.json')} ({time.time() - t0:.0f} s)", flush=True)
-    return 0
+    return rows
 
 
-def measure_host(cfg: BenchConfig, data: dict[str, Path], results: dict[str, Any], results_path: Path, resume: bool,
+def measure_host(cfg: TrainBenchConfig, data: dict[str, Path], steps: Steps, results: dict[str, Any], results_path: Path, resume: bool,
                  data_id: str, code: str) -> dict[str, Any]:
     """bench.train_host's measurements (each system on each shape), kept in results.json like the others."""
-    data = train_host.with_launch_shards(cfg, data, stage)
+    data = train_host.with_launch_shards(data, steps)
     kept = results.setdefault("host", {})
     host = {}
     plan = [(system, shape) for shape in train_host.SHAPES for system in train_host.SYSTEMS]

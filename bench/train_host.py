@@ -42,13 +42,13 @@ WARMUP, PROFILED, TIMED, WINDOW = 5, 3, 30, 5
 figure, launch-bound shape: the median over windows of WINDOW steps, or over single steps for the peers)."""
 
 
-def with_launch_shards(cfg, data: dict[str, Path], stage) -> dict[str, Path]:
+def with_launch_shards(data: dict[str, Path], steps) -> dict[str, Path]:
     """The bench data plus `shards_launch`: the same corpus and tokenizer packed into LAUNCH_SEQ-token rows, by
-    bench.train's `stage` (passed in: bench.train imports this module)."""
+    bench.train's `Steps` (bench.steps), kept while its command and the corpus and tokenizer are the same."""
     out = Path(data["shards"]).parent / f"shards-{LAUNCH_SEQ}"
-    stage(f"shards-{LAUNCH_SEQ}", out, ["shards", "--corpus", str(data["corpus"]), "--tokenizer", str(data["tokenizer"]),
-                                       "--output", str(out), "--seq-len", str(LAUNCH_SEQ), "--num-shards", "2",
-                                       "--valid-per-mille", "50"], Path(cfg.work, "logs"))
+    steps.run(f"shards-{LAUNCH_SEQ}", out, ["shards", "--corpus", str(data["corpus"]), "--tokenizer", str(data["tokenizer"]),
+                                           "--output", str(out), "--seq-len", str(LAUNCH_SEQ), "--num-shards", "2",
+                                           "--valid-per-mille", "50"])
     return {**data, "shards_launch": out}
 
 

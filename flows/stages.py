@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -51,17 +51,25 @@ STOP_GRACE_SECONDS = 90
 kubectl delete) and torchrun stops its workers in that time; then it is killed."""
 
 
-def run_logged(cmd: list[str], log_path: Path, stage: str, grace: float = STOP_GRACE_SECONDS) -> int:
+def run_logged(cmd: list[str], log_path: Path, stage: str, grace: float = STOP_GRACE_SECONDS, *, echo: bool = True,
+               append: bool = False, env: dict[str, str] | None = None, cwd: str | Path | None = None,
+               on_start: Callable[[subprocess.Popen], Any] | None = None) -> int:
     """Run `cmd`, its stdout to the flow log and `log_path`, its stderr to `log_path`, both redacted; returns
     its exit code.
 
     When this process is told to stop while the stage runs (Prefect's cancellation: a SIGTERM that its
     engine turns into TerminationSignal here; Ctrl-C), the stage gets SIGTERM first and `grace` seconds to
-    stop cleanly, so a stage that submitted a cluster job cancels it instead of living on as an orphan."""
-    with open(log_path, "w", buffering=1) as log:  # line-buffered: tail -f works while a stage runs
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
-                                errors="replace", env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    stop cleanly, so a stage that submitted a cluster job cancels it instead of living on as an orphan.
+
+    The benches' options (bench/steps.py): `echo=False` keeps stdout out of this process's own (the log only),
+    `append` adds to the log (a resumed step keeps its earlier attempts), `env` adds variables, `cwd` is the
+    child's folder, `on_start(proc)` runs once the child exists (bench scale samples its memory from there)."""
+    with open(log_path, "a" if append else "w", buffering=1) as log:  # line-buffered: tail -f works while a stage runs
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1, cwd=cwd,
+                                errors="replace", env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
         assert proc.stdout is not None and proc.stderr is not None
+        if on_start is not None:
+            on_start(proc)
         # Both streams pass the redaction rule on their way to the log (common/redact.py): the net under
         # the stages' own, for a library that echoes its options or a traceback that shows a value.
         errors = threading.Thread(target=lambda: [log.write(redact_text(line)) for line in proc.stderr], daemon=True)
@@ -70,7 +78,8 @@ def run_logged(cmd: list[str], log_path: Path, stage: str, grace: float = STOP_G
             for line in proc.stdout:
                 line = redact_text(line)
                 log.write(line)
-                print(f"[{stage}] {line}", end="", flush=True)
+                if echo:
+                    print(f"[{stage}] {line}", end="", flush=True)
             code = proc.wait()
             errors.join()
             return code

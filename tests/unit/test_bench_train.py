@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.train import BenchConfig, measurement_key, steady_seconds
+from bench.train import TrainBenchConfig, measurement_key, steady_seconds
 from bench.train_report import judge_mfu, judge_mfu_parity, judge_speedup, render
 from training.models.flops import (
     ModelShape,
@@ -143,18 +143,18 @@ def test_steady_seconds_from_telemetry_records():
 
 
 def test_measurement_key_changes_with_every_setting():
-    cfg = BenchConfig()
+    cfg = TrainBenchConfig()
     key = measurement_key("lmforge", "demo", 2, cfg, "data1", "code1")
     others = {measurement_key("hf_trainer", "demo", 2, cfg, "data1", "code1"),
               measurement_key("lmforge", "mini", 2, cfg, "data1", "code1"),
               measurement_key("lmforge", "demo", 1, cfg, "data1", "code1"),
-              measurement_key("lmforge", "demo", 2, BenchConfig(steps=61), "data1", "code1"),
-              measurement_key("lmforge", "demo", 2, BenchConfig(micro_batch_size=8), "data1", "code1"),
+              measurement_key("lmforge", "demo", 2, TrainBenchConfig(steps=61), "data1", "code1"),
+              measurement_key("lmforge", "demo", 2, TrainBenchConfig(micro_batch_size=8), "data1", "code1"),
               measurement_key("lmforge", "demo", 2, cfg, "data2", "code1"),
               measurement_key("lmforge", "demo", 2, cfg, "data1", "code2")}
     assert key not in others and len(others) == 7
     with pytest.raises(ValueError, match="unknown presets"):
-        BenchConfig(presets=["huge"])
+        TrainBenchConfig(presets=["huge"])
 
 
 # ---- the report ----------------------------------------------------------------------------------

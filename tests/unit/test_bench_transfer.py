@@ -59,22 +59,49 @@ def test_goals_are_judged_from_the_means(tmp_path):
 
 
 def test_resume_reruns_a_step_whose_settings_changed_and_what_reads_it(tmp_path):
-    from bench.transfer import ARGV_FILE, BenchConfig, Steps
+    """bench.steps.Steps, as bench transfer runs it: a step of the bench before .flow-key.json (its command in
+    .bench-argv.json) is kept while its command is the same and nothing it reads ran again."""
+    from bench.steps import LEGACY_ARGV_FILE, Steps
 
-    s = Steps(BenchConfig(work=str(tmp_path / "w")), resume=True)
+    s = Steps("transfer", tmp_path / "w" / "logs", resume=True, keep_partial=True, append_logs=True)
     a, b = tmp_path / "w" / "a", tmp_path / "w" / "b"
     for d, argv in ((a, ["finetune", "--lr", "1e-3", "--resume"]), (b, ["finetune", "--model", str(a / "hf")])):
         d.mkdir(parents=True)
-        (d / ARGV_FILE).write_text(json.dumps([x for x in argv if x != "--resume"]))
+        (d / "manifest.json").write_text(json.dumps({"schema": "lmforge.manifest/v1", "stage": "finetune", "wall_seconds": 12.0}))
+        (d / LEGACY_ARGV_FILE).write_text(json.dumps([x for x in argv if x != "--resume"]))
     assert s.stale(a, ["finetune", "--lr", "1e-3"]) == ""  # --resume is not a setting
     assert "settings changed" in s.stale(a, ["finetune", "--lr", "3e-4"])
+    assert s.run("a", a, ["finetune", "--lr", "1e-3", "--resume"]) == a and s.timings["a"] == 12.0  # kept, not run
+    assert (a / ".flow-key.json").exists()  # its key from now on: the same rule as the flows'
     assert s.stale(b, ["finetune", "--model", str(a / "hf")]) == ""
     s.ran_outputs.append(str(a))
     assert "which ran again" in s.stale(b, ["finetune", "--model", str(a / "hf")])
     c = tmp_path / "w" / "c"
     c.mkdir()
-    (c / ARGV_FILE).write_text(json.dumps(["finetune", "--model", str(a) + "_cpt/hf"]))
+    (c / "manifest.json").write_text("{}")
+    (c / LEGACY_ARGV_FILE).write_text(json.dumps(["finetune", "--model", str(a) + "_cpt/hf"]))
     assert s.stale(c, ["finetune", "--model", str(a) + "_cpt/hf"]) == ""  # a prefix of a name is not a path below it
+    # with its key: a step it reads whose manifest changed (it ran again) runs it again
+    s.ran_outputs.clear()
+    s.run("b", b, ["finetune", "--model", str(a / "hf")])
+    assert s.stale(b, ["finetune", "--model", str(a / "hf")]) == ""
+    (a / "manifest.json").write_text(json.dumps({"schema": "lmforge.manifest/v1", "stage": "finetune", "wall_seconds": 13.0}))
+    assert "which ran again" in s.stale(b, ["finetune", "--model", str(a / "hf")])
+    assert "settings changed" in s.stale(b, ["finetune", "--model", str(a / "hf"), "--lr", "1e-4"])
+
+
+def test_steps_fail_in_one_line_with_the_log(tmp_path):
+    """A step that exits non-zero: the bench stops with its own error line and its log, no tail of 30 lines."""
+    import pytest
+
+    from bench.steps import Steps
+
+    s = Steps("transfer", tmp_path / "logs")
+    with pytest.raises(SystemExit) as e:
+        s.run("finetune", tmp_path / "ft", ["finetune", "--no-such-option"])
+    msg = str(e.value)
+    assert msg.startswith("bench transfer: stage finetune failed: ") and "--no-such-option" in msg, msg
+    assert str(tmp_path / "logs" / "finetune.log") in msg and "\n" not in msg
 
 
 def _cost(per_s, disk, peak=300 * 2**20):
