@@ -36,7 +36,7 @@ demo: setup
 	$(BIN)/lmforge run --name $(RUN)
 
 test: setup scan-setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25
 
 test-fast: setup scan-setup
 	$(BIN)/python -m pytest -q -m "not slow"
