@@ -24,33 +24,34 @@ from training.launch.cluster import KINDS
 
 @dataclasses.dataclass(frozen=True)
 class LaunchOptions:
-    """Where and how `lmforge pretrain` runs (the fields are the flags `add_launch_args` declares)."""
+    """Where and how `lmforge pretrain` runs (the fields are the flags `add_launch_args` declares,
+    with their defaults there: one place states each)."""
 
-    nproc: int = 0
-    accelerator: str = "auto"
-    dry_run: bool = False
-    gpus_per_node: int | None = None
-    nnodes: int = 1
-    rdzv_endpoint: str = ""
-    rdzv_id: str = ""
-    node_rank: int = -1
-    master_addr: str = ""
-    master_port: int = 29500
-    emit: str | None = None
-    submit: str | None = None
-    image: str = "lmforge:0.1.0"
-    shared_pvc: str = "lmforge-runs"
-    mount: str = "/shared"
-    pod_cpu: str = ""
-    pod_memory: str = ""
-    cpus_per_task: int = 0
-    job_name: str = "lmforge-pretrain"
-    nccl_env: tuple[str, ...] = ()
-    rdma_resource: str = ""
-    namespace: str = ""
-    cluster_timeout: float = 0
-    cluster_poll: float = 15
-    hostfile: str = ""
+    nproc: int
+    accelerator: str
+    dry_run: bool
+    gpus_per_node: int | None
+    nnodes: int
+    rdzv_endpoint: str
+    rdzv_id: str
+    node_rank: int
+    master_addr: str
+    master_port: int
+    emit: str | None
+    submit: str | None
+    image: str
+    shared_pvc: str
+    mount: str
+    pod_cpu: str
+    pod_memory: str
+    cpus_per_task: int
+    job_name: str
+    nccl_env: tuple[str, ...]
+    rdma_resource: str
+    namespace: str
+    cluster_timeout: float
+    cluster_poll: float
+    hostfile: str
 
     @classmethod
     def from_args(cls, ns: argparse.Namespace) -> LaunchOptions:
