@@ -56,7 +56,7 @@ class CorpusConfig:
     index_wait: float = opt(0.0, "seconds to wait for another run that holds --index's lock (one run writes an index at a time); 0 = fail at once naming the holder")
     cc_rounds: int = opt(6, "large-star/small-star rounds for near-duplicate clusters; nodes not settled after them are counted in the manifest (cc_unconverged_nodes)")
     num_shards: int = opt(2, "Parquet files per language")
-    max_record_bytes: int = opt(MAX_RECORD_BYTES, "quarantine as payload_too_large a record whose payload is over this many bytes (a WARC record's decoded payload, a JSON line, a Parquet text cell), read no further than that; the default 1 MiB is where Common Crawl truncates payloads, so its truncated records pass")
+    max_record_bytes: int = opt(MAX_RECORD_BYTES, "quarantine as payload_too_large a record whose payload is over this many bytes (a WARC record's decoded payload, a JSON line, a Parquet text cell), read no further than that; the default 4 MiB passes every Common Crawl record (truncated at 1 MiB) and real pages up to 4 MiB")
     max_row_group_bytes: int = opt(MAX_ROW_GROUP_BYTES, "quarantine unread, as one payload_too_large record, a Parquet row group whose text column is over this many bytes uncompressed (Arrow decodes a page whole: reading a row group costs about 4 times its size)")
 
     def __post_init__(self) -> None:

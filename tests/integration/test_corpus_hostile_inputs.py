@@ -149,5 +149,5 @@ def test_oversized_records_are_quarantined_in_bounded_memory(tmp_path):
     assert shown.keys() == sizes.keys()
     html = (out / "report.html").read_text()
     for name, size in sizes.items():  # the real size, counted while the rest was skipped
-        assert f" is {size:,} bytes, over max_record_bytes=1,048,576" in shown[name]
+        assert f" is {size:,} bytes, over max_record_bytes=4,194,304" in shown[name]
         assert f"{size:,} bytes" in html

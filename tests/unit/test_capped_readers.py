@@ -128,7 +128,7 @@ def test_parquet_row_group_over_the_bound_is_quarantined_unread(tmp_path):
 
 def test_the_cap_is_an_option_and_checked():
     cfg = CorpusConfig(input=["x"], output="o")
-    assert cfg.max_record_bytes == 1 << 20 == readers.MAX_RECORD_BYTES  # Common Crawl's truncation
+    assert cfg.max_record_bytes == 4 << 20 == readers.MAX_RECORD_BYTES  # above Common Crawl's 1 MiB truncation
     with pytest.raises(ValueError, match="max_row_group_bytes must be >= max_record_bytes"):
         CorpusConfig(input=["x"], output="o", max_record_bytes=1 << 30)
 
