@@ -8,7 +8,8 @@ is built beforehand and carried: infra/gpu/README.md), then on this machine the 
 WordPiece, BERT's size; every piece seen once counts) and the shards stage (128 tokens a row, MLM masks).
 Variants, one process each, the same rows and model (bert_base: 12 x 768, its dropout 0.1):
 1. `lmforge`: `lmforge pretrain` as a user gets it on a GPU: micro batch auto (the largest that fits), compiled
-   regions, ZeRO-0, bf16 as autocast (training.pretraining.run_plan);
+   regions, ZeRO-0, bf16 as autocast with a bf16 residual stream (training.pretraining.run_plan,
+   training.models.residual); `lmforge_fp32_residual`: the same with --fp32-residual (autocast's fp32 stream);
 2. `lmforge_mb64`: the same at micro batch 64, the peers' batch;
 3. `plain` and `plain_compiled`: the 30-line loop (bench.step_peers), eager and with torch.compile(model);
 4. `hf_trainer` and `hf_trainer_compiled`: the HF Trainer with bf16=True, eager and with torch_compile=True;
@@ -39,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-VARIANTS = ("lmforge", "lmforge_mb64", "plain", "plain_compiled", "hf_trainer", "hf_trainer_compiled",
+VARIANTS = ("lmforge", "lmforge_fp32_residual", "lmforge_mb64", "plain", "plain_compiled", "hf_trainer", "hf_trainer_compiled",
             "lmforge_cudagraphs")
 PEERS = ("plain", "plain_compiled", "hf_trainer", "hf_trainer_compiled")
 
@@ -96,7 +97,10 @@ def pretrain_variant(name: str, data: dict[str, Path], work: Path, sizes: Sizes,
     out = work / name
     shutil.rmtree(out, ignore_errors=True)
     first = sizes.warmup + sizes.profiled  # a log record falls here: windows after it are timed
-    extra: dict[str, Any] = {"micro_batch_size": sizes.peer_batch} if name != "lmforge" else {}
+    auto = name in ("lmforge", "lmforge_fp32_residual")
+    extra: dict[str, Any] = {} if auto else {"micro_batch_size": sizes.peer_batch}
+    if name == "lmforge_fp32_residual":
+        extra["fp32_residual"] = True
     if name == "lmforge_cudagraphs":
         extra["compile_mode"] = "reduce-overhead"
     if device == "cpu":
@@ -116,7 +120,8 @@ def pretrain_variant(name: str, data: dict[str, Path], work: Path, sizes: Sizes,
             "micro_batch_size": metrics["micro_batch_size"], "grad_accum": metrics["grad_accum"],
             "head_share": counts["masked_tokens"] / (counts["sequences"] * metrics["seq_len"]),
             "profile": metrics.get("profile"), "peak_memory_gb": metrics.get("peak_gpu_memory_gb"),
-            "compile": metrics.get("compile"), "plan": metrics.get("plan"),
+            "compile": metrics.get("compile"), "plan": metrics.get("plan"), "residual": metrics.get("residual"),
+            "loss_curve": [c["loss"] for c in metrics.get("loss_curve", [])],
             "micro_batch_probe": metrics.get("micro_batch_probe")}
 
 

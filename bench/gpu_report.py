@@ -4,7 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 TITLE = "gpu: the pretraining step on one GPU against a plain PyTorch loop and the HF Trainer"
-NAMES = {"lmforge": "lmforge, defaults (micro batch auto)", "lmforge_mb64": "lmforge, micro batch 64",
+NAMES = {"lmforge": "lmforge, defaults (micro batch auto)",
+         "lmforge_fp32_residual": "lmforge, defaults but --fp32-residual", "lmforge_mb64": "lmforge, micro batch 64",
          "plain": "plain PyTorch loop, eager", "plain_compiled": "plain PyTorch loop, torch.compile",
          "hf_trainer": "HF Trainer, bf16", "hf_trainer_compiled": "HF Trainer, bf16, torch_compile",
          "lmforge_cudagraphs": "lmforge, micro batch 64, CUDA graphs (reduce-overhead)"}
@@ -78,7 +79,7 @@ def goals(fig: dict[str, dict[str, Any]], smoke: bool = False) -> list[str]:
 
 def where_time_goes(report: dict[str, Any]) -> list[str]:
     out = []
-    for name in ("lmforge", "lmforge_mb64", "lmforge_cudagraphs", "plain_compiled"):
+    for name in ("lmforge", "lmforge_fp32_residual", "lmforge_mb64", "lmforge_cudagraphs", "plain_compiled"):
         r = report["results"].get(name, {})
         prof = r.get("profile") or {}
         if not prof:
@@ -93,6 +94,10 @@ def where_time_goes(report: dict[str, Any]) -> list[str]:
             out.append("  GPU ms a step by kind of kernel: "
                        + ", ".join(f"{kind} {ms:.1f}" for kind, ms in prof["kernel_kinds"]) + "; the longest: "
                        + "; ".join(f"`{k[:60]}` {ms:.1f}" for k, ms in prof.get("top_kernels", [])[:3]) + ".")
+        if prof.get("host_syncs_per_step") is not None:
+            out.append(f"  Host syncs a step: {prof['host_syncs_per_step']:.1f}"
+                       + (" (" + ", ".join(f"{s['where']} {s['per_step']:.1f}" for s in prof["host_sync_sites"]) + ")"
+                          if prof.get("host_sync_sites") else "") + ".")
         comp = r.get("compile") or {}
         if comp.get("regions"):
             out.append(f"  Compiled regions: {len(comp['regions'])}; graph breaks {comp.get('graph_breaks')}, frames "
@@ -103,6 +108,19 @@ def where_time_goes(report: dict[str, Any]) -> list[str]:
                                                              for s, p in probe["tried"])
                        + f" -> {probe.get('fitted')} (of {probe.get('usable_gb', 0):.0f} GB usable).")
     return out
+
+
+def residual_lines(report: dict[str, Any]) -> list[str]:
+    """The bf16 residual stream against the fp32 one on the same rows: the loss curves side by side."""
+    new, old = (report["results"].get(n, {}) for n in ("lmforge", "lmforge_fp32_residual"))
+    a, b = new.get("loss_curve") or [], old.get("loss_curve") or []
+    if not a or len(a) != len(b) or new.get("rows_per_step") != old.get("rows_per_step"):
+        return []
+    tail = min(10, len(a))
+    gap = max(abs(x - y) for x, y in zip(a, b))
+    return [f"- Residual stream bf16 (the default) against fp32 (--fp32-residual), the same {len(a)} steps of "
+            f"{new['rows_per_step']} rows: mean loss over the last {tail} steps {sum(a[-tail:]) / tail:.4f} against "
+            f"{sum(b[-tail:]) / tail:.4f}; the largest difference at one step {gap:.4f}."]
 
 
 def render(report: dict[str, Any]) -> str:
@@ -133,5 +151,6 @@ def render(report: dict[str, Any]) -> str:
     if failed:
         out += ["", "Did not run to the end: " + "; ".join(f"{NAMES[n]}: {e}" for n, e in failed.items()) + "."]
     out += ["", "Goals:", *goals(fig, smoke), "", "Where the step's time goes (lmforge, and the compiled plain loop):", *(where_time_goes(report) or ["- no profile"]),
+            *residual_lines(report),
             "", f"The run took {report['wall_seconds'] / 60:.1f} minutes, data and compilation included."]
     return "\n".join(out) + "\n"

@@ -61,11 +61,11 @@ def make_tokenizer(out_dir: str | Path, vocab_size: int = 300, texts: list[str] 
 
 def make_shards(out_dir: str | Path, tokenizer_dir: str | Path, seq_len: int = 32, num_variants: int = 2,
                 train_rows: int = 40, valid_rows: int = 8, train_files: int = 2, seed: int = 0,
-                schema_version: str | None = None, texts: list[str] | None = None) -> Path:
+                schema_version: str | None = None, texts: list[str] | None = None, padded_every: int = 3) -> Path:
     """Write `train/shard-0000k-000.arrow`, `valid/shard-00000-000.arrow` and a shards manifest (BERT MLM).
 
     Rows are packed: consecutive texts (default SENTENCES) joined by [SEP] after a [CLS]; every
-    third row is cut short so padding and `length` are exercised.
+    third row (every `padded_every`-th; 0: none) is cut short so padding and `length` are exercised.
     """
     from transformers import AutoTokenizer
 
@@ -88,7 +88,8 @@ def make_shards(out_dir: str | Path, tokenizer_dir: str | Path, seq_len: int = 3
             ids += encoded[j % len(encoded)] + [sep]
             j += 1
         ids = ids[:seq_len]
-        length = seq_len - (i % 3 == 2) * (seq_len // 4)  # every third row: a quarter is padding
+        padded = padded_every and i % padded_every == padded_every - 1
+        length = seq_len - padded * (seq_len // 4)  # every third row: a quarter is padding
         ids = np.array(ids[:length] + [pad] * (seq_len - length), dtype=np.int32)
         positions, tokens = mask_variants(ids, length, vocab_spec, mask_cfg, shard=0, row=i)
         return {"input_ids": ids.tolist(), "length": length, "doc_starts": [s for s in starts if s < length],

@@ -375,7 +375,7 @@ class SparseMLM(torch.nn.Module):
         """The model to export (HFLoss has the same attribute)."""
         return self.mlm
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor,
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, labels: torch.Tensor | None = None,
                 masked_index: torch.Tensor | None = None, masked_labels: torch.Tensor | None = None,
                 position_ids: torch.Tensor | None = None, doc_ids: torch.Tensor | None = None) -> torch.Tensor:
         """`masked_index`/`masked_labels` (from `sparse_targets`, built on the CPU before the batch moves): the

@@ -81,6 +81,7 @@ def run(cfg: PretrainConfig) -> Path:
                  " | dropout masks from SFC64" if s.notes["dropout_masks"] == "sfc64" else "")
         for line in s.plan.lines():
             log.info("plan: %s", line)
+        log.info("plan: residual stream %s", s.notes["residual"])
     result = fit(s, t0)
     last_valid = validate(s, result["step"], result["telemetry"], t0) if cfg.eval_batches else result["last_valid"]
     finish(s, result, last_valid, global_batch, t0)
@@ -212,7 +213,7 @@ def finish(s: Setup, r: dict[str, Any], last_valid: dict[str, float | None], glo
         "precision": "bf16" if cfg.bf16 else "fp16" if cfg.fp16 else "fp32",
         "attention": cfg.attention, "attention_kernel": s.notes["attention"],
         "attn_implementation": getattr(model.config, "_attn_implementation", None),
-        "dropout_masks": s.notes["dropout_masks"], "plan": s.plan.as_dict(),
+        "dropout_masks": s.notes["dropout_masks"], "residual": s.notes["residual"], "plan": s.plan.as_dict(),
         "compile": {"regions": s.notes["compiled_regions"], **(r["watch"].summary() if r["watch"] else {})},
         **({"micro_batch_probe": s.notes["micro_batch_probe"]} if "micro_batch_probe" in s.notes else {}),
         **({"profile": r["profile"]} if r["profile"] else {}),

@@ -17,6 +17,7 @@ from common.config import AUTO
 from schemas.manifest import MANIFEST_NAME
 from training.models.export import check_tokenizer, load_tokenizer
 from training.models.model import SparseMLM, masked_bound, num_parameters, sparse_targets
+from training.models.residual import bf16_residual
 from training.pretraining import cpu_dropout
 from training.pretraining.budget import BudgetClock
 from training.pretraining.config import TRAINABLE, PretrainConfig, plan_steps
@@ -97,6 +98,7 @@ def setup(cfg: PretrainConfig) -> Setup:
     torch.manual_seed(cfg.seed)  # same init everywhere; DeepSpeed also broadcasts rank 0's weights
     module = build_module(cfg, shards, tokenizer, deepspeed_config(cfg) if cfg.zero_stage == 3 else {})
     notes: dict[str, Any] = {"attention": set_attention(module, cfg.attention, device)}
+    notes["residual"] = residual_stream(cfg, module)
     if device.type == "cuda":  # the micro batch the GPU holds (auto), or a check that the asked-for one fits
         cfg, notes["micro_batch_probe"] = fit_on_device(cfg, module, train, shards, device, world, plan.compile)
         plan = dataclasses.replace(plan, micro_batch=cfg.micro_batch_size)
@@ -115,6 +117,16 @@ def setup(cfg: PretrainConfig) -> Setup:
                                                            plan.compile)
     return Setup(cfg, plan, rank, world, out, ckpt_dir, held, shards, tokenizer, loader, total, ds_config, engine,
                  TrainStep(engine, cfg), clock, resumed, notes)
+
+
+def residual_stream(cfg: PretrainConfig, module) -> str:
+    """bf16 LayerNorm outputs under autocast (training.models.residual) unless --fp32-residual; what the run's
+    residual stream is, for metrics.json."""
+    if not (cfg.bf16 and cfg.zero_stage == 0):
+        return "the weights' dtype" if cfg.bf16 or cfg.fp16 else "fp32"
+    if cfg.fp32_residual:
+        return "fp32 (--fp32-residual)"
+    return f"bf16 ({bf16_residual(module)} LayerNorm outputs cast under autocast)"
 
 
 def fit_on_device(cfg: PretrainConfig, module, train, shards: ShardSet, device: torch.device, world: int,
@@ -170,4 +182,16 @@ def prepare_batch(module, batch: dict[str, torch.Tensor], rows: int, most_per_ro
     to a fixed count when the head is compiled (one shape every step); other modules take the batch as it is."""
     if not isinstance(module, SparseMLM):
         return batch
-    return sparse_targets(batch, size=masked_bound(rows, most_per_row) if fixed else None)
+    batch = sparse_targets(batch, size=masked_bound(rows, most_per_row) if fixed else None)
+    return without_full_mask(batch)
+
+
+def without_full_mask(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The batch less its attention mask when every position is a token (most packed batches), decided here on
+    the CPU. Given a mask, HF's mask builder asks `mask.all()` to skip it (so SDPA can take its FlashAttention
+    kernel): on a GPU a host sync every micro batch, which keeps the host from queueing the next step while
+    the GPU runs. Without the mask the model does what it did with it (the same kernel, no sync)."""
+    mask = batch.get("attention_mask")
+    if mask is None or "doc_ids" in batch or not mask.numpy().all():  # the loader's CPU tensor
+        return batch
+    return {k: v for k, v in batch.items() if k != "attention_mask"}

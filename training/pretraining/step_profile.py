@@ -16,7 +16,9 @@ Per step, from the profiler's events:
   and `gpu_busy_share` (busy over the window's wall time): how much of the step the GPU waited on the host;
   `kernel_kinds` (GPU ms a step by kind of kernel: matrix products, attention, inductor's fused kernels, the
   optimizer, eager elementwise...) and `top_kernels` (the kernels that took the most GPU time): where the
-  GPU's own time goes once the host keeps up.
+  GPU's own time goes once the host keeps up; `host_syncs_per_step` and `host_sync_sites` (the Python lines
+  whose ops made the host wait for the GPU, from torch.cuda.set_sync_debug_mode): a sync inside a step keeps
+  the host from queueing the next one while the GPU works.
 The window is synchronised with the device at its two ends (two host syncs, only while profiling).
 """
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+import warnings
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -153,6 +156,7 @@ class StepProfiler:
         self.prof = None
         self.t0 = 0.0
         self.summary: dict[str, Any] | None = None
+        self._syncs: SyncWatch | None = None
 
     def _sync(self) -> None:
         if self.device.type == "cuda":
@@ -167,17 +171,22 @@ class StepProfiler:
             self._sync()
             self.prof = profile(activities=acts)
             self.prof.__enter__()
+            self._syncs = SyncWatch().start() if self.device.type == "cuda" else None
             self.t0 = time.perf_counter()
 
     def after(self, step: int) -> None:
         """Call after optimizer step `step`."""
         if self.prof is None or step != self.window[1]:
             return
+        syncs = self._syncs.stop() if self._syncs else None
         self._sync()
         wall = time.perf_counter() - self.t0
         self.prof.__exit__(None, None, None)
         steps = self.window[1] - self.window[0] + 1
         self.summary = {"window": list(self.window), **summarize(self.prof.events(), steps, wall)}
+        if syncs is not None:
+            self.summary["host_syncs_per_step"] = sum(syncs.values()) / steps
+            self.summary["host_sync_sites"] = [{"where": w, "per_step": n / steps} for w, n in syncs.most_common(8)]
         if self.write:
             self.out_dir.mkdir(parents=True, exist_ok=True)
             (self.out_dir / "summary.json").write_text(json.dumps(self.summary, indent=1) + "\n")
@@ -187,3 +196,22 @@ class StepProfiler:
                  f", {self.summary['kernels_per_step']:.0f} kernels, GPU busy {self.summary['gpu_busy_share']:.0%}"
                  if "kernels_per_step" in self.summary else "", self.out_dir / "summary.json")
         self.prof = None
+
+
+class SyncWatch:
+    """The host syncs between start() and stop(), counted by the Python line that caused each: CUDA's sync debug
+    mode warns at every synchronising op (a `.item()`, a `bool()` of a GPU tensor, a copy to the host), and the
+    warnings are caught here instead of printed."""
+
+    def start(self) -> SyncWatch:
+        self._caught = warnings.catch_warnings(record=True)
+        self._log = self._caught.__enter__()
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        return self
+
+    def stop(self) -> Counter:
+        torch.cuda.set_sync_debug_mode("default")
+        self._caught.__exit__(None, None, None)
+        return Counter(f"{'/'.join(Path(w.filename).parts[-2:])}:{w.lineno}" for w in self._log
+                       if "synchroniz" in str(w.message))

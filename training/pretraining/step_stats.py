@@ -47,7 +47,8 @@ class StepStats:
         m = self._micro
         m[_AT["loss_sum"]] += loss.detach().to(torch.float64)
         m[_AT["micro_batches"]] += 1
-        m[_AT["tokens"]] += batch["attention_mask"].sum()
+        mask = batch.get("attention_mask")  # none: every position is a token (training.pretraining.setup.prepare_batch)
+        m[_AT["tokens"]] += mask.sum() if mask is not None else batch["input_ids"].numel()
         m[_AT["labelled"]] += counted
         m[_AT["sequences"]] += batch["input_ids"].shape[0]
         m[_AT["correct"]] += correct
