@@ -26,10 +26,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from email.message import Message
 
-import zstandard
+try:
+    import zstandard
+except ImportError:  # an install without it (the lent GPU machines' image): only .zst input needs it
+    zstandard = None
 
 from schemas import storage
 from schemas.records import Quarantined, RawDocument
+
+ZSTD_ERRORS = (zstandard.ZstdError,) if zstandard else ()
 
 WARC_SUFFIXES = (".warc", ".warc.gz", ".wet", ".wet.gz", ".wat", ".wat.gz", ".arc.gz")
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".json.gz", ".jsonl.zst")
@@ -244,6 +249,8 @@ def _open_bytes(path: str) -> Iterator[io.BufferedIOBase]:
             with gzip.GzipFile(fileobj=raw, mode="rb") as stream:  # inflates only what is asked for
                 yield stream
         elif path.endswith(".zst"):
+            if zstandard is None:
+                raise RuntimeError(f"{path}: reading .zst needs the zstandard package (pip install zstandard)")
             # zstandard's reader has no readline; io.BufferedReader adds one
             with io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw), SKIP_CHUNK) as stream:
                 yield stream
@@ -264,7 +271,7 @@ def read_jsonl(path: str, max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[
                     yield Quarantined(path, lineno, "payload_too_large", line.detail("line", max_record_bytes))
                     continue
                 line = line.decode("utf-8")
-            except (UnicodeDecodeError, EOFError, OSError, zstandard.ZstdError) as e:
+            except (UnicodeDecodeError, EOFError, OSError, *ZSTD_ERRORS) as e:
                 yield Quarantined(path, lineno, "unreadable_line", f"{type(e).__name__}: {e}; rest of file not read")
                 return
             if not line:
