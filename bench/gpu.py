@@ -8,14 +8,15 @@ is built beforehand and carried: infra/gpu/README.md), then on this machine the 
 WordPiece, BERT's size; every piece seen once counts) and the shards stage (128 tokens a row, MLM masks).
 Variants, one process each, the same rows and model (bert_base: 12 x 768, its dropout 0.1):
 1. `lmforge`: `lmforge pretrain` as a user gets it on a GPU: micro batch auto (the largest that fits), compiled
-   regions, ZeRO-0, bf16 as autocast with a bf16 residual stream (training.pretraining.run_plan,
-   training.models.residual); `lmforge_fp32_residual`: the same with --fp32-residual (autocast's fp32 stream);
+   regions with CUDA graphs (--compile-mode auto), ZeRO-0, bf16 as autocast with a bf16 residual stream
+   (training.pretraining.run_plan, training.pretraining.compiled, training.models.residual);
+   `lmforge_fp32_residual`: the same with --fp32-residual (autocast's fp32 stream);
 2. `lmforge_mb64`: the same at micro batch 64, the peers' batch;
 3. `plain` and `plain_compiled`: the 30-line loop (bench.step_peers), eager and with torch.compile(model);
 4. `hf_trainer` and `hf_trainer_compiled`: the HF Trainer with bf16=True, eager and with torch_compile=True;
-5. `lmforge_cudagraphs`: lmforge at micro batch 64 with --compile-mode reduce-overhead (CUDA graphs replay each
-   compiled region's kernels with one launch): whether they help a step this size. Last, as it may not fit the
-   call's minutes.
+5. `lmforge_mb64_no_graphs` and `lmforge_no_graphs`: lmforge at micro batch 64 and auto with --compile-mode
+   default (no CUDA graphs, which replay each compiled region's kernels with one launch): what the graphs buy.
+   Last, as they may not fit the call's minutes.
 Each: warm-up steps (compilation included), a profiled window (training.pretraining.step_profile: kernels per step, the
 GPU's busy share), a timed window; tokens/s = rows x 128 / seconds per step; MFU against the GPU's dense bf16 peak
 (training.doctor.node.GPU_PEAKS) by the project's FLOP count (training.models.flops: lmforge's head at masked positions only,
@@ -41,7 +42,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = ("lmforge", "lmforge_fp32_residual", "lmforge_mb64", "plain", "plain_compiled", "hf_trainer", "hf_trainer_compiled",
-            "lmforge_cudagraphs")
+            "lmforge_mb64_no_graphs", "lmforge_no_graphs")
 PEERS = ("plain", "plain_compiled", "hf_trainer", "hf_trainer_compiled")
 
 
@@ -97,12 +98,12 @@ def pretrain_variant(name: str, data: dict[str, Path], work: Path, sizes: Sizes,
     out = work / name
     shutil.rmtree(out, ignore_errors=True)
     first = sizes.warmup + sizes.profiled  # a log record falls here: windows after it are timed
-    auto = name in ("lmforge", "lmforge_fp32_residual")
+    auto = name in ("lmforge", "lmforge_fp32_residual", "lmforge_no_graphs")
     extra: dict[str, Any] = {} if auto else {"micro_batch_size": sizes.peer_batch}
     if name == "lmforge_fp32_residual":
         extra["fp32_residual"] = True
-    if name == "lmforge_cudagraphs":
-        extra["compile_mode"] = "reduce-overhead"
+    if name.endswith("_no_graphs"):
+        extra["compile_mode"] = "default"
     if device == "cpu":
         extra.update(micro_batch_size=sizes.peer_batch, compile=False)
     cfg = PretrainConfig(shards=str(data["shards"]), tokenizer=str(data["tokenizer"]), output=str(out),

@@ -8,7 +8,8 @@ NAMES = {"lmforge": "lmforge, defaults (micro batch auto)",
          "lmforge_fp32_residual": "lmforge, defaults but --fp32-residual", "lmforge_mb64": "lmforge, micro batch 64",
          "plain": "plain PyTorch loop, eager", "plain_compiled": "plain PyTorch loop, torch.compile",
          "hf_trainer": "HF Trainer, bf16", "hf_trainer_compiled": "HF Trainer, bf16, torch_compile",
-         "lmforge_cudagraphs": "lmforge, micro batch 64, CUDA graphs (reduce-overhead)"}
+         "lmforge_mb64_no_graphs": "lmforge, micro batch 64, no CUDA graphs (--compile-mode default)",
+         "lmforge_no_graphs": "lmforge, micro batch auto, no CUDA graphs (--compile-mode default)"}
 MFU_GOAL = 0.40
 SPEEDUP_GOAL = 1.2
 PEERS = ("plain", "plain_compiled", "hf_trainer", "hf_trainer_compiled")
@@ -79,7 +80,8 @@ def goals(fig: dict[str, dict[str, Any]], smoke: bool = False) -> list[str]:
 
 def where_time_goes(report: dict[str, Any]) -> list[str]:
     out = []
-    for name in ("lmforge", "lmforge_fp32_residual", "lmforge_mb64", "lmforge_cudagraphs", "plain_compiled"):
+    for name in ("lmforge", "lmforge_fp32_residual", "lmforge_mb64", "lmforge_mb64_no_graphs", "lmforge_no_graphs",
+                 "plain_compiled"):
         r = report["results"].get(name, {})
         prof = r.get("profile") or {}
         if not prof:

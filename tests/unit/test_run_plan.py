@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from training.models.model import SparseMLM, bert_config, build_model, preset, sparse_targets
-from training.pretraining.compiled import compile_choice
+from training.pretraining.compiled import compile_choice, compile_mode_choice, compile_regions
 from training.pretraining.config import PretrainConfig
 from training.pretraining.engine import TrainStep
 from training.pretraining.memory_plan import fit_micro_batch, plan_zero_stage, split_global_batch, state_bytes
@@ -59,6 +59,17 @@ def test_resolve_fills_in_stage_micro_batch_and_compile():
     assert compile_choice(True, "cpu", 0) == (True, "asked for (--compile)")
     with pytest.raises(ValueError, match="give --global-batch-size or --grad-accum"):
         resolve(_cfg(global_batch_size=64, grad_accum=2), 1, "cpu", None, BERT_BASE)
+
+
+def test_compile_mode_auto_is_cuda_graphs_only_where_they_were_measured():
+    """One GPU, ZeRO-0, no accumulation: reduce-overhead; any other case: default; an asked-for mode stays."""
+    assert compile_mode_choice("auto", "cuda", 1, 0, 1)[0] == "reduce-overhead"
+    for accelerator, world, zero, accum in (("cuda", 2, 0, 1), ("cuda", 1, 2, 1), ("cuda", 1, 0, 4), ("cpu", 1, 0, 1)):
+        assert compile_mode_choice("auto", accelerator, world, zero, accum)[0] == "default"
+    assert compile_mode_choice("default", "cuda", 1, 0, 1) == ("default", "asked for (--compile-mode)")
+    assert _cfg().compile_mode == "auto"
+    with pytest.raises(ValueError, match="compile mode must be one of default, reduce-overhead"):
+        compile_regions(torch.nn.Linear(2, 2), "auto")  # resolved before the regions compile
 
 
 def test_stage0_deepspeed_config_leaves_clipping_and_bf16_to_lmforge():

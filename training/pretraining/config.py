@@ -67,8 +67,9 @@ class PretrainConfig:
                                              "the lowest stage that fits (training.pretraining.memory_plan; --dry-run says why).")
     compile: bool | None = opt(None, help="torch.compile the transformer blocks and the loss head "
                                           "(training.pretraining.compiled); unset: on with CUDA below ZeRO-3, off on the CPU.")
-    compile_mode: str = opt("default", help="torch.compile mode: default, reduce-overhead (CUDA graphs) or "
-                                            "max-autotune-no-cudagraphs.")
+    compile_mode: str = opt("auto", help="torch.compile mode: auto (reduce-overhead on one GPU at ZeRO-0 without "
+                                         "accumulation, where it was measured; default elsewhere), default, "
+                                         "reduce-overhead (CUDA graphs) or max-autotune-no-cudagraphs.")
     attention: str = opt("row", help="row: a token attends to its whole packed row; document: only to its own "
                                      "document's tokens, positions restarting at each document start "
                                      "(training.models.attention; FlexAttention on CUDA, a block-diagonal SDPA mask on "

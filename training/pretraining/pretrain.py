@@ -82,6 +82,8 @@ def run(cfg: PretrainConfig) -> Path:
         for line in s.plan.lines():
             log.info("plan: %s", line)
         log.info("plan: residual stream %s", s.notes["residual"])
+        if s.plan.compile:
+            log.info("plan: compile mode %s: %s", cfg.compile_mode, s.notes["compile_mode"])
     result = fit(s, t0)
     last_valid = validate(s, result["step"], result["telemetry"], t0) if cfg.eval_batches else result["last_valid"]
     finish(s, result, last_valid, global_batch, t0)
@@ -214,7 +216,8 @@ def finish(s: Setup, r: dict[str, Any], last_valid: dict[str, float | None], glo
         "attention": cfg.attention, "attention_kernel": s.notes["attention"],
         "attn_implementation": getattr(model.config, "_attn_implementation", None),
         "dropout_masks": s.notes["dropout_masks"], "residual": s.notes["residual"], "plan": s.plan.as_dict(),
-        "compile": {"regions": s.notes["compiled_regions"], **(r["watch"].summary() if r["watch"] else {})},
+        "compile": {"regions": s.notes["compiled_regions"], "mode": cfg.compile_mode if s.plan.compile else None,
+                    "mode_reason": s.notes["compile_mode"], **(r["watch"].summary() if r["watch"] else {})},
         **({"micro_batch_probe": s.notes["micro_batch_probe"]} if "micro_batch_probe" in s.notes else {}),
         **({"profile": r["profile"]} if r["profile"] else {}),
         "model": cfg.init_from or cfg.model, "num_parameters": num_parameters(model),

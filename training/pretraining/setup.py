@@ -20,6 +20,7 @@ from training.models.model import SparseMLM, masked_bound, num_parameters, spars
 from training.models.residual import bf16_residual
 from training.pretraining import cpu_dropout
 from training.pretraining.budget import BudgetClock
+from training.pretraining.compiled import compile_mode_choice
 from training.pretraining.config import TRAINABLE, PretrainConfig, plan_steps
 from training.pretraining.data import RankLoader, ShardSet
 from training.pretraining.engine import TrainStep, make_engine
@@ -113,6 +114,8 @@ def setup(cfg: PretrainConfig) -> Setup:
         frozen = freeze_all_but_head(module.hf)
         log.info("freeze_encoder: %s of %s parameters frozen", f"{frozen:,}", f"{num_parameters(module.hf):,}")
     torch.manual_seed(rank_seed(cfg.seed, rank))  # different dropout masks per rank
+    mode, notes["compile_mode"] = compile_mode_choice(cfg.compile_mode, device.type, world, cfg.zero_stage, cfg.grad_accum)
+    cfg = dataclasses.replace(cfg, compile_mode=mode)
     engine, clock, notes["compiled_regions"] = make_engine(cfg, module, total, world, device.type, ds_config,
                                                            plan.compile)
     return Setup(cfg, plan, rank, world, out, ckpt_dir, held, shards, tokenizer, loader, total, ds_config, engine,
