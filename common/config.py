@@ -17,14 +17,19 @@ T = TypeVar("T")
 
 
 def opt(default: Any = dataclasses.MISSING, help: str = "", alias: str | None = None, path: bool = False,
-        **kw: Any) -> Any:
+        choices: tuple[Any, ...] | None = None, repeat: bool = False, metavar: str | None = None, **kw: Any) -> Any:
     """A config field with its documentation. Mutable defaults go through default_factory.
 
     `alias` is a second spelling of the flag (`--from` for the field `from_model`, as `from` is a
     Python keyword); the JSON config key stays the field name. `path`: the option names files or
     folders the stage reads or writes, so a run started from the Prefect UI may point it only inside
-    the data root (flows/params.py checks every such option its `overrides` set)."""
-    meta = {"help": help, **({"alias": alias} if alias else {}), **({"path": True} if path else {})}
+    the data root (flows/params.py checks every such option its `overrides` set). `choices`: the values
+    the flag accepts (from a registry, so the list is never copied by hand); `repeat`: a list option given
+    once per value (`--nccl-env A=1 --nccl-env B=2`) rather than as `--flag a b`; `metavar`: the value's
+    name in --help."""
+    meta = {"help": help, **({"alias": alias} if alias else {}), **({"path": True} if path else {}),
+            **({"choices": tuple(choices)} if choices is not None else {}), **({"repeat": True} if repeat else {}),
+            **({"metavar": metavar} if metavar else {})}
     if isinstance(default, (list, dict)):
         value = default
         return dataclasses.field(default_factory=lambda: type(value)(value), metadata=meta, **kw)
@@ -59,13 +64,14 @@ def _base_type(tp: Any) -> tuple[Any, bool]:
     return tp, False
 
 
-def add_config_args(parser: argparse.ArgumentParser, cls: type, prefix: str = "") -> None:
+def add_config_args(parser: argparse.ArgumentParser, cls: type, prefix: str = "", config_file: bool = True) -> None:
     """Add one `--flag` per dataclass field, with the field's help and default.
 
     Nested config dataclasses become prefixed flags: MaskConfig.rate under field `mask` is
     `--mask-rate`. `--config FILE` (JSON) supplies values too; flags given on the command line win.
+    `config_file=False`: a second options object on a parser that already has its `--config`.
     """
-    if not prefix:
+    if not prefix and config_file:
         parser.add_argument("--config", dest="_config_file", metavar="FILE", default=None,
                             help="JSON file with config values (keys are the option names with _); flags override it")
     hints = typing.get_type_hints(cls)
@@ -88,11 +94,16 @@ def add_config_args(parser: argparse.ArgumentParser, cls: type, prefix: str = ""
         else:
             help_text += " (required)"
         flags = [flag, *([f.metadata["alias"]] if f.metadata.get("alias") else [])]  # a nested option's alias is a whole flag too
+        meta = f.metadata
         if tp is bool and not is_list:
             parser.add_argument(*flags, dest=dest, action=argparse.BooleanOptionalAction, default=None, help=help_text)
+        elif is_list and meta.get("repeat"):
+            parser.add_argument(*flags, dest=dest, type=tp, action="append", default=None, help=help_text,
+                                metavar=meta.get("metavar") or f.name.upper(), choices=meta.get("choices"))
         else:
-            parser.add_argument(*flags, dest=dest, type=tp, nargs="+" if is_list else None,
-                                default=None, help=help_text, metavar=f.name.upper())
+            parser.add_argument(*flags, dest=dest, type=tp, nargs="+" if is_list else None, choices=meta.get("choices"),
+                                default=None, help=help_text,
+                                metavar=meta.get("metavar") or (None if meta.get("choices") else f.name.upper()))
 
 
 def _collect(cls: type, values: dict[str, Any], prefix: str = "") -> dict[str, Any]:

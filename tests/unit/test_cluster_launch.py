@@ -176,3 +176,21 @@ def test_lmforge_pretrain_emit_prints_the_file_for_the_runs_options(capsys):
     assert (node.nnodes, node.node_rank, node.master_addr) == (2, 1, "cli-run-0.cli-run")
     assert main([*argv[:-4], "--nnodes", "1", "--emit", "slurm"]) == 2  # one node needs no cluster file
     assert "2 or more nodes" in capsys.readouterr().err
+
+
+def test_launch_options_come_from_one_declaration():
+    """LaunchOptions' flags are its fields (common.config): defaults, choices and the repeatable --nccl-env."""
+    from common.config import add_config_args
+    from training.launch.command import LaunchOptions, add_launch_args
+    from training.pretraining.config import PretrainConfig
+
+    sp = argparse.ArgumentParser()
+    add_config_args(sp, PretrainConfig)
+    add_launch_args(sp)  # beside the stage's flags and its --config, without a second --config
+    assert LaunchOptions.from_args(sp.parse_args([])) == LaunchOptions()
+    o = LaunchOptions.from_args(sp.parse_args(["--nccl-env", "NCCL_DEBUG=WARN", "--nccl-env", "NCCL_IB_HCA=mlx5",
+                                               "--emit", "slurm", "--dry-run", "--master-port", "29600"]))
+    assert (o.nccl_env, o.emit, o.dry_run, o.master_port, o.nnodes) == (
+        ("NCCL_DEBUG=WARN", "NCCL_IB_HCA=mlx5"), "slurm", True, 29600, 1)
+    with pytest.raises(SystemExit):
+        sp.parse_args(["--emit", "pbs"])  # argparse names the choices

@@ -6,7 +6,7 @@ launch file (`--emit`) or submit one and follow the job to its end (`--submit`).
     lmforge pretrain ... --nnodes 2 --emit slurm > job.sh                          # an sbatch script
     lmforge pretrain ... --nnodes 2 --submit k8s --image lmforge:0.1.0             # applied and followed
 
-The options are one typed object (LaunchOptions), read from the parser `add_launch_args` fills.
+The options are one typed object (LaunchOptions), declared with common.config like a stage's.
 """
 from __future__ import annotations
 
@@ -19,103 +19,76 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from common.config import add_config_args, opt
 from training.launch.cluster import KINDS
 
 
 @dataclasses.dataclass(frozen=True)
 class LaunchOptions:
-    """Where and how `lmforge pretrain` runs (the fields are the flags `add_launch_args` declares,
-    with their defaults there: one place states each)."""
+    """Where and how `lmforge pretrain` runs: its launch and cluster flags, declared like every stage's options
+    (common.config), beside PretrainConfig's on the same parser."""
 
-    nproc: int
-    accelerator: str
-    dry_run: bool
-    gpus_per_node: int | None
-    nnodes: int
-    rdzv_endpoint: str
-    rdzv_id: str
-    node_rank: int
-    master_addr: str
-    master_port: int
-    emit: str | None
-    submit: str | None
-    image: str
-    shared_pvc: str
-    mount: str
-    pod_cpu: str
-    pod_memory: str
-    cpus_per_task: int
-    job_name: str
-    nccl_env: tuple[str, ...]
-    rdma_resource: str
-    namespace: str
-    cluster_timeout: float
-    cluster_poll: float
-    hostfile: str
+    nproc: int = opt(0, help="processes per node (torchrun --nproc_per_node); 0: one per GPU, or 2 on CPU")
+    accelerator: str = opt("auto", choices=("auto", "cpu", "cuda"), help="cuda: one process per GPU over NCCL; cpu: "
+                           "gloo, the cores shared out as torch threads; auto: cuda if torch sees a GPU")
+    dry_run: bool = opt(False, help="print the launch plan (accelerator, processes, threads, backend, torchrun "
+                        "command, DeepSpeed config) as JSON and exit")
+    gpus_per_node: int | None = opt(None, help="with --dry-run: plan for a node with this many GPUs (compute "
+                                    "capability 8.0) instead of this machine; with --emit/--submit: the GPUs each "
+                                    "node's job asks for, trained on with --accelerator cuda, one process per GPU "
+                                    "unless --nproc (needed for cuda there: without it the job gets no GPU and "
+                                    "trains on CPU)")
+    nnodes: int = opt(1, help="nodes: run this same command on each of them; they meet through a c10d rendezvous "
+                      "at --rdzv-endpoint and must share the file system holding --shards, --tokenizer and --output")
+    rdzv_endpoint: str = opt("", help="HOST:PORT every node reaches (node 0's), with --nnodes > 1")
+    rdzv_id: str = opt("", help="job id, the same on every node (empty: derived from --output)")
+    node_rank: int = opt(-1, help="static multi-node launch instead of a rendezvous: this node's rank 0..nnodes-1 "
+                         "(as Slurm's SLURM_NODEID or a Kubernetes indexed Job's index), with --master-addr; with "
+                         "--hostfile, which host of it this node is")
+    master_addr: str = opt("", help="node 0's address for --node-rank or --hostfile launches")
+    master_port: int = opt(29500, help="node 0's port for those")
+    emit: str | None = opt(None, choices=KINDS, help="print a cluster launch file for --nnodes N nodes instead of "
+                           "running: k8s (a headless Service and an indexed Job, one pod per node), pytorchjob (a "
+                           "Kubeflow PyTorchJob: one Master, N-1 Workers) or slurm (an sbatch script, srun per "
+                           "node); each node runs this pretraining with a static rank (training/launch/cluster.py)")
+    submit: str | None = opt(None, choices=KINDS, help="render that file, submit it (kubectl apply, or sbatch) and "
+                             "follow the job until it ends: exit 0 when it succeeded, else an error with its state "
+                             "and last log lines (training/launch/cluster_submit.py)")
+    image: str = opt("lmforge:0.1.0", help="k8s/pytorchjob: the container image (infra/docker/Dockerfile)")
+    shared_pvc: str = opt("lmforge-runs", help="k8s/pytorchjob: a ReadWriteMany claim mounted at --mount in every "
+                          "pod, holding the shards, tokenizer and output")
+    mount: str = opt("/shared", help="k8s/pytorchjob: where the claim is mounted in the pods; give paths under it")
+    pod_cpu: str = opt("", help="k8s/pytorchjob: CPU requested per pod, e.g. 8 or 7500m")
+    pod_memory: str = opt("", help="k8s/pytorchjob: memory requested and limited per pod, e.g. 32Gi")
+    cpus_per_task: int = opt(0, help="slurm: CPUs for each node's lmforge pretrain (its processes x torch threads), "
+                             "as #SBATCH and srun --cpus-per-task; 0: all the node's CPUs (the job is --exclusive)")
+    job_name: str = opt("lmforge-pretrain", help="with --emit/--submit: the job's name")
+    nccl_env: tuple[str, ...] = opt((), repeat=True, metavar="KEY=VALUE", help="with --emit/--submit: set in each "
+                                    "node's environment, repeatable: NCCL_* (NCCL_SOCKET_IFNAME=eth0, "
+                                    "NCCL_IB_HCA=mlx5, NCCL_DEBUG=WARN), GLOO_SOCKET_IFNAME, "
+                                    "TORCH_NCCL_ASYNC_ERROR_HANDLING, TORCH_NCCL_BLOCKING_WAIT or "
+                                    "TORCH_DISTRIBUTED_DEBUG")
+    rdma_resource: str = opt("", metavar="NAME", help="k8s/pytorchjob: an RDMA device resource each pod asks one of "
+                             "(e.g. rdma/hca, nvidia.com/hostdev), with the IPC_LOCK capability, as root: the "
+                             "namespace must allow the Pod Security level privileged (infra/README.md)")
+    namespace: str = opt("", help="with --submit k8s/pytorchjob: the namespace (empty: kubectl's current)")
+    cluster_timeout: float = opt(0.0, help="with --submit: cancel the job and fail after this many seconds (0: wait "
+                                 "until it ends)")
+    cluster_poll: float = opt(15.0, help="with --submit: seconds between looks at the job's state")
+    hostfile: str = opt("", help="a DeepSpeed hostfile ('HOST slots=N' per node): launch with the DeepSpeed "
+                        "launcher instead of torchrun, on each node with its --node-rank (no ssh needed); "
+                        "processes per node come from the slots")
 
     @classmethod
     def from_args(cls, ns: argparse.Namespace) -> LaunchOptions:
-        values = {f.name: getattr(ns, f.name) for f in dataclasses.fields(cls)}
-        return cls(**{**values, "nccl_env": tuple(values["nccl_env"])})
+        """The options given on a parser `add_launch_args` filled (the others at their defaults)."""
+        given = {f.name: getattr(ns, f.name) for f in dataclasses.fields(cls) if getattr(ns, f.name, None) is not None}
+        return cls(**{**given, **({"nccl_env": tuple(given["nccl_env"])} if "nccl_env" in given else {})})
 
 
 def add_launch_args(sp: argparse.ArgumentParser) -> None:
-    sp.add_argument("--nproc", type=int, default=0, help="processes per node (torchrun --nproc_per_node; default 0: "
-                    "one per GPU, or 2 on CPU)")
-    sp.add_argument("--accelerator", choices=("auto", "cpu", "cuda"), default="auto",
-                    help="cuda: one process per GPU over NCCL; cpu: gloo, the cores shared out as torch threads; "
-                         "auto: cuda if torch sees a GPU (default: %(default)s)")
-    sp.add_argument("--dry-run", action="store_true", help="print the launch plan (accelerator, processes, threads, "
-                    "backend, torchrun command, DeepSpeed config) as JSON and exit")
-    sp.add_argument("--gpus-per-node", type=int, default=None, help="with --dry-run: plan for a node with this many "
-                    "GPUs (compute capability 8.0) instead of this machine; with --emit/--submit: the GPUs each "
-                    "node's job asks for, trained on with --accelerator cuda, one process per GPU unless --nproc "
-                    "(needed for cuda there: without it the job gets no GPU and trains on CPU)")
-    sp.add_argument("--nnodes", type=int, default=1, help="nodes: run this same command on each of them; they meet "
-                    "through a c10d rendezvous at --rdzv-endpoint and must share the file system holding --shards, "
-                    "--tokenizer and --output (default: 1)")
-    sp.add_argument("--rdzv-endpoint", default="", help="HOST:PORT every node reaches (node 0's), with --nnodes > 1")
-    sp.add_argument("--rdzv-id", default="", help="job id, the same on every node (default: derived from --output)")
-    sp.add_argument("--node-rank", type=int, default=-1, help="static multi-node launch instead of a rendezvous: this "
-                    "node's rank 0..nnodes-1 (as Slurm's SLURM_NODEID or a Kubernetes indexed Job's index), with "
-                    "--master-addr; with --hostfile, which host of it this node is")
-    sp.add_argument("--master-addr", default="", help="node 0's address for --node-rank or --hostfile launches")
-    sp.add_argument("--master-port", type=int, default=29500, help="node 0's port for those (default: %(default)s)")
-    sp.add_argument("--emit", choices=KINDS, default=None, help="print a cluster launch "
-                    "file for --nnodes N nodes instead of running: k8s (a headless Service and an indexed Job, one "
-                    "pod per node), pytorchjob (a Kubeflow PyTorchJob: one Master, N-1 Workers) or slurm (an sbatch "
-                    "script, srun per node); each node runs this pretraining with a static rank (training/launch/cluster.py)")
-    sp.add_argument("--submit", choices=KINDS, default=None, help="render that file, submit "
-                    "it (kubectl apply, or sbatch) and follow the job until it ends: exit 0 when it succeeded, else "
-                    "an error with its state and last log lines (training/launch/cluster_submit.py)")
-    sp.add_argument("--image", default="lmforge:0.1.0", help="k8s/pytorchjob: the container image "
-                    "(infra/docker/Dockerfile)")
-    sp.add_argument("--shared-pvc", default="lmforge-runs", help="k8s/pytorchjob: a ReadWriteMany claim mounted at "
-                    "--mount in every pod, holding the shards, tokenizer and output")
-    sp.add_argument("--mount", default="/shared", help="k8s/pytorchjob: where the claim is mounted in the pods; give "
-                    "paths under it (default: %(default)s)")
-    sp.add_argument("--pod-cpu", default="", help="k8s/pytorchjob: CPU requested per pod, e.g. 8 or 7500m")
-    sp.add_argument("--pod-memory", default="", help="k8s/pytorchjob: memory requested and limited per pod, e.g. 32Gi")
-    sp.add_argument("--cpus-per-task", type=int, default=0, help="slurm: CPUs for each node's lmforge pretrain "
-                    "(its processes x torch threads), as #SBATCH and srun --cpus-per-task (default 0: all the "
-                    "node's CPUs; the job is --exclusive)")
-    sp.add_argument("--job-name", default="lmforge-pretrain", help="with --emit/--submit: the job's name")
-    sp.add_argument("--nccl-env", action="append", default=[], metavar="KEY=VALUE", help="with --emit/--submit: "
-                    "set in each node's environment, repeatable: NCCL_* (NCCL_SOCKET_IFNAME=eth0, NCCL_IB_HCA=mlx5, "
-                    "NCCL_DEBUG=WARN), GLOO_SOCKET_IFNAME, TORCH_NCCL_ASYNC_ERROR_HANDLING, TORCH_NCCL_BLOCKING_WAIT "
-                    "or TORCH_DISTRIBUTED_DEBUG")
-    sp.add_argument("--rdma-resource", default="", metavar="NAME", help="k8s/pytorchjob: an RDMA device resource "
-                    "each pod asks one of (e.g. rdma/hca, nvidia.com/hostdev), with the IPC_LOCK capability, as "
-                    "root: the namespace must allow the Pod Security level privileged (infra/README.md)")
-    sp.add_argument("--namespace", default="", help="with --submit k8s/pytorchjob: the namespace (default: "
-                    "kubectl's current)")
-    sp.add_argument("--cluster-timeout", type=float, default=0, help="with --submit: cancel the job and fail after "
-                    "this many seconds (default 0: wait until it ends)")
-    sp.add_argument("--cluster-poll", type=float, default=15, help="with --submit: seconds between looks at the "
-                    "job's state (default: %(default)s)")
-    sp.add_argument("--hostfile", default="", help="a DeepSpeed hostfile ('HOST slots=N' per node): launch with the "
-                    "DeepSpeed launcher instead of torchrun, on each node with its --node-rank (no ssh needed); "
-                    "processes per node come from the slots")
+    """LaunchOptions' flags on `sp`, which already holds PretrainConfig's (and its --config)."""
+    add_config_args(sp, LaunchOptions, config_file=False)
 
 
 def pretrain_command(cfg: Any, o: LaunchOptions) -> int | Path:
