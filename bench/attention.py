@@ -19,14 +19,29 @@ import json
 import shutil
 import statistics
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from bench.options import bench_parser, parse_bench
+from common.config import opt, require
+
 TITLE = "attention: row or document attention in packed rows"
 MODES = ("row", "document")
+
+
+@dataclass
+class AttentionBenchConfig:
+    steps: int = opt(300, "pretraining steps per run")
+    seeds: list[int] = opt([0, 1], "seeds; each trains both attentions and evaluates an untrained control")
+    work: str = opt("runs/bench-attention", "runs and their logs")
+    data: str = opt("runs/bench-train/data", "bench train's data folder, built if missing")
+
+    def __post_init__(self) -> None:
+        require(self.steps >= 1 and len(self.seeds) > 0, "--steps must be >= 1 and --seeds name at least one seed")
 
 
 def rows_stats(shards) -> dict[str, float]:
@@ -134,38 +149,36 @@ def verdict(runs: list[dict[str, Any]]) -> str:
             "document attention should be measured again.")
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="lmforge bench attention", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--steps", type=int, default=300, help="pretraining steps per run (default: %(default)s)")
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="(default: %(default)s)")
-    ap.add_argument("--work", default="runs/bench-attention", help="(default: %(default)s)")
-    ap.add_argument("--data", default="runs/bench-train/data", help="bench train's data folder, built if missing "
-                    "(default: %(default)s)")
-    ap.add_argument("--out", default="docs/BENCHMARKS.md", help="(default: %(default)s)")
+def parse(argv: list[str] | None) -> tuple[AttentionBenchConfig, argparse.Namespace]:
+    ap = bench_parser("lmforge bench attention", __doc__, AttentionBenchConfig)
+    ap.add_argument("--out", default="docs/BENCHMARKS.md", help="report to update (default: %(default)s)")
     ap.add_argument("--no-report", action="store_true", help="print only: docs/ stays as it is")
-    a = ap.parse_args(argv)
-    if a.steps < 1 or not a.seeds:
-        ap.error("--steps must be >= 1 and --seeds name at least one seed")
-    from bench.train import BenchConfig, build_data
+    return parse_bench(ap, AttentionBenchConfig, argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    cfg, a = parse(argv)
+    from bench.steps import Steps
+    from bench.train import TrainBenchConfig, build_data
     from training.pretraining.data import ShardSet
 
     t0 = time.time()
-    work = Path(a.work)
+    work = Path(cfg.work)
     work.mkdir(parents=True, exist_ok=True)
-    data = build_data(BenchConfig(work=str(Path(a.data).parent), data=a.data))
+    # bench train's data, with its settings: the folder it builds is the one bench train reuses
+    data = build_data(TrainBenchConfig(work=str(Path(cfg.data).parent), data=cfg.data), Steps("attention", work / "logs"))
     shards = ShardSet.open(data["shards"])
     runs = []
-    for seed in a.seeds:
+    for seed in cfg.seeds:
         for mode in MODES:
             print(f"attention: training with {mode} attention, seed {seed} ...", flush=True)
-            r = train(mode, seed, a.steps, data, work)
+            r = train(mode, seed, cfg.steps, data, work)
             runs.append({"trained_with": mode, "seed": seed, **r,
                          "eval": held_out(Path(r["hf"]), shards, seed, "demo")})
             print(f"attention: {mode} seed {seed}: {r['seconds_per_step']:.3f} s/step, eval {runs[-1]['eval']}",
                   flush=True)
         runs.append({"trained_with": "untrained", "seed": seed, "eval": held_out(None, shards, seed, "demo")})
-    report = {"rows": rows_stats(shards), "runs": runs, "steps": a.steps, "seeds": a.seeds, "verdict": verdict(runs),
+    report = {"rows": rows_stats(shards), "runs": runs, "steps": cfg.steps, "seeds": cfg.seeds, "verdict": verdict(runs),
               "wall_seconds": time.time() - t0}
     text = render(report)
     print(text)

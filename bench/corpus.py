@@ -15,10 +15,13 @@ import itertools
 import random
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.options import bench_parser, parse_bench
 from bench.report import write_section
+from common.config import opt
 from pipelines.corpus.beam_dedup import choose_representative
 from pipelines.corpus.clean import KEPT, process_document
 from pipelines.corpus.config import CorpusConfig
@@ -41,6 +44,17 @@ from pipelines.io import expand_inputs
 from schemas.records import RawDocument
 
 NUM_PERM, NGRAM, THRESHOLD = 128, 5, 0.8
+
+
+@dataclass
+class CorpusBenchConfig:
+    crawl: list[str] = opt(["samples/crawl"], "pages to benchmark on")
+    docs: int = opt(2000, "documents for the speed benchmark")
+    bases: int = opt(300, "base documents for the quality benchmark")
+    cache: str = opt("samples/.cache/bench-encyclopedic", "where the FOLDOC package for the encyclopedic agreement set "
+                     "is downloaded, and under decont/ the labelled sets decontamination is measured against")
+    e2e_docs: int = opt(20000, "documents for the end-to-end run against datatrove's full pipeline "
+                        "(bench/corpus_e2e.py; 0 skips it; its runs are cached under samples/.cache/bench-e2e)")
 
 
 def sample_texts(crawl: list[str], limit: int) -> list[str]:
@@ -305,17 +319,14 @@ def render(mh: dict[str, float], dq: dict[str, Any], n_docs: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="lmforge bench corpus", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--crawl", nargs="+", default=["samples/crawl"], help="pages to benchmark on (default: samples/crawl)")
-    ap.add_argument("--docs", type=int, default=2000, help="documents for the speed benchmark (default: 2000)")
-    ap.add_argument("--bases", type=int, default=300, help="base documents for the quality benchmark (default: 300)")
+def parse(argv: list[str] | None) -> tuple[CorpusBenchConfig, argparse.Namespace]:
+    ap = bench_parser("lmforge bench corpus", __doc__, CorpusBenchConfig)
     ap.add_argument("--out", default="docs/BENCHMARKS.md", help="report to update (default: docs/BENCHMARKS.md)")
-    ap.add_argument("--cache", type=Path, default=Path("samples/.cache/bench-encyclopedic"),
-                    help="where the FOLDOC package for the encyclopedic agreement set is downloaded (default: samples/.cache/bench-encyclopedic)")
-    ap.add_argument("--e2e-docs", type=int, default=20000, help="documents for the end-to-end run against datatrove's full "
-                    "pipeline (bench/corpus_e2e.py; 0 skips it; its runs are cached under samples/.cache/bench-e2e)")
-    a = ap.parse_args(argv)
+    return parse_bench(ap, CorpusBenchConfig, argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    a, ns = parse(argv)
     pages = english_pages(a.crawl)
     agreement = encyclopedic = url_results = pii_results = decont_results = None
     try:
@@ -328,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
         from bench.encyclopedic import texts as encyclopedic_texts
 
         try:
-            enc = encyclopedic_texts(a.cache)
+            enc = encyclopedic_texts(Path(a.cache))
         except (OSError, subprocess.CalledProcessError) as e:
             agreement_text += f"\nShort encyclopedic texts (FOLDOC, Debian dict-foldoc) not available here: {e}\n"
         else:
@@ -349,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
         from bench.decont import render as render_decont
 
         print("bench corpus: decontamination against datatrove ...", flush=True)
-        decont_results = bench_decont([p for _, p in pages], a.cache / "decont")
+        decont_results = bench_decont([p for _, p in pages], Path(a.cache, "decont"))
         agreement_text += "\n" + render_decont(decont_results)
     except ImportError:
         agreement_text = "datatrove is not installed (`pip install -e '.[bench]'`): keep/drop agreement not measured.\n"
@@ -370,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
         e2e_text = "\n" + corpus_e2e.render(e2e)
     body = (render_cleaning(cl, len(raw), agreement[MATCHING][CHAIN].agreement if agreement else None) + agreement_text
             + "\n" + render(mh, dq, len(texts)) + e2e_text)
-    write_section(Path(a.out), "corpus: cleaning, MinHash and near-duplicate quality", body,
+    write_section(Path(ns.out), "corpus: cleaning, MinHash and near-duplicate quality", body,
                   {"cleaning_docs_per_s": cl, "minhash_docs_per_s": mh, "dedup_quality": dq,
                    "agreement": _as_dict(agreement), "agreement_encyclopedic": _as_dict(encyclopedic),
                    "url_filter": url_results, "pii": pii_results, "decontamination": decont_results,

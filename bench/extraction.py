@@ -14,15 +14,24 @@ import json
 import re
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
+from bench.options import bench_parser, parse_bench
 from bench.report import write_section
+from common.config import opt
 from pipelines.corpus.readers import read_file
 from pipelines.corpus.text import decode_html, html_to_text
 from schemas.records import RawDocument
 
 _WORD = re.compile(r"\w+")
 _NO_SPACES = re.compile(r"[\u0e00-\u0e7f\u1000-\u109f\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+
+
+@dataclass
+class ExtractionBenchConfig:
+    crawl: str = opt("samples/crawl", "folder with news-*.warc.gz")
+    gold: str = opt("samples/gold/newspaper4k", "gold texts and index.json")
 
 
 def tokens(text: str) -> Counter:
@@ -66,12 +75,14 @@ def extractors() -> dict:
     return found
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="lmforge bench extraction", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--crawl", default="samples/crawl", help="folder with news-*.warc.gz (default: samples/crawl)")
-    ap.add_argument("--gold", default="samples/gold/newspaper4k", help="gold texts and index.json (default: samples/gold/newspaper4k)")
+def parse(argv: list[str] | None) -> tuple[ExtractionBenchConfig, argparse.Namespace]:
+    ap = bench_parser("lmforge bench extraction", __doc__, ExtractionBenchConfig)
     ap.add_argument("--out", default="docs/BENCHMARKS.md", help="report to update (default: docs/BENCHMARKS.md)")
-    a = ap.parse_args(argv)
+    return parse_bench(ap, ExtractionBenchConfig, argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    a, ns = parse(argv)
     pages = load_pages(Path(a.crawl), Path(a.gold))
     rows, data = [], {}
     for name, fn in extractors().items():
@@ -90,6 +101,6 @@ def main(argv: list[str] | None = None) -> int:
         f"Main-text extraction on the {len(pages)} news pages of samples/crawl that have newspaper4k gold texts "
         "(bag-of-words against the gold; mean over pages):", "",
         "| extractor | precision | recall | F1 | pages/s |", "|---|---:|---:|---:|---:|", *rows, ""])
-    write_section(Path(a.out), "corpus: text extraction against newspaper4k gold", body, data)
+    write_section(Path(ns.out), "corpus: text extraction against newspaper4k gold", body, data)
     print(body)
     return 0

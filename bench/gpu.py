@@ -40,10 +40,27 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.options import bench_parser, parse_bench
+from common.config import opt, require
+
 ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = ("lmforge", "lmforge_fp32_residual", "lmforge_mb64", "plain", "plain_compiled", "hf_trainer", "hf_trainer_compiled",
             "lmforge_mb64_no_graphs", "lmforge_no_graphs")
 PEERS = ("plain", "plain_compiled", "hf_trainer", "hf_trainer_compiled")
+
+
+@dataclass
+class GpuBenchConfig:
+    corpus: str = opt(str(ROOT / "runs" / "bench-gpu-corpus"), "a corpus stage's output")
+    work: str = opt("runs/bench-gpu", "data, runs and logs")
+    variants: list[str] = opt(list(VARIANTS), f"variants to run, in this order, from {list(VARIANTS)}")
+    minutes: float = opt(7.5, "start no variant after this many minutes of the run; stop a peer still running then "
+                         "(7.5: one device call of 8 minutes)")
+
+    def __post_init__(self) -> None:
+        bad = [v for v in self.variants if v not in VARIANTS]
+        require(bool(self.variants) and not bad, f"--variants: unknown {', '.join(bad) or '(none named)'}; choose from "
+                f"{', '.join(VARIANTS)}")
 
 
 @dataclass(frozen=True)
@@ -170,33 +187,29 @@ def machine() -> dict[str, Any]:
     return facts
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="lmforge bench gpu", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--corpus", default=str(ROOT / "runs" / "bench-gpu-corpus"),
-                    help="a corpus stage's output (default: %(default)s)")
-    ap.add_argument("--work", default="runs/bench-gpu", help="data, runs and logs (default: %(default)s)")
-    ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS, help="(default: all)")
-    ap.add_argument("--minutes", type=float, default=7.5,
-                    help="start no variant after this many minutes of the run; stop a peer still running then "
-                         "(default: %(default)s, one device call of 8 minutes)")
+def parse(argv: list[str] | None) -> tuple[GpuBenchConfig, argparse.Namespace]:
+    ap = bench_parser("lmforge bench gpu", __doc__, GpuBenchConfig)
     ap.add_argument("--out", default="docs/BENCHMARKS.md", help="report to update on a GPU (default: %(default)s)")
     ap.add_argument("--no-report", action="store_true", help="measure and print only: docs/ stays as it is")
-    a = ap.parse_args(argv)
+    return parse_bench(ap, GpuBenchConfig, argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    cfg, a = parse(argv)
     import torch
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     sizes = Sizes.gpu() if device == "cuda" else Sizes.smoke()
-    work, t0 = Path(a.work), time.time()
+    work, t0 = Path(cfg.work), time.time()
     (work / "logs").mkdir(parents=True, exist_ok=True)
-    deadline = t0 + 60 * a.minutes
-    data = build_data(Path(a.corpus), work, sizes)
+    deadline = t0 + 60 * cfg.minutes
+    data = build_data(Path(cfg.corpus), work, sizes)
     print(f"gpu: data ready in {time.time() - t0:.0f} s: {data['shards']}", flush=True)
     results: dict[str, Any] = {}
-    for name in a.variants:
+    for name in cfg.variants:
         left = deadline - time.time()
         if left < 30:
-            results[name] = {"error": f"not run: the run's {a.minutes:g} minutes were spent"}
+            results[name] = {"error": f"not run: the run's {cfg.minutes:g} minutes were spent"}
             print(f"gpu: {name}: {results[name]['error']}", flush=True)
             continue
         log, t = work / "logs" / f"{name}.log", time.time()

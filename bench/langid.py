@@ -38,9 +38,12 @@ import subprocess
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+from bench.options import bench_parser, parse_bench
 from bench.report import write_section
+from common.config import opt, require
 from pipelines.corpus.readers import read_file
 from pipelines.corpus.text import DecodeError, decode_html, html_to_text, identify_language, normalize_text
 from schemas.records import RawDocument
@@ -58,6 +61,16 @@ CRAWL = {"gimp-help-en": ("en", ""), "gimp-help-ru": ("ru", ""), "libreoffice-he
 BUCKETS = ((0, 50, "<50"), (50, 200, "50-200"), (200, 1000, "200-1000"), (1000, 10**12, ">1000"))
 _SCRIPT_WORD = {"en": re.compile(r"\b[A-Za-z]{2,}"), "ru": re.compile(r"\b[А-Яа-яЁё]{2,}")}
 _SCRIPT_LETTER = {"en": re.compile(r"[A-Za-z]"), "ru": re.compile(r"[А-Яа-яЁё]")}
+
+
+@dataclass
+class LangidBenchConfig:
+    cache: str = opt("samples/.cache/langid", "where .debs are downloaded and unpacked")
+    crawl: str = opt("samples/crawl", "folder with debian-docs-*.warc.gz")
+    per_source: int = opt(1500, "items kept per source")
+
+    def __post_init__(self) -> None:
+        require(self.per_source >= 1, "--per-source must be >= 1")
 _LETTER = re.compile(r"[^\W\d_]")
 
 
@@ -306,24 +319,21 @@ def render(s: dict, items: dict, counts: dict, versions: dict, docs_per_s: float
         "with py3langid as whole pages, so their paragraph scores lean high.", ""])
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="lmforge bench langid", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cache", default="samples/.cache/langid", help="where .debs are downloaded and unpacked "
-                                                                     "(default: samples/.cache/langid)")
-    ap.add_argument("--crawl", default="samples/crawl", help="folder with debian-docs-*.warc.gz (default: samples/crawl)")
-    ap.add_argument("--per-source", type=int, default=1500, help="items kept per source (default: 1500)")
+def parse(argv: list[str] | None) -> tuple[LangidBenchConfig, argparse.Namespace]:
+    ap = bench_parser("lmforge bench langid", __doc__, LangidBenchConfig)
     ap.add_argument("--offline", action="store_true", help="use only .debs already in --cache")
     ap.add_argument("--out", default="docs/BENCHMARKS.md", help="report to update (default: docs/BENCHMARKS.md)")
-    a = ap.parse_args(argv)
-    if a.per_source < 1:
-        ap.error("--per-source must be >= 1")
-    items, versions, counts = load_items(Path(a.cache), Path(a.crawl), a.per_source, a.offline)
+    return parse_bench(ap, LangidBenchConfig, argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    a, ns = parse(argv)
+    items, versions, counts = load_items(Path(a.cache), Path(a.crawl), a.per_source, ns.offline)
     results, spent = classify(items)
     s = summarise(results)
     n_chars = sum(min(2000, len(r[2])) for r in results)  # identify_language reads 2,000 characters at most
     body = render(s, items, counts, versions, len(results) / spent, n_chars / spent)
-    write_section(Path(a.out), "corpus: language id on held-out English and Russian text", body,
+    write_section(Path(ns.out), "corpus: language id on held-out English and Russian text", body,
                   {**s, "packages": versions, "licences": LICENCES, "docs_per_s": len(results) / spent,
                    "distinct_and_usable_items": counts})
     print(body)

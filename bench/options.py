@@ -28,10 +28,16 @@ def bench_parser(prog: str, doc: str | None, cls: type, may_be_empty: tuple[str,
     return ap
 
 
-def parse_bench(ap: argparse.ArgumentParser, cls: type[T], argv: list[str] | None) -> tuple[T, argparse.Namespace]:
-    """(the validated config, every flag as given); a bad value or option is one line naming it."""
+def parse_bench(ap: argparse.ArgumentParser, cls: type[T], argv: list[str] | None,
+                required: tuple[str, ...] = ()) -> tuple[T, argparse.Namespace]:
+    """(the validated config, every flag as given); a bad value or option is one line naming it. `required`: run flags
+    (`--out`) that must be given, checked here rather than by argparse so that a misspelt option is named first."""
     ns = parse_strict(ap, argv)
     try:
-        return config_from_args(cls, ns), ns
+        cfg = config_from_args(cls, ns)
     except ValueError as e:
         ap.error(str(e))
+    missing = [flag for flag in required if getattr(ns, flag.removeprefix("--").replace("-", "_")) is None]
+    if missing:
+        ap.error("missing required option(s): " + ", ".join(missing))
+    return cfg, ns

@@ -26,12 +26,41 @@ import os
 import shutil
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.options import bench_parser, parse_bench
 from bench.scale_inputs import MB, Bases, GenConfig, cached_meta, corpus_documents, real_documents, write_inputs
 from bench.steps import code_version, run_cli
+from common.config import opt
 from flows.stages import StageFailed
+
+
+def _total_memory() -> int:
+    import psutil
+
+    return psutil.virtual_memory().total
+
+
+@dataclass
+class ScaleBenchConfig:
+    sizes: list[int] = opt([10_000, 100_000, 1_000_000], "documents per run")
+    crawl: list[str] = opt(["samples/crawl"], "real pages to start from, cleaned by the stage's pure core")
+    from_corpus: str | None = opt(None, "start from the kept documents of this corpus stage directory instead of --crawl")
+    cache: str = opt("samples/.cache/scale", "generated inputs and stage outputs")
+    seed: int = opt(0, "generator seed")
+    max_rss_gb: float = opt(help="kill a run whose process tree passes this RSS in GiB, and report it; by default 85% "
+                            "of this machine's memory", default_factory=lambda: round(0.85 * _total_memory() / 2**30, 1))
+    incremental_sizes: list[int] = opt([1_000_000], "sizes run as a recurring refresh: snapshots of --snapshot-files "
+                                       "input files each, deduplicated through one band index (the DirectRunner holds "
+                                       "every shuffle in memory, ~24 KB per document here, so 1M in one pipeline does "
+                                       "not fit in 24 GB)")
+    snapshot_files: int = opt(2, "input files per snapshot (16 files per size)")
+    check_modes: int = opt(0, "instead of the scaling runs: run the stage in_memory once and in multi_processing "
+                           "(2 workers) this many times on the --check-size input, and compare their record files byte "
+                           "for byte (issue 15 item 4; writes the section 'corpus: parallel DirectRunner modes')")
+    check_size: int = opt(100_000, "documents for --check-modes")
 
 
 def run_stage(inputs: Path, out: Path, beam_args: list[str], max_rss: int = 0) -> dict[str, Any]:
@@ -300,12 +329,6 @@ def growth(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _total_memory() -> int:
-    import psutil
-
-    return psutil.virtual_memory().total
-
-
 def render(rows: list[dict[str, Any]], grow: list[dict[str, Any]], beam_args: list[str], note: str = "",
            source: str = "samples/crawl cleaned by the stage's pure core", text_mb_by_size: dict[int, float] | None = None) -> str:
     codes = "; ".join(f"{r['size']:,}: {r.get('code') or code_version()}" for r in rows)
@@ -355,67 +378,55 @@ def render(rows: list[dict[str, Any]], grow: list[dict[str, Any]], beam_args: li
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    beam_args = argv[argv.index("--") + 1:] if "--" in argv else []
-    argv = argv[: argv.index("--")] if "--" in argv else argv
-    ap = argparse.ArgumentParser(prog="lmforge bench scale", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000], help="documents per run (default: 10000 100000 1000000)")
-    ap.add_argument("--crawl", nargs="+", default=["samples/crawl"], help="real pages to start from, cleaned by the stage's pure core (default: samples/crawl)")
-    ap.add_argument("--from-corpus", type=Path, help="start from the kept documents of this corpus stage directory instead of --crawl")
-    ap.add_argument("--cache", type=Path, default=Path("samples/.cache/scale"), help="generated inputs and stage outputs (default: samples/.cache/scale)")
-    ap.add_argument("--seed", type=int, default=0, help="generator seed (default: 0)")
+def parse(argv: list[str]) -> tuple[ScaleBenchConfig, argparse.Namespace]:
+    ap = bench_parser("lmforge bench scale", __doc__, ScaleBenchConfig, may_be_empty=("incremental_sizes",))
     ap.add_argument("--regenerate", action="store_true", help="rebuild cached inputs even if their description matches")
     ap.add_argument("--keep-outputs", action="store_true", help="keep each run's stage directory under <cache>/runs/")
     ap.add_argument("--out", default="docs/BENCHMARKS.md", help="report to update (default: docs/BENCHMARKS.md)")
     ap.add_argument("--note", default="", help="a sentence added to the report (e.g. what else ran on the machine)")
-    ap.add_argument("--max-rss-gb", type=float, default=round(0.85 * _total_memory() / 2**30, 1),
-                    help="kill a run whose process tree passes this RSS, and report it (default: 85%% of this machine's memory)")
-    ap.add_argument("--incremental-sizes", type=int, nargs="*", default=[1_000_000],
-                    help="sizes run as a recurring refresh: snapshots of --snapshot-files input files each, deduplicated "
-                         "through one band index (default: 1000000; the DirectRunner holds every shuffle in memory, "
-                         "~24 KB per document here, so 1M in one pipeline does not fit in 24 GB)")
-    ap.add_argument("--snapshot-files", type=int, default=2, help="input files per snapshot (16 files per size; default 2)")
     ap.add_argument("--resume", action="store_true",
                     help="for sizes run as snapshots: keep the snapshots an earlier, interrupted run already committed "
                          "to the band index and run only the rest (default: start from an empty index)")
     ap.add_argument("--reuse-rows", type=Path, help="JSON lines of rows measured by an earlier run of the same code (its "
                     "<cache>/rows.jsonl or the {\"size\": ...} lines of its log): those sizes are reported, not rerun")
-    ap.add_argument("--check-modes", type=int, default=0, metavar="RUNS",
-                    help="instead of the scaling runs: run the stage in_memory once and in multi_processing (2 workers) RUNS "
-                         "times on the --check-size input, and compare their record files byte for byte (issue 15 item 4; "
-                         "writes the section 'corpus: parallel DirectRunner modes')")
-    ap.add_argument("--check-size", type=int, default=100_000, help="documents for --check-modes (default: 100000)")
-    a = ap.parse_args(argv)
-    if a.check_modes:
-        return main_modes(a)
+    return parse_bench(ap, ScaleBenchConfig, argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    beam_args = argv[argv.index("--") + 1:] if "--" in argv else []
+    cfg, a = parse(argv[: argv.index("--")] if "--" in argv else argv)
+    cache = Path(cfg.cache)
+    if cfg.check_modes:
+        return main_modes(cfg, a)
     bases = None
-    reused = load_rows(a.reuse_rows, a.sizes) if a.reuse_rows else {}
+    reused = load_rows(a.reuse_rows, cfg.sizes) if a.reuse_rows else {}
     rows = []
-    for n in sorted(a.sizes):
+    for n in sorted(cfg.sizes):
         if n in reused:
             print(f"bench scale: {n:,} documents: reusing the row measured at {reused[n].get('measured_at', '?')} "
                   f"from {a.reuse_rows}", flush=True)
             rows.append(reused[n])
             continue
-        inputs, meta, bases = _inputs(a, n, bases)
+        inputs, meta, bases = _inputs(cfg, n, a.regenerate, bases)
         print(f"bench scale: {n:,} documents ({meta['kinds']}) from {inputs}; running the stage ...", flush=True)
-        out = (a.cache / "runs" / f"n{n}").resolve()
-        limit = int(a.max_rss_gb * 2**30)
-        stats = (run_incremental(inputs, out, beam_args, limit, a.snapshot_files, a.resume) if n in a.incremental_sizes
-                 else run_stage(inputs, out, beam_args, limit))
+        out = (cache / "runs" / f"n{n}").resolve()
+        limit = int(cfg.max_rss_gb * 2**30)
+        stats = (run_incremental(inputs, out, beam_args, limit, cfg.snapshot_files, a.resume)
+                 if n in cfg.incremental_sizes else run_stage(inputs, out, beam_args, limit))
         row = {"size": n, **stats, "input_mb": round(sum(f.stat().st_size for f in inputs.glob("*.zst")) / MB, 1),
                "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "code": code_version()}
         if not a.keep_outputs:
             shutil.rmtree(out, ignore_errors=True)
         print(json.dumps(row), flush=True)
-        with open(a.cache / "rows.jsonl", "a") as f:
+        with open(cache / "rows.jsonl", "a") as f:
             f.write(json.dumps(row) + "\n")
         rows.append(row)
     grow = growth(rows)
-    source = (f"the kept documents of {a.from_corpus}" if a.from_corpus else f"{' '.join(a.crawl)} cleaned by the stage's pure core")
-    sizes_text = {n: text_mb((a.cache / f"n{n}-s{a.seed}").resolve()) for n in a.sizes
-                  if (a.cache / f"n{n}-s{a.seed}").is_dir()}
+    source = (f"the kept documents of {cfg.from_corpus}" if cfg.from_corpus
+              else f"{' '.join(cfg.crawl)} cleaned by the stage's pure core")
+    sizes_text = {n: text_mb((cache / f"n{n}-s{cfg.seed}").resolve()) for n in cfg.sizes
+                  if (cache / f"n{n}-s{cfg.seed}").is_dir()}
     body = render(rows, grow, beam_args, a.note, source, sizes_text)
     from bench.report import write_section
 
@@ -425,26 +436,31 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _inputs(a: argparse.Namespace, n: int, bases: Bases | None = None) -> tuple[Path, dict[str, Any], Bases | None]:
+def _inputs(cfg: ScaleBenchConfig, n: int, regenerate: bool,
+            bases: Bases | None = None) -> tuple[Path, dict[str, Any], Bases | None]:
     """The cached generated input of n documents (its folder and description), built first if missing or
     stale; the base documents are read once and passed back for the next size."""
-    cfg = GenConfig(n_docs=n, seed=a.seed)
-    inputs = (a.cache / f"n{n}-s{a.seed}").resolve()
-    meta = None if a.regenerate else cached_meta(inputs, cfg)
+    gen = GenConfig(n_docs=n, seed=cfg.seed)
+    inputs = Path(cfg.cache, f"n{n}-s{cfg.seed}").resolve()
+    meta = None if regenerate else cached_meta(inputs, gen)
     if meta is None:
         if bases is None:
-            print(f"bench scale: base documents from {a.from_corpus or ' '.join(a.crawl)} ...", flush=True)
-            bases = Bases.from_texts(corpus_documents(a.from_corpus) if a.from_corpus else real_documents(a.crawl))
-        meta = write_inputs(bases, cfg, inputs)
+            print(f"bench scale: base documents from {cfg.from_corpus or ' '.join(cfg.crawl)} ...", flush=True)
+            bases = Bases.from_texts(corpus_documents(Path(cfg.from_corpus)) if cfg.from_corpus
+                                     else real_documents(cfg.crawl))
+        meta = write_inputs(bases, gen, inputs)
     return inputs, meta, bases
 
 
-def main_modes(a: argparse.Namespace) -> int:
-    inputs = _inputs(a, a.check_size)[0]
-    rows = check_modes(inputs, (a.cache / "runs" / f"modes-n{a.check_size}").resolve(), a.check_modes, int(a.max_rss_gb * 2**30))
-    body = render_modes(rows, a.check_size) + f"\nCode (git describe): {code_version()}." + (f" {a.note}" if a.note else "") + "\n"
+def main_modes(cfg: ScaleBenchConfig, a: argparse.Namespace) -> int:
+    inputs = _inputs(cfg, cfg.check_size, a.regenerate)[0]
+    rows = check_modes(inputs, Path(cfg.cache, "runs", f"modes-n{cfg.check_size}").resolve(), cfg.check_modes,
+                       int(cfg.max_rss_gb * 2**30))
+    body = (render_modes(rows, cfg.check_size) + f"\nCode (git describe): {code_version()}."
+            + (f" {a.note}" if a.note else "") + "\n")
     from bench.report import write_section
 
-    write_section(Path(a.out), "corpus: parallel DirectRunner modes", body, {"runs": rows, "size": a.check_size, "code": code_version()})
+    write_section(Path(a.out), "corpus: parallel DirectRunner modes", body,
+                  {"runs": rows, "size": cfg.check_size, "code": code_version()})
     print(body)
     return 0

@@ -23,12 +23,40 @@ import json
 import math
 import statistics
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from bench.options import bench_parser, parse_bench
+from common.config import opt, require
+
 SYSTEMS = ("plain", "hf_trainer")
+DEVICES = ("auto", "cpu")
+
+
+@dataclass
+class StepPeersBenchConfig:
+    system: str = opt(help=f"the peer, from {list(SYSTEMS)}")
+    shards: str = opt(help="a shards stage directory (MLM objective)")
+    tokenizer: str = opt(help="its tokenizer stage directory")
+    model: str = opt(help="training.models.model preset")
+    micro_batch_size: int = opt(help="rows per step")
+    steps: int = opt(20, "timed steps")
+    warmup: int = opt(5, "untimed first steps, compile included")
+    profile: int = opt(0, "profiled steps after the warm-up; 0: none")
+    bf16: bool = opt(False, "bf16 autocast (the Trainer's bf16=True)")
+    compile: bool = opt(False, "torch.compile the model (the Trainer's torch_compile)")
+    dropout: float = opt(-1.0, "override the preset's dropout (-1: keep it)")
+    lr: float = opt(1e-3, "peak learning rate")
+    device: str = opt("auto", f"from {list(DEVICES)}: auto takes the GPU if there is one")
+
+    def __post_init__(self) -> None:
+        require(self.system in SYSTEMS, f"--system {self.system}: choose from {', '.join(SYSTEMS)}")
+        require(self.device in DEVICES, f"--device {self.device}: choose from {', '.join(DEVICES)}")
+        require(min(self.steps, self.warmup, self.micro_batch_size) >= 1,
+                "--steps, --warmup and --micro-batch-size must be >= 1")
 
 
 def sync(device: torch.device) -> None:
@@ -51,7 +79,7 @@ def build_model(shards, preset_name: str, dropout: float):
     return build_for_objective(shards.objective, m, shards.vocab_size, shards.pad_id, shards.eos_id, shards.seq_len).hf
 
 
-def plain(a: argparse.Namespace) -> dict[str, Any]:
+def plain(a: StepPeersBenchConfig, out: Path) -> dict[str, Any]:
     from training.pretraining.data import RankLoader, ShardSet
     from training.pretraining.step_profile import StepProfiler, enable_kernel_events
     from training.runtime.recipe import param_groups, schedule_fn
@@ -96,7 +124,7 @@ def plain(a: argparse.Namespace) -> dict[str, Any]:
     warm_s = time.perf_counter() - t0
     profile = None
     if a.profile:
-        prof = StepProfiler(f"1-{a.profile}", Path(a.out).parent, device, write=False)
+        prof = StepProfiler(f"1-{a.profile}", out.parent, device, write=False)
         for i in range(1, a.profile + 1):
             prof.before(i)
             step()
@@ -119,36 +147,29 @@ def plain(a: argparse.Namespace) -> dict[str, Any]:
             "optimizer": "torch.optim.AdamW(fused)", "device": str(device), "threads": torch.get_num_threads()}
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.step_peers", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--system", required=True, choices=SYSTEMS)
-    ap.add_argument("--shards", required=True)
-    ap.add_argument("--tokenizer", required=True)
-    ap.add_argument("--model", required=True, help="training.models.model preset")
-    ap.add_argument("--micro-batch-size", type=int, required=True)
-    ap.add_argument("--steps", type=int, default=20, help="timed steps (default: %(default)s)")
-    ap.add_argument("--warmup", type=int, default=5, help="untimed first steps, compile included (default: %(default)s)")
-    ap.add_argument("--profile", type=int, default=0, help="profiled steps after the warm-up (default: none)")
-    ap.add_argument("--bf16", action="store_true", help="bf16 autocast (the Trainer's bf16=True)")
-    ap.add_argument("--compile", action="store_true", help="torch.compile the model (the Trainer's torch_compile)")
-    ap.add_argument("--dropout", type=float, default=-1.0, help="override the preset's dropout (-1: keep it)")
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--device", default="auto", choices=("auto", "cpu"))
-    ap.add_argument("--out", required=True)
-    a = ap.parse_args(argv)
-    if min(a.steps, a.warmup, a.micro_batch_size) < 1:
-        ap.error("--steps, --warmup and --micro-batch-size must be >= 1")
-    if a.system == "plain":
-        result = plain(a)
-    else:
-        from bench.train_hf import run_trainer
+def hf_trainer(a: StepPeersBenchConfig, out: Path) -> dict[str, Any]:
+    """The HF Trainer on the same model and rows (bench.train_hf)."""
+    from bench.train_hf import trainer_run
 
-        result = run_trainer(a)
+    return trainer_run(a.shards, a.tokenizer, a.model, a.micro_batch_size, a.steps, a.warmup, a.dropout, a.lr,
+                       a.bf16, a.compile, a.profile, use_cpu=a.device == "cpu" or not torch.cuda.is_available(),
+                       out_dir=out.parent)
+
+
+def parse(argv: list[str] | None) -> tuple[StepPeersBenchConfig, argparse.Namespace]:
+    ap = bench_parser("python -m bench.step_peers", __doc__, StepPeersBenchConfig)
+    ap.add_argument("--out", help="the JSON file the result is written to (required)")
+    return parse_bench(ap, StepPeersBenchConfig, argv, required=("--out",))
+
+
+def main(argv: list[str] | None = None) -> int:
+    a, ns = parse(argv)
+    out = Path(ns.out)
+    result = (plain if a.system == "plain" else hf_trainer)(a, out)
     result.update(system=a.system, compiled=a.compile, bf16=a.bf16, model=a.model, micro_batch_size=a.micro_batch_size,
                   tokens_per_s=result["rows_per_step"] * result["seq_len"] / result["seconds_per_step"]
                   if result["seconds_per_step"] > 0 else math.nan)
-    Path(a.out).write_text(json.dumps(result, indent=1) + "\n")
+    out.write_text(json.dumps(result, indent=1) + "\n")
     return 0
 
 

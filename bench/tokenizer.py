@@ -17,11 +17,33 @@ import argparse
 import time
 import zlib
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
+from bench.options import bench_parser, parse_bench
 from bench.report import write_section
+from common.config import opt, require
 from pipelines.tokenizer import MODELS, corpus_files, iter_columns, min_vocab, sample_texts, special_ids, train
 from schemas.manifest import read_manifest
+
+
+@dataclass
+class TokenizerBenchConfig:
+    corpus: str = opt("runs/demo/corpus", "a finished corpus stage directory")
+    models: list[str] = opt(list(MODELS), f"model types to train, from {list(MODELS)}")
+    vocab_size: int = opt(8000, "vocabulary size of every model, specials included")
+    train_docs: int = opt(20000, "training sample size, by hash of the id; 0 = whole pool")
+    heldout_per_mille: int = opt(50, "share of documents held out, per mille")
+    heldout_docs: int = opt(1000, "at most this many held-out documents per language")
+    languages: list[str] = opt(["en", "ru"], "languages to report")
+
+    def __post_init__(self) -> None:
+        bad = [m for m in self.models if m not in MODELS]
+        require(bool(self.models) and not bad, f"--models: unknown {', '.join(bad) or '(none named)'}; choose from "
+                f"{', '.join(MODELS)}")
+        low = max(min_vocab(m, 100) for m in self.models)
+        require(self.vocab_size >= low, f"--vocab-size {self.vocab_size} is too small for {', '.join(self.models)} "
+                f"(at least {low})")
 
 
 def held_out(doc_id: str, per_mille: int) -> bool:
@@ -53,20 +75,14 @@ def measure(tok, texts: list[str]) -> dict[str, float]:
             "unk_share": sum(e.ids.count(unk) for e in encs) / max(1, tokens), "exact_round_trip": exact / max(1, len(texts))}
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="lmforge bench tokenizer", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--corpus", default="runs/demo/corpus", help="a finished corpus stage directory (default: runs/demo/corpus)")
-    ap.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS), help="model types to train (default: all)")
-    ap.add_argument("--vocab-size", type=int, default=8000, help="vocabulary size of every model, specials included (default: 8000)")
-    ap.add_argument("--train-docs", type=int, default=20000, help="training sample size, by hash of the id; 0 = whole pool (default: 20000)")
-    ap.add_argument("--heldout-per-mille", type=int, default=50, help="share of documents held out, per mille (default: 50)")
-    ap.add_argument("--heldout-docs", type=int, default=1000, help="at most this many held-out documents per language (default: 1000)")
-    ap.add_argument("--languages", nargs="+", default=["en", "ru"], help="languages to report (default: en ru)")
+def parse(argv: list[str] | None) -> tuple[TokenizerBenchConfig, argparse.Namespace]:
+    ap = bench_parser("lmforge bench tokenizer", __doc__, TokenizerBenchConfig)
     ap.add_argument("--out", default="docs/BENCHMARKS.md", help="report to update (default: docs/BENCHMARKS.md)")
-    a = ap.parse_args(argv)
-    low = max(min_vocab(m, 100) for m in a.models)
-    if a.vocab_size < low:
-        ap.error(f"--vocab-size {a.vocab_size} is too small for {', '.join(a.models)} (at least {low})")
+    return parse_bench(ap, TokenizerBenchConfig, argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    a, ns = parse(argv)
     read_manifest(a.corpus)  # the corpus stage must have finished
     files = corpus_files(a.corpus)
     heldout = load_held_out(files, a.heldout_per_mille, a.heldout_docs)
@@ -99,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{a.heldout_per_mille}/1000 of ids by CRC-32). Fertility is tokens per whitespace-separated word, "
         "without special tokens; exact round trip is the share of documents with decode(encode(text)) == text.", "",
         "| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1), *rows, ""])
-    write_section(Path(a.out), "tokenizer: fertility and round trip on held-out text", body, data)
+    write_section(Path(ns.out), "tokenizer: fertility and round trip on held-out text", body, data)
     print(body)
     return 0
 

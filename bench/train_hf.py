@@ -19,8 +19,28 @@ import json
 import os
 import statistics
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from bench.options import bench_parser, parse_bench
+from common.config import opt, require
+
+
+@dataclass
+class TrainHFBenchConfig:
+    shards: str = opt(help="a shards stage directory (MLM objective)")
+    tokenizer: str = opt(help="its tokenizer stage directory (the collator's special tokens)")
+    model: str = opt(help="training.models.model preset")
+    steps: int = opt(help="optimizer steps timed after the warm-up")
+    warmup: int = opt(help="optimizer steps run first and not timed")
+    micro_batch_size: int = opt(16, "rows per process per step")
+    dropout: float = opt(-1.0, "override the preset's dropout (-1: keep it)")
+    lr: float = opt(1e-3, "peak learning rate (lmforge's)")
+
+    def __post_init__(self) -> None:
+        require(self.warmup >= 1 and self.steps >= 1,
+                "--warmup and --steps must be >= 1 (the timing starts at the end of a warm-up step)")
 
 
 def trainer_run(shards_dir: str, tokenizer_dir: str, model_name: str, micro_batch_size: int, steps: int, warmup: int,
@@ -114,34 +134,18 @@ def trainer_run(shards_dir: str, tokenizer_dir: str, model_name: str, micro_batc
             "step_seconds": [b - e for e, b in zip(clock.ends, clock.ends[1:])]}
 
 
-def run_trainer(a) -> dict[str, Any]:
-    """bench.step_peers' `hf_trainer` system (its parsed options)."""
-    import torch
-
-    return trainer_run(a.shards, a.tokenizer, a.model, a.micro_batch_size, a.steps, a.warmup, a.dropout, a.lr,
-                       a.bf16, a.compile, a.profile, use_cpu=a.device == "cpu" or not torch.cuda.is_available(),
-                       out_dir=Path(a.out).parent)
+def parse(argv: list[str] | None) -> tuple[TrainHFBenchConfig, argparse.Namespace]:
+    ap = bench_parser("python -m bench.train_hf", __doc__, TrainHFBenchConfig)
+    ap.add_argument("--out", help="JSON file rank 0 writes (required)")
+    return parse_bench(ap, TrainHFBenchConfig, argv, required=("--out",))
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.train_hf", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--shards", required=True, help="a shards stage directory (MLM objective)")
-    ap.add_argument("--tokenizer", required=True, help="its tokenizer stage directory (the collator's special tokens)")
-    ap.add_argument("--model", required=True, help="training.models.model preset")
-    ap.add_argument("--micro-batch-size", type=int, default=16, help="rows per process per step (default: %(default)s)")
-    ap.add_argument("--steps", type=int, required=True, help="optimizer steps timed after the warm-up")
-    ap.add_argument("--warmup", type=int, required=True, help="optimizer steps run first and not timed")
-    ap.add_argument("--dropout", type=float, default=-1.0, help="override the preset's dropout (-1: keep it)")
-    ap.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (default: lmforge's, %(default)s)")
-    ap.add_argument("--out", required=True, help="JSON file rank 0 writes")
-    a = ap.parse_args(argv)
-    if a.warmup < 1 or a.steps < 1:
-        ap.error("--warmup and --steps must be >= 1 (the timing starts at the end of a warm-up step)")
+    a, ns = parse(argv)
     result = trainer_run(a.shards, a.tokenizer, a.model, a.micro_batch_size, a.steps, a.warmup, a.dropout, a.lr,
-                         out_dir=Path(a.out).parent)
+                         out_dir=Path(ns.out).parent)
     if result:
-        Path(a.out).write_text(json.dumps(result, indent=1) + "\n")
+        Path(ns.out).write_text(json.dumps(result, indent=1) + "\n")
     return 0
 
 
