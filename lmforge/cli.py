@@ -59,6 +59,9 @@ def _quiet_logs(flow: bool = False) -> None:
     # Prefect's embedded server otherwise logs an ERROR every few minutes on an offline machine
     # ("Failed to send telemetry"); export PREFECT_SERVER_ANALYTICS_ENABLED=true to send it.
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    # a flow run without a server starts Prefect's ephemeral one and gives it 20 s: on a busy 2-core machine (three
+    # runs starting together in tests/integration/test_dag_user_data.py) that was not enough
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
 
 def _bench(rest: list[str]) -> int:
