@@ -58,11 +58,36 @@ def cases(t: Path, out: Path) -> dict[str, dict[str, list]]:
     return table
 
 
-@pytest.mark.parametrize("command", ["corpus", "tokenizer", "shards", "pretrain", "finetune", "distill", "evaluate", "run"])
-@pytest.mark.parametrize("case", ["wrong path", "unfinished", "unreadable"])
-def test_one_line_error(places, command, case):
-    out = places / f"out-{command}-{case.replace(' ', '-')}"
-    code, lines = lmforge(command, *cases(places, out)[command][case], cwd=places)
+COMMANDS = ["corpus", "tokenizer", "shards", "pretrain", "finetune", "distill", "evaluate", "run"]
+CASES = ["wrong path", "unfinished", "unreadable"]
+
+
+def out_dir(places: Path, command: str, case: str) -> Path:
+    return places / f"out-{command}-{case.replace(' ', '-')}"
+
+
+@pytest.fixture(scope="module")
+def answers(places) -> dict[tuple[str, str], tuple[int, list[str]]]:
+    """Every (command, case)'s exit code and output, three stage commands at a time: each is a process that
+    starts Python, torch and its stage and fails, mostly start-up, so two cores overlap them. The `run` cases
+    go one at a time: each starts Prefect's ephemeral server on the one database in PREFECT_HOME."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(key: tuple[str, str]) -> tuple[int, list[str]]:
+        command, case = key
+        return lmforge(command, *cases(places, out_dir(places, command, case))[command][case], cwd=places)
+
+    stages = [(command, case) for command in COMMANDS if command != "run" for case in CASES]
+    with ThreadPoolExecutor(3) as pool:
+        done = dict(zip(stages, pool.map(one, stages)))
+    return {**done, **{("run", case): one(("run", case)) for case in CASES}}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("case", CASES)
+def test_one_line_error(places, answers, command, case):
+    out = out_dir(places, command, case)
+    code, lines = answers[(command, case)]
     assert code != 0
     assert len(lines) == 1 and lines[-1].startswith(f"lmforge {command}: error: "), "\n".join(lines)
     named = {"wrong path": "nope", "unfinished": "unfinished", "unreadable": "broken.json"}[case]

@@ -18,6 +18,10 @@ import pytest
 from tests.fixtures import english_pages, tweets_csv
 
 ROOT = Path(__file__).resolve().parents[2]
+SMALLER = {"finetune": {"max_train": 300, "max_test": 200, "max_validation": 100, "init": ["pretrained"]},
+           "card": {"cost_repeats": 1}}
+"""The tiny preset made smaller where this test reads nothing (scores, the random-init control, cost repeats): it
+tests the deployment's path (a worker, partial parameters, artifacts), not the DAG's numbers."""
 
 
 class Hook(http.server.BaseHTTPRequestHandler):
@@ -72,7 +76,7 @@ def test_documented_deployment_runs_and_a_failed_refresh_is_reported(tmp_path):
             run = ops.run_deployment(env, run_line, {"runs_dir": str(tmp_path / "runs"),
                                                      "crawl": [str(tmp_path / "wiki.jsonl")],
                                                      "labeled": str(tmp_path / "tweets.csv"), "text_column": "tweet",
-                                                     "label_column": "sentiment"})
+                                                     "label_column": "sentiment", "overrides": SMALLER})
             log = (tmp_path / "worker.log").read_text()
             assert run["state"]["type"] == "COMPLETED", log[-5000:]
             assert re.fullmatch(r"demo-\d{4}-\d{2}-\d{2}T\d{4}", run["name"]), run["name"]

@@ -56,18 +56,44 @@ def test_this_machine_plans_the_cpu():
     assert p.accelerator == "cpu" and p.backend == "gloo"  # no GPU here
 
 
-def _dry_run(*extra: str) -> dict:
-    r = subprocess.run([sys.executable, "-m", "lmforge.cli", "pretrain", "--shards", "s", "--tokenizer", "t",
-                        "--output", "o", "--dry-run", *extra], cwd=ROOT, capture_output=True, text=True, timeout=120)
+DRY_RUNS = """
+import contextlib, io, json, sys
+from lmforge.cli import main
+done = []
+for argv in json.loads(sys.argv[1]):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = main(argv)
+        except SystemExit as e:
+            rc = e.code
+    done.append({"rc": rc, "stdout": out.getvalue(), "stderr": err.getvalue()})
+open(sys.argv[2], "w").write(json.dumps(done))
+"""
+"""`lmforge pretrain --dry-run ...` several times in one process: one start-up of torch and DeepSpeed, not one each."""
+
+
+def _dry_runs(tmp_path: Path, *extras: tuple[str, ...]) -> list[dict]:
+    argvs = [["pretrain", "--shards", "s", "--tokenizer", "t", "--output", "o", "--dry-run", *extra] for extra in extras]
+    out = tmp_path / "dry-runs.json"
+    r = subprocess.run([sys.executable, "-c", DRY_RUNS, json.dumps(argvs), str(out)], cwd=ROOT, capture_output=True,
+                       text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
-    return json.loads(r.stdout)
+    return json.loads(out.read_text())
 
 
-def test_dry_run_prints_the_plan_and_the_deepspeed_config_without_running():
-    here = _dry_run("--nproc", "1", "--zero-stage", "1")
+def test_dry_run_prints_the_plan_and_the_deepspeed_config_without_running(tmp_path):
+    runs = _dry_runs(tmp_path, ("--nproc", "1", "--zero-stage", "1"),
+                     ("--nproc", "0", "--gpus-per-node", "4", "--nnodes", "2", "--rdzv-endpoint", "node0:29400"),
+                     ("--gpus-per-node", "2", "--zero-stage", "2", "--micro-batch-size", "32"),
+                     ("--gpus-per-node", "2", "--fp32"),
+                     ("--optimizer", "lamb", "--gpus-per-node", "2", "--zero-stage", "0", "--fp32"),
+                     ("--optimizer", "lamb", "--zero-stage", "2"))
+    *planned, refused = runs
+    assert all(r["rc"] == 0 for r in planned), [r["stderr"][-1000:] for r in planned]
+    here, gpu, zero2, fp32, lamb = (json.loads(r["stdout"]) for r in planned)
     assert here["plan"]["accelerator"] == "cpu" and here["worker_env"]["LMFORGE_DIST_BACKEND"] == "gloo"
     assert "--nproc_per_node=1" in here["torchrun"] and here["deepspeed_config"]["zero_optimization"] == {"stage": 1}
-    gpu = _dry_run("--nproc", "0", "--gpus-per-node", "4", "--nnodes", "2", "--rdzv-endpoint", "node0:29400")
     assert gpu["plan"]["accelerator"] == "cuda" and gpu["worker_env"]["DS_ACCELERATOR"] == "cuda"
     assert "--nproc_per_node=4" in gpu["torchrun"] and "--rdzv_endpoint=node0:29400" in gpu["torchrun"]
     assert gpu["nnodes"] == 2 and not Path(ROOT, "o").exists()  # nothing ran, nothing was written
@@ -80,16 +106,11 @@ def test_dry_run_prints_the_plan_and_the_deepspeed_config_without_running():
     lines = "\n".join(gpu["run_plan"])
     assert "ZeRO-0:" in lines and "compile on: default on CUDA" in lines and "micro batch auto" in lines
     assert "ZeRO-1: asked for" in "\n".join(here["run_plan"]) and "micro batch 16: the CPU default" in "\n".join(here["run_plan"])
-    zero2 = _dry_run("--gpus-per-node", "2", "--zero-stage", "2", "--micro-batch-size", "32")
     assert zero2["deepspeed_config"]["bf16"] == {"enabled": True, "check_grad_overflow": False}
     assert zero2["deepspeed_config"]["train_micro_batch_size_per_gpu"] == 32
-    assert _dry_run("--gpus-per-node", "2", "--fp32")["deepspeed_config"]["bf16"] == {"enabled": False}
-    lamb = _dry_run("--optimizer", "lamb", "--gpus-per-node", "2", "--zero-stage", "0", "--fp32")
+    assert fp32["deepspeed_config"]["bf16"] == {"enabled": False}
     assert lamb["optimizer"] == "deepspeed.ops.lamb.FusedLamb" and lamb["deepspeed_config"]["zero_optimization"]["stage"] == 0
-    refused = subprocess.run([sys.executable, "-m", "lmforge.cli", "pretrain", "--shards", "s", "--tokenizer", "t",
-                              "--output", "o", "--dry-run", "--optimizer", "lamb", "--zero-stage", "2"], cwd=ROOT,
-                             capture_output=True, text=True, timeout=120)
-    assert refused.returncode == 2 and "lamb needs per-tensor norms" in refused.stderr
+    assert refused["rc"] == 2 and "lamb needs per-tensor norms" in refused["stderr"]
 
 
 def test_fp16_is_for_cuda_and_refused_on_cpu_before_anything_starts(tmp_path):
@@ -109,8 +130,8 @@ def test_fp16_is_for_cuda_and_refused_on_cpu_before_anything_starts(tmp_path):
         check_precision(PretrainConfig(shards="s", tokenizer="t", output="o", bf16=True), old_gpu)
     with pytest.raises(ValueError, match="give one of --bf16, --fp16 and --fp32"):
         PretrainConfig(shards="s", tokenizer="t", output="o", bf16=True, fp16=True)
-    gpu = _dry_run("--fp16", "--gpus-per-node", "2")
-    assert gpu["deepspeed_config"]["fp16"]["enabled"] is True
+    (gpu,) = _dry_runs(tmp_path, ("--fp16", "--gpus-per-node", "2"))
+    assert gpu["rc"] == 0 and json.loads(gpu["stdout"])["deepspeed_config"]["fp16"]["enabled"] is True
 
 
 def test_cpu_workers_get_the_allocator_settings_and_keep_the_users(monkeypatch):
