@@ -10,7 +10,8 @@ matrix products (docs/BENCHMARKS.md "gpu": 117.5 ms of a 250 ms step against 95.
 cast to the autocast dtype, the stream is bf16, as in pure-bf16 training (Megatron-LM's default without
 --fp32-residual-connection): the normalisation itself still computes in fp32 (autocast's own rule; a compiled
 region fuses the cast into it), the weights and the optimizer stay fp32. Outside autocast (fp32 runs, evaluation
-in fp32, the export) the hook returns the output unchanged.
+in fp32, the export) the hook returns the output unchanged. Pretraining hooks it on CUDA only
+(training.pretraining.setup.residual_stream), where it was measured.
 """
 from __future__ import annotations
 

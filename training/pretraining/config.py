@@ -82,10 +82,10 @@ class PretrainConfig:
     bf16: bool = opt(False, help="Train in bfloat16 (fp32 weights kept by the optimizer and exported). On CUDA the "
                                  "launcher turns it on unless --fp16 or --fp32 is given; on CPU fp32 is the default.")
     fp32: bool = opt(False, help="Train in fp32 even on a GPU that has bf16 (TF32 matmuls stay on).")
-    fp32_residual: bool = opt(False, help="With bf16 as autocast (ZeRO-0), keep LayerNorm outputs, the residual "
-                                          "stream, in fp32 as autocast does; by default they are bf16, half the "
-                                          "memory traffic of the kernels around the matrix products "
-                                          "(training.models.residual).")
+    fp32_residual: bool = opt(False, help="With bf16 as autocast (ZeRO-0) on CUDA, keep LayerNorm outputs, the "
+                                          "residual stream, in fp32 as autocast does; by default they are bf16 there, "
+                                          "half the memory traffic of the kernels around the matrix products "
+                                          "(training.models.residual). The CPU keeps fp32.")
     fp16: bool = opt(False, help="Train in float16 with DeepSpeed's dynamic loss scaling: for CUDA GPUs before compute "
                                  "capability 8.0, which have no bf16; refused on CPU.")
     dist_timeout_minutes: float = opt(30.0, help="How long a collective waits for the slowest process before the "

@@ -99,7 +99,7 @@ def setup(cfg: PretrainConfig) -> Setup:
     torch.manual_seed(cfg.seed)  # same init everywhere; DeepSpeed also broadcasts rank 0's weights
     module = build_module(cfg, shards, tokenizer, deepspeed_config(cfg) if cfg.zero_stage == 3 else {})
     notes: dict[str, Any] = {"attention": set_attention(module, cfg.attention, device)}
-    notes["residual"] = residual_stream(cfg, module)
+    notes["residual"] = residual_stream(cfg, module, device.type)
     if device.type == "cuda":  # the micro batch the GPU holds (auto), or a check that the asked-for one fits
         cfg, notes["micro_batch_probe"] = fit_on_device(cfg, module, train, shards, device, world, plan.compile)
         plan = dataclasses.replace(plan, micro_batch=cfg.micro_batch_size)
@@ -122,13 +122,14 @@ def setup(cfg: PretrainConfig) -> Setup:
                  TrainStep(engine, cfg), clock, resumed, notes)
 
 
-def residual_stream(cfg: PretrainConfig, module) -> str:
-    """bf16 LayerNorm outputs under autocast (training.models.residual) unless --fp32-residual; what the run's
-    residual stream is, for metrics.json."""
+def residual_stream(cfg: PretrainConfig, module, accelerator: str) -> str:
+    """bf16 LayerNorm outputs under autocast on CUDA (training.models.residual) unless --fp32-residual; what the
+    run's residual stream is, for metrics.json. Not on the CPU, where it was not measured to help: the host-work
+    figure of a CPU step under the GPU plan rose in the first bench run with it (docs/BENCHMARKS.md "train")."""
     if not (cfg.bf16 and cfg.zero_stage == 0):
         return "the weights' dtype" if cfg.bf16 or cfg.fp16 else "fp32"
-    if cfg.fp32_residual:
-        return "fp32 (--fp32-residual)"
+    if cfg.fp32_residual or accelerator != "cuda":
+        return "fp32 (--fp32-residual)" if cfg.fp32_residual else "fp32 (autocast's; bf16 only on CUDA)"
     return f"bf16 ({bf16_residual(module)} LayerNorm outputs cast under autocast)"
 
 
