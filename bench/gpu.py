@@ -10,7 +10,8 @@ Variants, one process each, the same rows and model (bert_base: 12 x 768, its dr
 1. `lmforge`: `lmforge pretrain` as a user gets it on a GPU: micro batch auto (the largest that fits), compiled
    regions with CUDA graphs (--compile-mode auto), ZeRO-0, bf16 as autocast with a bf16 residual stream
    (training.pretraining.run_plan, training.pretraining.compiled, training.models.residual);
-   `lmforge_fp32_residual`: the same with --fp32-residual (autocast's fp32 stream);
+   inductor's kernels tuned by coordinate descent (--kernel-tuning auto); `lmforge_heuristic`: the same with
+   --kernel-tuning heuristic; `lmforge_fp32_residual`: the same with --fp32-residual (autocast's fp32 stream);
 2. `lmforge_mb64`: the same at micro batch 64, the peers' batch;
 3. `plain` and `plain_compiled`: the 30-line loop (bench.step_peers), eager and with torch.compile(model);
 4. `hf_trainer` and `hf_trainer_compiled`: the HF Trainer with bf16=True, eager and with torch_compile=True;
@@ -44,7 +45,7 @@ from bench.options import bench_parser, parse_bench
 from common.config import opt, require
 
 ROOT = Path(__file__).resolve().parents[1]
-VARIANTS = ("lmforge", "lmforge_fp32_residual", "lmforge_mb64", "plain", "plain_compiled", "hf_trainer", "hf_trainer_compiled",
+VARIANTS = ("lmforge", "lmforge_heuristic", "lmforge_fp32_residual", "lmforge_mb64", "plain", "plain_compiled", "hf_trainer", "hf_trainer_compiled",
             "lmforge_mb64_no_graphs", "lmforge_no_graphs")
 PEERS = ("plain", "plain_compiled", "hf_trainer", "hf_trainer_compiled")
 
@@ -115,10 +116,12 @@ def pretrain_variant(name: str, data: dict[str, Path], work: Path, sizes: Sizes,
     out = work / name
     shutil.rmtree(out, ignore_errors=True)
     first = sizes.warmup + sizes.profiled  # a log record falls here: windows after it are timed
-    auto = name in ("lmforge", "lmforge_fp32_residual", "lmforge_no_graphs")
+    auto = name in ("lmforge", "lmforge_heuristic", "lmforge_fp32_residual", "lmforge_no_graphs")
     extra: dict[str, Any] = {} if auto else {"micro_batch_size": sizes.peer_batch}
     if name == "lmforge_fp32_residual":
         extra["fp32_residual"] = True
+    if name == "lmforge_heuristic":
+        extra["kernel_tuning"] = "heuristic"
     if name.endswith("_no_graphs"):
         extra["compile_mode"] = "default"
     if device == "cpu":

@@ -5,6 +5,7 @@ from typing import Any
 
 TITLE = "gpu: the pretraining step on one GPU against a plain PyTorch loop and the HF Trainer"
 NAMES = {"lmforge": "lmforge, defaults (micro batch auto)",
+         "lmforge_heuristic": "lmforge, defaults but --kernel-tuning heuristic",
          "lmforge_fp32_residual": "lmforge, defaults but --fp32-residual", "lmforge_mb64": "lmforge, micro batch 64",
          "plain": "plain PyTorch loop, eager", "plain_compiled": "plain PyTorch loop, torch.compile",
          "hf_trainer": "HF Trainer, bf16", "hf_trainer_compiled": "HF Trainer, bf16, torch_compile",
@@ -80,7 +81,7 @@ def goals(fig: dict[str, dict[str, Any]], smoke: bool = False) -> list[str]:
 
 def where_time_goes(report: dict[str, Any]) -> list[str]:
     out = []
-    for name in ("lmforge", "lmforge_fp32_residual", "lmforge_mb64", "lmforge_mb64_no_graphs", "lmforge_no_graphs",
+    for name in ("lmforge", "lmforge_heuristic", "lmforge_fp32_residual", "lmforge_mb64", "lmforge_mb64_no_graphs", "lmforge_no_graphs",
                  "plain_compiled"):
         r = report["results"].get(name, {})
         prof = r.get("profile") or {}
@@ -103,7 +104,8 @@ def where_time_goes(report: dict[str, Any]) -> list[str]:
         comp = r.get("compile") or {}
         if comp.get("regions"):
             out.append(f"  Compiled regions: {len(comp['regions'])}; graph breaks {comp.get('graph_breaks')}, frames "
-                       f"compiled after the warm-up {comp.get('frames_compiled_after_warmup')}.")
+                       f"compiled after the warm-up {comp.get('frames_compiled_after_warmup')}; mode {comp.get('mode')}, kernels "
+                       f"{comp.get('kernel_tuning', 'heuristic')}.")
         probe = r.get("micro_batch_probe")
         if probe and probe.get("tried"):
             out.append("  Micro batch probe: " + ", ".join(f"{s}: {'out of memory' if p is None else f'{p / 1e9:.1f} GB'}"
@@ -112,17 +114,26 @@ def where_time_goes(report: dict[str, Any]) -> list[str]:
     return out
 
 
-def residual_lines(report: dict[str, Any]) -> list[str]:
-    """The bf16 residual stream against the fp32 one on the same rows: the loss curves side by side."""
-    new, old = (report["results"].get(n, {}) for n in ("lmforge", "lmforge_fp32_residual"))
-    a, b = new.get("loss_curve") or [], old.get("loss_curve") or []
-    if not a or len(a) != len(b) or new.get("rows_per_step") != old.get("rows_per_step"):
-        return []
-    tail = min(10, len(a))
-    gap = max(abs(x - y) for x, y in zip(a, b))
-    return [f"- Residual stream bf16 (the default) against fp32 (--fp32-residual), the same {len(a)} steps of "
-            f"{new['rows_per_step']} rows: mean loss over the last {tail} steps {sum(a[-tail:]) / tail:.4f} against "
-            f"{sum(b[-tail:]) / tail:.4f}; the largest difference at one step {gap:.4f}."]
+PAIRS = (("lmforge", "lmforge_fp32_residual", "Residual stream bf16 (the default) against fp32 (--fp32-residual)"),
+         ("lmforge", "lmforge_heuristic", "Kernels tuned by coordinate descent (the default) against inductor's "
+                                          "heuristic configurations (--kernel-tuning heuristic)"))
+
+
+def pair_lines(report: dict[str, Any]) -> list[str]:
+    """Each default against its opt-out on the same rows: the step times and the loss curves side by side."""
+    out = []
+    for a_name, b_name, what in PAIRS:
+        new, old = (report["results"].get(n, {}) for n in (a_name, b_name))
+        a, b = new.get("loss_curve") or [], old.get("loss_curve") or []
+        if not a or len(a) != len(b) or new.get("rows_per_step") != old.get("rows_per_step"):
+            continue
+        tail = min(10, len(a))
+        gap = max(abs(x - y) for x, y in zip(a, b))
+        out.append(f"- {what}, the same {len(a)} steps of {new['rows_per_step']} rows: "
+                   f"{new['seconds_per_step'] * 1e3:.1f} against {old['seconds_per_step'] * 1e3:.1f} ms a step; mean "
+                   f"loss over the last {tail} steps {sum(a[-tail:]) / tail:.4f} against {sum(b[-tail:]) / tail:.4f}; "
+                   f"the largest difference at one step {gap:.4f}.")
+    return out
 
 
 def render(report: dict[str, Any]) -> str:
@@ -153,6 +164,6 @@ def render(report: dict[str, Any]) -> str:
     if failed:
         out += ["", "Did not run to the end: " + "; ".join(f"{NAMES[n]}: {e}" for n, e in failed.items()) + "."]
     out += ["", "Goals:", *goals(fig, smoke), "", "Where the step's time goes (lmforge, and the compiled plain loop):", *(where_time_goes(report) or ["- no profile"]),
-            *residual_lines(report),
+            *pair_lines(report),
             "", f"The run took {report['wall_seconds'] / 60:.1f} minutes, data and compilation included."]
     return "\n".join(out) + "\n"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (the device tool runs it in the repository's copy): install the carried wheels, then
 #   bash infra/gpu/run.sh bench    # lmforge bench gpu: nine variants, ~8 minutes on an H100 (VARIANTS='a b' for some)
-#   bash infra/gpu/run.sh doctor   # lmforge doctor --gpu-run (make gpu-check): ~2 minutes
+#   bash infra/gpu/run.sh doctor   # lmforge doctor --gpu-run (make gpu-check): ~3 minutes
 # Everything worth keeping goes to $OUT (the device tool brings back at most 8 files): the report section, gpu.json,
 # the full report data and the logs as one archive.
 set -uo pipefail

@@ -10,7 +10,13 @@ import pytest
 import torch
 
 from training.models.model import SparseMLM, bert_config, build_model, preset, sparse_targets
-from training.pretraining.compiled import compile_choice, compile_mode_choice, compile_regions
+from training.pretraining.compiled import (
+    compile_choice,
+    compile_mode_choice,
+    compile_regions,
+    eval_stance,
+    kernel_tuning_choice,
+)
 from training.pretraining.config import PretrainConfig
 from training.pretraining.engine import TrainStep
 from training.pretraining.memory_plan import fit_micro_batch, plan_zero_stage, split_global_batch, state_bytes
@@ -70,6 +76,45 @@ def test_compile_mode_auto_is_cuda_graphs_only_where_they_were_measured():
     assert _cfg().compile_mode == "auto"
     with pytest.raises(ValueError, match="compile mode must be one of default, reduce-overhead"):
         compile_regions(torch.nn.Linear(2, 2), "auto")  # resolved before the regions compile
+
+
+def test_kernel_tuning_auto_tunes_gpu_kernels_only_and_sets_inductors_flag():
+    import torch._inductor.config as inductor
+
+    before = inductor.coordinate_descent_tuning
+    try:
+        assert kernel_tuning_choice("auto", "cuda")[0] is True and inductor.coordinate_descent_tuning is True
+        assert kernel_tuning_choice("auto", "cpu")[0] is False and inductor.coordinate_descent_tuning is False
+        assert kernel_tuning_choice("coordinate-descent", "cpu") == (True, "asked for (--kernel-tuning)")
+        assert kernel_tuning_choice("heuristic", "cuda")[0] is False
+    finally:
+        inductor.coordinate_descent_tuning = before
+    with pytest.raises(ValueError, match="kernel_tuning must be one of auto, heuristic, coordinate-descent"):
+        _cfg(kernel_tuning="fast")
+
+
+def test_eval_under_cuda_graphs_runs_the_compiled_regions_eagerly():
+    """reduce-overhead: validation must not replay CUDA graphs outside autograd (an H100 run failed there); the
+    stance makes a compiled module run its eager code: no frame compiles under it."""
+    compiled = []
+
+    def backend(gm, example_inputs):  # counts the graphs dynamo hands over; runs them as traced
+        compiled.append(gm)
+        return gm.forward
+
+    class Block(torch.nn.Module):  # dynamo does not trace torch.nn's own modules as a top frame
+        def forward(self, x):
+            return x * 2 + 1
+
+    torch._dynamo.reset()
+    lin = Block()
+    lin.compile(backend=backend)
+    with eval_stance("reduce-overhead"), torch.no_grad():
+        lin(torch.ones(2, 3))
+    assert compiled == []
+    with eval_stance("default"), torch.no_grad():
+        lin(torch.ones(2, 3))
+    assert len(compiled) == 1
 
 
 def test_stage0_deepspeed_config_leaves_clipping_and_bf16_to_lmforge():

@@ -7,7 +7,7 @@ from common.config import AUTO, opt, require
 from schemas.objectives import OBJECTIVES
 from training.models.attention import ATTENTION
 from training.models.model import MODEL_PRESETS, preset
-from training.pretraining.compiled import COMPILE_MODES
+from training.pretraining.compiled import COMPILE_MODES, KERNEL_TUNING
 from training.pretraining.step_profile import parse_window
 from training.runtime.ds_config import apply_deepspeed_file
 from training.runtime.recipe import OPTIMIZERS, SCHEDULES, check_optimizer
@@ -70,6 +70,10 @@ class PretrainConfig:
     compile_mode: str = opt("auto", help="torch.compile mode: auto (reduce-overhead on one GPU at ZeRO-0 without "
                                          "accumulation, where it was measured; default elsewhere), default, "
                                          "reduce-overhead (CUDA graphs) or max-autotune-no-cudagraphs.")
+    kernel_tuning: str = opt("auto", help="How inductor configures its generated GPU kernels: auto (coordinate-descent "
+                                          "on CUDA, where it was measured), heuristic, or coordinate-descent (each "
+                                          "kernel timed at neighbouring block sizes as it compiles: longer compiles, "
+                                          "faster fused LayerNorm backward).")
     attention: str = opt("row", help="row: a token attends to its whole packed row; document: only to its own "
                                      "document's tokens, positions restarting at each document start "
                                      "(training.models.attention; FlexAttention on CUDA, a block-diagonal SDPA mask on "
@@ -122,6 +126,8 @@ class PretrainConfig:
         require(self.global_batch_size >= 0, f"global_batch_size must be >= 0, got {self.global_batch_size}")
         require(self.compile_mode in COMPILE_MODES, f"compile_mode must be one of {', '.join(COMPILE_MODES)}, "
                                                     f"got {self.compile_mode!r}")
+        require(self.kernel_tuning in KERNEL_TUNING, f"kernel_tuning must be one of {', '.join(KERNEL_TUNING)}, "
+                                                     f"got {self.kernel_tuning!r}")
         parse_window(self.profile_steps)  # raises on a malformed window
         require(self.attention in ATTENTION, f"attention must be one of {', '.join(ATTENTION)}, got {self.attention!r}")
         require(self.lr > 0, f"lr must be > 0, got {self.lr}")

@@ -41,7 +41,7 @@ from common.config import add_config_args, config_from_args, config_to_dict
 from common.logs import setup as setup_logs
 from training.models.export import loss_summary
 from training.models.model import num_parameters
-from training.pretraining.compiled import CompileWatch
+from training.pretraining.compiled import CompileWatch, eval_stance
 from training.pretraining.config import TRAINABLE, PretrainConfig, plan_steps  # noqa: F401  (re-exported)
 from training.pretraining.data import RankLoader, ShardSet
 from training.pretraining.feed import DeviceFeed
@@ -84,6 +84,8 @@ def run(cfg: PretrainConfig) -> Path:
         log.info("plan: residual stream %s", s.notes["residual"])
         if s.plan.compile:
             log.info("plan: compile mode %s: %s", cfg.compile_mode, s.notes["compile_mode"])
+            tuned, why = s.notes["kernel_tuning"]
+            log.info("plan: kernel tuning %s: %s", "coordinate-descent" if tuned else "heuristic", why)
     result = fit(s, t0)
     last_valid = validate(s, result["step"], result["telemetry"], t0) if cfg.eval_batches else result["last_valid"]
     finish(s, result, last_valid, global_batch, t0)
@@ -217,7 +219,9 @@ def finish(s: Setup, r: dict[str, Any], last_valid: dict[str, float | None], glo
         "attn_implementation": getattr(model.config, "_attn_implementation", None),
         "dropout_masks": s.notes["dropout_masks"], "residual": s.notes["residual"], "plan": s.plan.as_dict(),
         "compile": {"regions": s.notes["compiled_regions"], "mode": cfg.compile_mode if s.plan.compile else None,
-                    "mode_reason": s.notes["compile_mode"], **(r["watch"].summary() if r["watch"] else {})},
+                    "mode_reason": s.notes["compile_mode"],
+                    "kernel_tuning": "coordinate-descent" if s.notes["kernel_tuning"][0] else "heuristic",
+                    **(r["watch"].summary() if r["watch"] else {})},
         **({"micro_batch_probe": s.notes["micro_batch_probe"]} if "micro_batch_probe" in s.notes else {}),
         **({"profile": r["profile"]} if r["profile"] else {}),
         "model": cfg.init_from or cfg.model, "num_parameters": num_parameters(model),
@@ -281,8 +285,9 @@ def evaluate(engine, shards: ShardSet, rank: int, world: int, cfg: PretrainConfi
         return engine(**batch), engine.module.last_counted, engine.module.last_correct
 
     engine.eval()
-    held = heldout_loss(step, feed(engine, loader, 0, fixed=bool(cfg.compile)), cfg.eval_batches,
-                        engine.device)  # training.runtime.recipe: the stages' one held-out loss
+    with eval_stance(cfg.compile_mode):  # no CUDA graph replays outside autograd (training.pretraining.compiled)
+        held = heldout_loss(step, feed(engine, loader, 0, fixed=bool(cfg.compile)), cfg.eval_batches,
+                            engine.device)  # training.runtime.recipe: the stages' one held-out loss
     engine.train()
     dist.all_reduce(held.sums)
     return {"loss": held.loss, "mlm_accuracy": held.accuracy}

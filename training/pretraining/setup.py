@@ -20,7 +20,7 @@ from training.models.model import SparseMLM, masked_bound, num_parameters, spars
 from training.models.residual import bf16_residual
 from training.pretraining import cpu_dropout
 from training.pretraining.budget import BudgetClock
-from training.pretraining.compiled import compile_mode_choice
+from training.pretraining.compiled import compile_mode_choice, kernel_tuning_choice
 from training.pretraining.config import TRAINABLE, PretrainConfig, plan_steps
 from training.pretraining.data import RankLoader, ShardSet
 from training.pretraining.engine import TrainStep, make_engine
@@ -100,6 +100,7 @@ def setup(cfg: PretrainConfig) -> Setup:
     module = build_module(cfg, shards, tokenizer, deepspeed_config(cfg) if cfg.zero_stage == 3 else {})
     notes: dict[str, Any] = {"attention": set_attention(module, cfg.attention, device)}
     notes["residual"] = residual_stream(cfg, module, device.type)
+    notes["kernel_tuning"] = kernel_tuning_choice(cfg.kernel_tuning, device.type)  # before the micro batch probe compiles
     if device.type == "cuda":  # the micro batch the GPU holds (auto), or a check that the asked-for one fits
         cfg, notes["micro_batch_probe"] = fit_on_device(cfg, module, train, shards, device, world, plan.compile)
         plan = dataclasses.replace(plan, micro_batch=cfg.micro_batch_size)
