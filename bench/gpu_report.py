@@ -20,7 +20,7 @@ def figures(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Per variant that ran: tokens/s, MFU, micro batch, GPU busy share, kernels/step, peak memory."""
     from training.doctor.node import training_mfu
     from training.models.flops import ModelShape
-    from training.models.model import preset
+    from training.models.presets import preset
 
     sizes, device = report["sizes"], report["machine"].get("device", "cpu")
     m = preset(sizes["model"])

@@ -1,11 +1,9 @@
 """`lmforge run` on a user's own data, as a user types it, each case one whole-DAG run at the tiny preset to the card:
-- an English-only JSONL crawl (the tiny slice's English pages as id/url/text) and a labelled CSV of tweets with its
-  own column names and no split column (VADER's tweets), some of whose test and train items were planted into the
-  crawl;
 - a Russian-only WET file (the sample's Russian pages as WET conversion records) and a sentence-pair task (Lee's
   rated document pairs, a regression, as a JSONL file with its own split column);
 - the tiny slice's WARC and a token-tagging task (WSJ part-of-speech tags as a JSONL file of tokens and tags);
-and a failing run, whose lines are counted."""
+and a failing run, whose lines are counted. The English JSONL crawl with a labelled CSV of tweets (tests/integration/
+user_case.py) runs once, through the Prefect deployment (test_prefect_deploy), whose run these cases would repeat."""
 from __future__ import annotations
 
 import json
@@ -16,17 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures import english_pages, pages_in, tweets_csv
+from tests.fixtures import pages_in, tweets_csv
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "data" / "tiny"
 LABELED = ROOT / "tests" / "data" / "labeled"
-SMALL = ["--param", 'overrides={"finetune": {"max_train": 300, "max_test": 200, "max_validation": 100}, '
-         '"card": {"probe": true, "cost_repeats": 1}}']
-"""The tiny preset, a smaller fine-tune and one cost repeat; probing on (the card picks the corpus's languages)."""
 PATHS = ["--param", 'overrides={"finetune": {"max_train": 300, "max_test": 200, "max_validation": 100, '
          '"init": ["pretrained"]}, "card": {"probe": true, "cost_repeats": 1}}']
-"""For the matrix's other cases, which test the DAG's paths, not scores: no random-init control run."""
+"""The tiny preset, a smaller fine-tune, one cost repeat, probing on (the card picks the corpus's languages); the
+cases test the DAG's paths, not scores: no random-init control run."""
 MATRIX = {"russian_wet_pairs": ({"ru"}, "regression"), "english_warc_tagging": ({"en", "ru"}, "tokens")}
 """Case: (the corpus's languages, the task kind)."""
 
@@ -47,87 +43,21 @@ def lmforge_run(*args: str, cwd: Path) -> subprocess.Popen:
                             stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
-def user_case(work: Path) -> tuple[list[str], dict]:
-    """The English JSONL crawl with planted tweets, and the tweets CSV: `lmforge run`'s arguments, what was planted."""
-    from training.finetuning.dataset import Columns, load_task
-
-    tweets_csv(work / "tweets.csv")
-    # the split the labeled stage will make (seeded, stratified: training.finetuning.prepare), to plant from
-    task = load_task("classification", Columns(text="tweet", label="sentiment"), data=[str(work / "tweets.csv")],
-                     split_seed=0)
-    long_enough = [ex for ex in task.test if len(ex.text.split()) >= 16], [ex for ex in task.train
-                                                                           if len(ex.text.split()) >= 16]
-    planted = {"test": long_enough[0][:2], "train": long_enough[1][:2]}
-    pages = english_pages()
-    for split, items in planted.items():
-        for i, ex in enumerate(items):
-            page = pages[len(pages) // 2 + 3 * i + (1 if split == "train" else 0)]
-            page["text"] += "\n\nShared on our wall today: " + ex.text
-            page["planted"] = split
-    with (work / "wiki.jsonl").open("w", encoding="utf-8") as f:
-        for p in pages:
-            f.write(json.dumps({k: p[k] for k in ("id", "url", "text")}) + "\n")
-    args = ["--crawl", str(work / "wiki.jsonl"), "--labeled", str(work / "tweets.csv"), "--text-column", "tweet",
-            "--label-column", "sentiment", *SMALL]
-    return args, {"pages": pages, "planted": planted}
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, dict]:
     """Every case's whole-DAG run, started together (the 2 cores overlap one run's start-ups and waits with
     another's work: about 0.6x the time of one after another); each case's inputs, output and run folder."""
     cases: dict[str, dict] = {}
-    for case in ("mine", *MATRIX):
+    for case in MATRIX:
         work = tmp_path_factory.mktemp(case)
-        args, facts = user_case(work) if case == "mine" else (matrix_case(case, work), {})
+        args = matrix_case(case, work)
         proc = lmforge_run("--name", case, "--runs-dir", str(work / "runs"), *args, "--preset", "tiny", "--nproc", "1",
                            cwd=work)
-        cases[case] = {"proc": proc, "args": args, "run": work / "runs" / case, **facts}
+        cases[case] = {"proc": proc, "args": args, "run": work / "runs" / case}
     for c in cases.values():
         c["out"] = c["proc"].communicate(timeout=2400)[0]
         c["rc"] = c["proc"].returncode
     return cases
-
-
-@pytest.mark.slow
-def test_user_crawl_and_labelled_file_run_to_the_card(runs):
-    import pyarrow.parquet as pq
-
-    from schemas.manifest import read_manifest
-
-    user_run = runs["mine"]
-    run = user_run["run"]
-    assert user_run["rc"] == 0, user_run["out"][-4000:]
-    assert "finished" in user_run["out"] and "Traceback" not in user_run["out"]
-    # the labelled file, a task folder like a known source's: its splits made and written down, its checksum kept
-    lab = read_manifest(run / "labeled" / "tweets")
-    assert lab["config"]["columns"]["text"] == "tweet" and len(lab["extra"]["source"]["sha256"]) == 64
-    assert "stratified by label" in lab["extra"]["splits_from"]["test"]
-    rows = [json.loads(line) for line in (run / "labeled" / "tweets" / "data.jsonl").open()]
-    split_of = {row["text"]: row["split"] for row in rows}
-    for split, items in user_run["planted"].items():
-        assert all(split_of[ex.text] == split for ex in items)
-    # its validation and test items checked against the crawl without any option: planted test pages dropped
-    corpus = read_manifest(run / "corpus")
-    found = corpus["counts"]["contamination"]["tweets"]
-    assert found["found_by_split"].get("test", 0) == 2 and found["found_by_split"].get("train", 0) == 0
-    assert found["pages_dropped"] == 2
-    dropped = {row["id"]: row["reason"] for f in (run / "corpus" / "dropped").glob("*.parquet")
-               for row in pq.read_table(f, columns=["id", "reason"]).to_pylist()}
-    for p in user_run["pages"]:  # a train item's page may still fall to a quality rule, not to decontamination
-        if p.get("planted"):
-            assert (dropped.get(p["id"]) == "contaminated") == (p["planted"] == "test"), (p["id"], dropped.get(p["id"]))
-    assert set(corpus["counts"]["kept_by_language"]) == {"en"}
-    # the card: fine-tuned on the user's task with its controls, contamination stated, probing in the corpus's
-    # languages only (no Russian in it: skipped, with the reason)
-    card = json.loads((run / "card" / "report.json").read_text())
-    teacher = next(e for e in card["models"] if e["name"] == "teacher")["quality"]
-    probed = set(teacher.get("probing") or {}) | set(teacher.get("probing_skipped") or {})
-    assert probed == {"en"}, teacher.get("probing_skipped")
-    text = (run / "card" / "report.md").read_text()
-    assert "tweets" in text and ("Probing skipped: en:" in text or "Probing teacher (en" in text)
-    report = json.loads((run / "eval" / "report.json").read_text())
-    assert set(report["finetune"]["test"]) >= {"pretrained", "scratch", "majority", "tfidf_lr"}
 
 
 def matrix_case(case: str, work: Path) -> list[str]:
@@ -158,6 +88,7 @@ def test_matrix_case_runs_to_the_card(runs, case):
     languages, task = MATRIX[case]
     r, args, run = runs[case], runs[case]["args"], runs[case]["run"]
     assert r["rc"] == 0, r["out"][-4000:]
+    assert "finished" in r["out"] and "Traceback" not in r["out"]
     kept = read_manifest(run / "corpus")["counts"]["kept_by_language"]
     assert languages <= set(kept), kept
     if case == "russian_wet_pairs":  # pages the same language id called Russian before cleaning (one or two may

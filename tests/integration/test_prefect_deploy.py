@@ -1,6 +1,7 @@
 """infra/README.md's deployment, as a user runs it: a real `prefect server` on 127.0.0.1 with its own
 PREFECT_HOME, the README's work-pool and deploy commands, a process worker started outside the
-checkout, the demo deployment run with partial parameters, and a failed refresh reported to a webhook."""
+checkout, the demo deployment run with partial parameters on a user's own crawl and labelled file (checked as a
+user's run must be: tests/integration/user_case.py), and a failed refresh reported to a webhook."""
 from __future__ import annotations
 
 import http.server
@@ -15,13 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures import english_pages, tweets_csv
+from tests.integration.user_case import check_user_run, user_case
 
 ROOT = Path(__file__).resolve().parents[2]
-SMALLER = {"finetune": {"max_train": 300, "max_test": 200, "max_validation": 100, "init": ["pretrained"]},
-           "card": {"cost_repeats": 1}}
-"""The tiny preset made smaller where this test reads nothing (scores, the random-init control, cost repeats): it
-tests the deployment's path (a worker, partial parameters, artifacts), not the DAG's numbers."""
 
 
 class Hook(http.server.BaseHTTPRequestHandler):
@@ -68,15 +65,11 @@ def test_documented_deployment_runs_and_a_failed_refresh_is_reported(tmp_path):
         assert r.returncode == 0, r.stderr
 
         with ops.worker(env, worker_line, tmp_path / "worker.log"):
-            # partial parameters: the deployment's run_name and preset stay unless given. The data is a user's:
-            # an English JSONL crawl and a labelled CSV with its own column names and no split column
-            with (tmp_path / "wiki.jsonl").open("w") as f:
-                f.writelines(json.dumps(p) + "\n" for p in english_pages())
-            tweets_csv(tmp_path / "tweets.csv", n=600)
-            run = ops.run_deployment(env, run_line, {"runs_dir": str(tmp_path / "runs"),
-                                                     "crawl": [str(tmp_path / "wiki.jsonl")],
-                                                     "labeled": str(tmp_path / "tweets.csv"), "text_column": "tweet",
-                                                     "label_column": "sentiment", "overrides": SMALLER})
+            # partial parameters: the deployment's run_name and preset stay unless given. The data is a user's
+            # (tests/integration/user_case.py): an English JSONL crawl and a labelled CSV with its own column names
+            # and no split column, some of its test items planted in the crawl
+            params, facts = user_case(tmp_path)
+            run = ops.run_deployment(env, run_line, {"runs_dir": str(tmp_path / "runs"), **params})
             log = (tmp_path / "worker.log").read_text()
             assert run["state"]["type"] == "COMPLETED", log[-5000:]
             assert re.fullmatch(r"demo-\d{4}-\d{2}-\d{2}T\d{4}", run["name"]), run["name"]
@@ -90,9 +83,7 @@ def test_documented_deployment_runs_and_a_failed_refresh_is_reported(tmp_path):
             tasks = ops.api(url, "/task_runs/filter", {"flow_runs": {"id": {"any_": [run["id"]]}}})
             assert {t["name"].rsplit("-", 1)[0] for t in tasks} >= {"corpus", "tokenizer", "shards", "pretrain",
                                                                    "labeled-file", "finetune", "distill", "evaluate"}
-            assert (tmp_path / "runs" / "demo" / "eval" / "report.md").exists()
-            contamination = json.loads((tmp_path / "runs" / "demo" / "corpus" / "manifest.json").read_text())
-            assert contamination["counts"]["contamination"]["tweets"]["items"] > 0  # the user's file, checked
+            check_user_run(tmp_path / "runs" / "demo", facts)  # the user's file checked against the crawl, the card
 
             # a refresh whose crawl root does not exist fails; the automation posts to the webhook
             refresh = next(d for d in ops.api(url, "/deployments/filter", {}) if d["name"] == "weekly-refresh")

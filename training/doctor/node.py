@@ -38,7 +38,7 @@ from typing import Any
 from schemas.manifest import atomic_write_bytes, atomic_write_json
 from training.doctor import checks as probe
 from training.models.flops import ModelShape, flops_per_token, mfu
-from training.models.model import preset
+from training.models.presets import preset
 from training.pretraining.pretrain import PretrainConfig
 from training.runtime.accelerator import launch_plan
 

@@ -213,7 +213,8 @@ def render(entries: list[CardEntry]) -> str:
         lines += ["", "Task score as a share of the model it was compressed or distilled from: " + "; ".join(shares) + "."]
     c = entries[0].cost if entries else {}
     if c:
-        lines += ["", f"Cost: {c['inputs']:,} inputs of {c['seq_len']} tokens, {c['repeats']} repeats (median), "
+        runs = "1 run" if c["repeats"] == 1 else f"{c['repeats']} repeats (median)"
+        lines += ["", f"Cost: {c['inputs']:,} inputs of {c['seq_len']} tokens, {runs}, "
                       f"{c['threads']} torch threads; each model measured in a fresh process (MOROCCO's protocol)."]
         note = machine_note(entries)
         if note:

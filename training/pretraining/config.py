@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from common.config import AUTO, opt, require
 from schemas.objectives import OBJECTIVES
 from training.models.attention import ATTENTION
-from training.models.model import MODEL_PRESETS, preset
+from training.models.presets import MODEL_PRESETS, preset
 from training.pretraining.compiled import COMPILE_MODES, KERNEL_TUNING
 from training.pretraining.step_profile import parse_window
 from training.runtime.ds_config import apply_deepspeed_file

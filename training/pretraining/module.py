@@ -14,8 +14,8 @@ import torch
 
 from schemas.objectives import objective as objective_record
 from training.models.attention import ATTENTION, kernel_for
-from training.models.model import build_for_objective, load_for_objective, preset
 from training.models.model_kinds import KINDS
+from training.models.presets import preset
 from training.pretraining.data import ShardSet
 from training.pretraining.run_plan import estimate_parameters
 
@@ -64,6 +64,8 @@ def build_module(cfg: Any, shards: ShardSet, tokenizer, ds_config: dict[str, Any
     """The training module; under ZeRO-3 its parameters are partitioned as they are created: transformers'
     HfDeepSpeedConfig, made before the model and kept alive on the module, makes `from_pretrained` (--init-from)
     and `_from_config` (a fresh model, training.models.model.instantiate) build it inside deepspeed.zero.Init."""
+    from training.models.model import build_for_objective, load_for_objective  # transformers: in the workers only
+
     hf_ds = None
     if cfg.zero_stage == 3:
         from transformers.integrations import HfDeepSpeedConfig
