@@ -130,6 +130,16 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def flatten_options(d: dict[str, Any]) -> dict[str, Any]:
+    """Options as a `--config` file gives them (a nested config as an object) in flat names (`family_option`)."""
+    return _flatten(d)
+
+
+def option_names(cls: type) -> set[str]:
+    """Every option of `cls` by its flat name, nested configs' as `family_option`: what a `--config` may hold."""
+    return _option_names(cls)
+
+
 def _option_names(cls: type, prefix: str = "") -> set[str]:
     """The flat option names `_collect` reads for `cls` (nested configs as prefix_name)."""
     hints = typing.get_type_hints(cls)
