@@ -97,7 +97,7 @@ def resolve_arms(entries: list[Any], crawl: list[str]) -> list[Arm]:
             guess = closest(key, known)
             raise ValueError(f"arm {name!r}: no corpus option {key!r}" + (f"; did you mean {guess!r}?" if guess else ""))
         try:
-            cfg = CorpusConfig(input=list(own_crawl or crawl) or ["-"], output="-", **_nest(options))
+            cfg = CorpusConfig(input=list(own_crawl or crawl) or ["-"], output="-", **nest_options(options))
         except (TypeError, ValueError) as e:
             raise ValueError(f"arm {name!r}: {e}") from e
         resolved = {k: v for k, v in config_to_dict(cfg).items() if k not in ("input", "output")}
@@ -117,7 +117,7 @@ def resolve_arms(entries: list[Any], crawl: list[str]) -> list[Arm]:
     return arms
 
 
-def _nest(options: dict[str, Any]) -> dict[str, Any]:
+def nest_options(options: dict[str, Any]) -> dict[str, Any]:
     """Flat family options (`gopher_quality_enabled`) as CorpusConfig takes them ({"gopher_quality": {...}})."""
     from pipelines.corpus.config import CorpusConfig
 

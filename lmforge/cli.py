@@ -41,6 +41,7 @@ SUMMARIES = {
     "alerts": "a Prefect automation that POSTs to a webhook when a refresh fails (needs a Prefect server)",
     "doctor": "can this node train? torch/CUDA/NCCL facts, optimizers, NCCL all-reduce, a short GPU pretraining "
               "with resume -> runs/doctor/doctor.{json,md}",
+    "ablate": "a corpus ablation as one flow: arms of corpus options, one tokenizer, an equal token budget, a shared reference set, a report with intervals",
     "bench": "benchmarks against named peers -> docs/BENCHMARKS.md (bench attention | corpus | data | extraction | gpu | langid | scale | tokenizer | train | transfer)",
 }
 
@@ -135,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = Parser(prog="lmforge", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in (*STAGES, "labeled", "run", "alerts", "bench", "doctor"):
+    for name in (*STAGES, "labeled", "run", "ablate", "alerts", "bench", "doctor"):
         sub.add_parser(name, help=SUMMARIES[name], add_help=False)
     if not argv or argv[0] in ("-h", "--help"):
         parser.print_help()
@@ -145,13 +146,17 @@ def main(argv: list[str] | None = None) -> int:
         guess = closest(command, SUMMARIES)
         parser.error(f"unknown command {command!r}" + (f"; did you mean {guess!r}?" if guess else "")
                      + f"; commands: {', '.join(SUMMARIES)}")
-    _quiet_logs(flow=command in ("run", "alerts"))
+    _quiet_logs(flow=command in ("run", "ablate", "alerts"))
     if command == "run":
         from flows.run_cli import cli_main
 
         return cli_main(rest)
     if command == "bench":
         return _bench(rest)
+    if command == "ablate":
+        from flows.ablate import main as ablate
+
+        return ablate(rest)
     if command == "alerts":
         from flows.automations import main as alerts
 
