@@ -68,6 +68,8 @@ class AblationConfig:
         require(self.nproc >= 1, f"nproc must be >= 1, got {self.nproc}")
         require(Path(self.reference).suffix == ".jsonl", f"reference {self.reference}: expected a .jsonl file of "
                                                          "id/url/text records")
+        require(Path(self.reference).is_file(), f"reference {self.reference}: no such file")
+        read_reference(self.reference)  # a bad line fails here, before anything runs
         self.resolved = resolve_arms(list(self.arms), list(self.crawl))  # raises, naming the arm, before anything runs
         require(self.tokenizer_arm in {a.name for a in self.resolved},
                 f"tokenizer_arm {self.tokenizer_arm!r} is not one of the arms ({', '.join(a.name for a in self.resolved)})")
@@ -85,22 +87,33 @@ def plan_lines(cfg: AblationConfig) -> list[str]:
     return out
 
 
-def reference_items(cfg: AblationConfig, root: Path) -> str:
-    """The reference texts as an evaluation set the corpus stage's decontamination reads (<root>/reference.jsonl:
-    id, text and split "test" each); rewritten only when they change, so the arms' corpus stages stay cached."""
+def read_reference(path: str) -> list[dict[str, str]]:
+    """The reference texts, checked: a JSONL file of objects with a text string (ValueError naming the line)."""
     items = []
-    with open(cfg.reference, encoding="utf-8") as f:
+    with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             if line.strip():
-                rec = json.loads(line)
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    rec = None
                 if not isinstance(rec, dict) or not isinstance(rec.get("text"), str):
-                    raise ValueError(f"reference {cfg.reference}:line {n}: expected a JSON object with a text string")
-                items.append(json.dumps({"id": str(rec.get("id", n)), "text": rec["text"], "split": "test"}))
-    require(bool(items), f"reference {cfg.reference}: no texts")
+                    raise ValueError(f"reference {path}:line {n}: expected a JSON object with a text string")
+                items.append({"id": str(rec.get("id", n)), "text": rec["text"]})
+    require(bool(items), f"reference {path}: no texts")
+    return items
+
+
+def reference_items(cfg: AblationConfig, root: Path) -> str:
+    """The reference texts as an evaluation set the corpus stage's decontamination reads (<root>/reference.jsonl:
+    id, text and split "test" each); rewritten, atomically, only when they change, so the arms' corpus stages stay
+    cached and a second ablation of the same name never reads half a file."""
+    from schemas.manifest import atomic_write_bytes
+
+    text = "".join(json.dumps({**r, "split": "test"}) + "\n" for r in read_reference(cfg.reference))
     path = root / "reference.jsonl"
-    text = "\n".join(items) + "\n"
     if not path.exists() or path.read_text(encoding="utf-8") != text:
-        path.write_text(text, encoding="utf-8")
+        atomic_write_bytes(path, text.encode("utf-8"))
     return str(path.resolve())
 
 

@@ -46,3 +46,24 @@ def test_bad_arms_are_refused_in_one_line(arms, message):
     with pytest.raises(ValueError) as e:
         resolve_arms(arms, CRAWL)
     assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_ablations_own_options_are_checked_before_anything_runs(tmp_path):
+    import json
+
+    from flows.ablate import AblationConfig, plan_lines
+
+    ref = tmp_path / "ref.jsonl"
+    ref.write_text(json.dumps({"id": "a", "url": "u", "text": "a reference text"}) + "\n")
+    cfg = AblationConfig(crawl=CRAWL, reference=str(ref), arms=["baseline", "no-gopher"])
+    assert plan_lines(cfg)[2] == ("- no-gopher: gopher_quality_enabled True -> False, "
+                                  "gopher_repetition_enabled True -> False")
+    for bad, said in (({"reference": str(tmp_path / "none.jsonl")}, "no such file"),
+                      ({"reference": str(tmp_path / "ref.txt")}, "expected a .jsonl file"),
+                      ({"tokenizer_arm": "no-near-dedup"}, "tokenizer_arm 'no-near-dedup' is not one of the arms"),
+                      ({"seeds": [1, 1]}, "seeds must be distinct"), ({"preset": "huge"}, "preset must be one of")):
+        with pytest.raises(ValueError, match=said):
+            AblationConfig(**{"crawl": CRAWL, "reference": str(ref), "arms": ["baseline", "no-gopher"], **bad})
+    ref.write_text('{"id": "a"}\n')
+    with pytest.raises(ValueError, match="line 1: expected a JSON object with a text string"):
+        AblationConfig(crawl=CRAWL, reference=str(ref))
