@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import glob
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -46,6 +47,16 @@ def unchanged(out: Path, key: dict) -> bool:
     return (out / MANIFEST_NAME).exists() and path.exists() and json.loads(path.read_text()) == key
 
 
+class _TimeoutEnforced(logging.Filter):
+    """Prefect warns, for every task with a timeout that runs in a worker thread, that it cannot enforce the timeout
+    there; launch_stage does (task_time_limit), so the warning would mislead: it is left out."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "running in a worker thread. Timeouts in worker threads" not in str(record.msg)
+
+
+logging.getLogger("prefect.task_runs").addFilter(_TimeoutEnforced())
+
 STOP_GRACE_SECONDS = 90
 """How long a stage gets to stop after SIGTERM: `lmforge pretrain --submit` cancels its cluster job (scancel,
 kubectl delete) and torchrun stops its workers in that time; then it is killed."""
@@ -53,9 +64,11 @@ kubectl delete) and torchrun stops its workers in that time; then it is killed."
 
 def run_logged(cmd: list[str], log_path: Path, stage: str, grace: float = STOP_GRACE_SECONDS, *, echo: bool = True,
                append: bool = False, env: dict[str, str] | None = None, cwd: str | Path | None = None,
-               on_start: Callable[[subprocess.Popen], Any] | None = None) -> int:
+               on_start: Callable[[subprocess.Popen], Any] | None = None, timeout: float | None = None) -> int:
     """Run `cmd`, its stdout to the flow log and `log_path`, its stderr to `log_path`, both redacted; returns
-    its exit code.
+    its exit code. With `timeout` (seconds), a stage still running then gets SIGTERM, `grace` seconds, then SIGKILL,
+    and TimeoutError is raised: the limit of a Prefect task that runs in a worker thread, where Prefect's own
+    timeout cannot interrupt it.
 
     When this process is told to stop while the stage runs (Prefect's cancellation: a SIGTERM that its
     engine turns into TerminationSignal here; Ctrl-C), the stage gets SIGTERM first and `grace` seconds to
@@ -74,6 +87,11 @@ def run_logged(cmd: list[str], log_path: Path, stage: str, grace: float = STOP_G
         # the stages' own, for a library that echoes its options or a traceback that shows a value.
         errors = threading.Thread(target=lambda: [log.write(redact_text(line)) for line in proc.stderr], daemon=True)
         errors.start()
+        expired = threading.Event()
+        timer = threading.Timer(timeout, lambda: (expired.set(), _stop(proc, stage, grace))) if timeout else None
+        if timer is not None:
+            timer.daemon = True
+            timer.start()
         try:
             for line in proc.stdout:
                 line = redact_text(line)
@@ -82,17 +100,39 @@ def run_logged(cmd: list[str], log_path: Path, stage: str, grace: float = STOP_G
                     print(f"[{stage}] {line}", end="", flush=True)
             code = proc.wait()
             errors.join()
-            return code
         except BaseException:
-            if proc.poll() is None:
-                print(f"[{stage}] stopping: SIGTERM to the stage (pid {proc.pid}), {grace:g} s to exit", flush=True)
-                proc.terminate()
-                try:
-                    proc.wait(timeout=grace)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            _stop(proc, stage, grace)
             raise
+        finally:
+            if timer is not None:
+                timer.cancel()
+        if expired.is_set():
+            raise TimeoutError(f"stage {stage} ran past its time limit of {timeout / 60:.1f} minutes and was stopped "
+                               f"(log: {log_path})")
+        return code
+
+
+def _stop(proc: subprocess.Popen, stage: str, grace: float) -> None:
+    """SIGTERM to a running stage, `grace` seconds to exit, then SIGKILL."""
+    if proc.poll() is None:
+        print(f"[{stage}] stopping: SIGTERM to the stage (pid {proc.pid}), {grace:g} s to exit", flush=True)
+        proc.terminate()
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def task_time_limit() -> float | None:
+    """The running Prefect task's timeout when the task runs in a worker thread (submitted, or inside a subflow
+    that runs in one), where Prefect cannot enforce it; None in the main thread, where Prefect does."""
+    if threading.current_thread() is threading.main_thread():
+        return None
+    from prefect.context import TaskRunContext
+
+    ctx = TaskRunContext.get()
+    return ctx.task.timeout_seconds if ctx is not None else None
 
 
 class StageFailed(RuntimeError):
@@ -144,7 +184,7 @@ def launch_stage(stage: str, opts: dict[str, Any], out: Path, log_dir: Path, arg
     log_path.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     print(f"[{stage}] {' '.join(redact_args(cmd[3:]))}", flush=True)
-    rc = run_logged(cmd, log_path, stage)
+    rc = run_logged(cmd, log_path, stage, timeout=task_time_limit())
     if rc != 0:
         raise StageFailed(log_name or stage, failure_reason(log_path), log_path, rc)
     out.mkdir(parents=True, exist_ok=True)

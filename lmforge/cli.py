@@ -69,7 +69,7 @@ def _bench(rest: list[str]) -> int:
     benches = {"attention": "bench.attention", "corpus": "bench.corpus", "data": "bench.data",
                "extraction": "bench.extraction", "gpu": "bench.gpu",
                "langid": "bench.langid", "scale": "bench.scale", "tokenizer": "bench.tokenizer",
-               "train": "bench.train", "transfer": "bench.transfer"}
+               "train": "bench.train", "transfer": "bench.transfer", "ablate": "bench.ablate"}
     if not rest or rest[0] not in benches:
         print(f"usage: lmforge bench {{{','.join(benches)}}} [--help]")
         return 0 if rest and rest[0] in ("-h", "--help") else 2

@@ -1,8 +1,10 @@
 """Small file helpers shared by the Beam shells: input expansion and deterministic atomic writers."""
 from __future__ import annotations
 
+import csv
 import json
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -58,3 +60,33 @@ def write_jsonl_rows(path: str | Path, rows: list[dict[str, Any]], sort_key: str
 
 def parquet_rows(path: str | Path) -> int:
     return storage.parquet_file(path).metadata.num_rows
+
+
+def read_records(path: Path) -> Iterator[tuple[str, dict]]:
+    """(where, record) of a JSONL, CSV or Parquet file of records (an evaluation set, a reference set); where is
+    "line N" or "row N", 1-based. A line that is not a JSON object, or a file that cannot be read, is a ValueError
+    naming the file and line."""
+    name = path.name.lower()
+    try:
+        if name.endswith(".parquet"):
+            for n, rec in enumerate(pq.read_table(path).to_pylist(), 1):
+                yield f"row {n}", rec
+        elif name.endswith(".csv"):
+            with path.open(encoding="utf-8", newline="") as f:
+                reader = csv.DictReader(f)
+                yield from ((f"line {reader.line_num}", rec) for rec in reader)
+        elif name.endswith((".jsonl", ".json")):
+            with path.open(encoding="utf-8") as f:
+                for n, line in enumerate(f, 1):
+                    if line.strip():
+                        try:
+                            rec = json.loads(line)
+                        except ValueError:
+                            rec = None
+                        if not isinstance(rec, dict):
+                            raise ValueError(f"{path}:line {n}: not a JSON object")
+                        yield f"line {n}", rec
+        else:
+            raise ValueError(f"{path}: not an evaluation set (expected .jsonl, .csv or .parquet)")
+    except (OSError, UnicodeDecodeError, pa.ArrowException) as e:
+        raise ValueError(f"{path}: cannot read the evaluation set ({e})") from None

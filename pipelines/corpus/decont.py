@@ -23,7 +23,6 @@ datatrove 0.10.1 (spaCy, SHA-1) 280/s on the same pages, with the same decision 
 """
 from __future__ import annotations
 
-import csv
 import hashlib
 import io
 import json
@@ -36,12 +35,11 @@ from functools import cache
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import regex
 
 from common.config import opt, require
 from pipelines.corpus.words import english
+from pipelines.io import read_records
 from schemas import storage
 
 FORMAT = "lmforge.decont_index/v1"
@@ -155,7 +153,7 @@ def _prepared_task(folder: Path) -> tuple[list[Path], Columns]:
 
 def _file_items(path: Path, task: str, cols: Columns, splits: list[str]) -> list[EvalItem]:
     out, seen = [], Counter()
-    for where, rec in _records(path):
+    for where, rec in read_records(path):
         if rec.get(cols.split) is None:
             raise ValueError(f"{path}:{where}: no {cols.split!r} column; every record needs its split")
         seen[str(rec[cols.split])] += 1
@@ -201,32 +199,6 @@ def tokens_text(words: list[str]) -> str:
     return " ".join(out)
 
 
-def _records(path: Path) -> Iterator[tuple[str, dict]]:
-    """(where, record) of a JSONL, CSV or Parquet file; where is "line N" or "row N", 1-based."""
-    name = path.name.lower()
-    try:
-        if name.endswith(".parquet"):
-            for n, rec in enumerate(pq.read_table(path).to_pylist(), 1):
-                yield f"row {n}", rec
-        elif name.endswith(".csv"):
-            with path.open(encoding="utf-8", newline="") as f:
-                reader = csv.DictReader(f)
-                yield from ((f"line {reader.line_num}", rec) for rec in reader)
-        elif name.endswith((".jsonl", ".json")):
-            with path.open(encoding="utf-8") as f:
-                for n, line in enumerate(f, 1):
-                    if line.strip():
-                        try:
-                            rec = json.loads(line)
-                        except ValueError:
-                            rec = None
-                        if not isinstance(rec, dict):
-                            raise ValueError(f"{path}:line {n}: not a JSON object")
-                        yield f"line {n}", rec
-        else:
-            raise ValueError(f"{path}: not an evaluation set (expected .jsonl, .csv, .parquet or a prepared task folder)")
-    except (OSError, UnicodeDecodeError, pa.ArrowException) as e:
-        raise ValueError(f"{path}: cannot read the evaluation set ({e})") from None
 
 
 # --- Normalisation: datatrove 0.10.1 datatrove/utils/text.py simplify_text, ported -----------------

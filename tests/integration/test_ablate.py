@@ -1,5 +1,6 @@
 """`lmforge ablate` end to end at the tiny preset: two arms over the tiny crawl plus a page that copies a reference
-text, two seeds, news articles (newspaper4k's gold texts) as the reference set; then the same command again."""
+text and a third arm whose corpus ends empty, two seeds, one downstream task, the demo's reference set
+(newspaper4k's gold texts); then the same command again."""
 from __future__ import annotations
 
 import json
@@ -11,8 +12,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLD = ROOT / "samples" / "gold" / "newspaper4k"
-ENGLISH = ("cnn_001", "cnn_002", "cnn_article", "cnn_test_nlp", "cleveland.com1", "fox13now_001", "time_001",
-           "wired_001", "video_article_01", "video_article_02", "article_with_br", "article_with_divs")
 
 
 def ablate(*args: str) -> subprocess.CompletedProcess:
@@ -21,50 +20,72 @@ def ablate(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-def test_two_arms_compare_on_equal_tokens_one_tokenizer_and_a_decontaminated_reference(tmp_path):
+def test_arms_compare_on_equal_tokens_one_tokenizer_a_decontaminated_reference_and_shared_task_splits(tmp_path):
     from schemas.manifest import read_manifest
 
-    with (tmp_path / "reference.jsonl").open("w") as f:
-        for name in ENGLISH:
-            f.write(json.dumps({"id": name, "url": f"https://news.example/{name}",
-                                "text": (GOLD / f"{name}.txt").read_text()}) + "\n")
     # a crawled page that quotes a reference article: every arm must drop it
     quoted = (GOLD / "time_001.txt").read_text()
     (tmp_path / "quoting.jsonl").write_text(json.dumps({"id": "quoting", "url": "https://blog.example/q",
                                                         "text": "Our blog quotes this story in full.\n\n" + quoted}) + "\n")
+    # an arm of its own crawl whose corpus keeps nothing: that arm fails with the reason, the others are reported
+    (tmp_path / "short.jsonl").write_text(json.dumps({"id": "s", "url": "https://x.example/", "text": "Too short."}) + "\n")
     cfg = {"crawl": [str(ROOT / "tests/data/tiny/tiny.warc.gz"), str(tmp_path / "quoting.jsonl")],
-           "reference": str(tmp_path / "reference.jsonl"), "arms": ["baseline", "no-near-dedup"], "seeds": [1, 2],
-           "name": "abl", "runs_dir": str(tmp_path / "runs"), "preset": "tiny"}
+           "reference": str(ROOT / "samples/reference/news-en.jsonl"),
+           "arms": ["baseline", "no-near-dedup", {"name": "empty", "crawl": [str(tmp_path / "short.jsonl")]}],
+           "seeds": [1, 2], "tasks": ["vader"], "parallel_arms": 2, "name": "abl", "runs_dir": str(tmp_path / "runs"),
+           "preset": "tiny"}
     (tmp_path / "ablation.json").write_text(json.dumps(cfg))
     r = ablate("--config", str(tmp_path / "ablation.json"))
-    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    assert r.returncode == 1 and "lmforge ablate: arm empty failed (arm empty: its corpus kept no document of 1" in r.stderr, (
+        r.stdout + r.stderr)[-4000:]
     root = tmp_path / "runs" / "abl"
     report = json.loads((root / "report.json").read_text())
     arms = report["arms"]
-    assert set(arms) == {"baseline", "no-near-dedup"}
+    # each arm its own subflow run
+    assert {a: arms[a]["flow_run"]["name"] for a in arms} == {a: f"abl-{a}" for a in arms}
+    assert len({arms[a]["flow_run"]["id"] for a in arms}) == 3
+    assert set(arms) == {"baseline", "no-near-dedup", "empty"} and "kept no document" in arms["empty"]["error"]
     # the same tokens for every arm and seed, one tokenizer, the reference held out of every arm's corpus
     assert arms["baseline"]["positions_trained"] == arms["no-near-dedup"]["positions_trained"] > 0
-    for arm in arms:
+    test_sets = set()
+    for arm in ("baseline", "no-near-dedup"):
         for seed in (1, 2):
             m = read_manifest(root / "arms" / arm / f"seed-{seed}" / "pretrain")
             assert m["config"]["tokenizer"] == str(root / "tokenizer") and m["config"]["seed"] == seed
             # every position a token but the padding at a few documents' ends
             assert 0.98 * arms[arm]["positions_trained"] <= m["counts"]["tokens"] <= arms[arm]["positions_trained"]
             assert arms[arm]["tokens_trained_by_seed"][str(seed)] == m["counts"]["tokens"]
+            # the fine-tune read the one prepared task, and scored the same test split
+            ft = root / "arms" / arm / f"seed-{seed}" / "tasks" / "vader" / "finetune"
+            assert read_manifest(ft)["config"]["data"] == [str(root / "labeled" / "vader" / "data.jsonl")]
+            test_sets.add(json.loads((ft / "metrics.json").read_text())["counts"]["test_examples"])
         assert read_manifest(root / "arms" / arm / "shards")["config"]["tokenizer"] == str(root / "tokenizer")
         assert arms[arm]["reference_pages_dropped"] == 1
         assert arms[arm]["epochs"] == pytest.approx(arms[arm]["tokens_trained"] / arms[arm]["train_tokens"])
-    # what the arm changed shows in its counts, and its difference has an interval over the two seeds
+        assert arms[arm]["tasks"]["vader"]["n"] == 2 and arms[arm]["tasks"]["vader"]["metric"] == "accuracy"
+    assert len(test_sets) == 1
+    # every reference text scored: the eval read both splits of the reference shards
+    ref = read_manifest(root / "reference" / "shards")["counts"]
+    ev = read_manifest(root / "arms" / "baseline" / "seed-1" / "eval")["counts"]
+    assert ev["valid_rows"] == ref["train_rows"] + ref["valid_rows"]
+    # what the arm changed shows in its counts, and its differences have intervals over the two seeds
     assert arms["baseline"]["duplicates_by_kind"].get("near", 0) > 0 and "near" not in arms["no-near-dedup"]["duplicates_by_kind"]
-    d = arms["no-near-dedup"]["reference_loss"]["diff_to_baseline"]
-    assert d["n"] == 2 and d["ci_low"] <= d["mean"] <= d["ci_high"] and report["sentences"]
-    assert "| no-near-dedup |" in (root / "report.md").read_text()
+    for d in (arms["no-near-dedup"]["reference_loss"]["diff_to_baseline"],
+              arms["no-near-dedup"]["tasks"]["vader"]["diff_to_baseline"]):
+        assert d["n"] == 2 and d["ci_low"] <= d["mean"] <= d["ci_high"]
+    assert len(report["sentences"]) == 2
+    # the controls beside the task scores: the random-init twin over the seeds, majority and TF-IDF
+    c = report["controls"]["vader"]
+    assert c["scratch"]["n"] == 2 and 0 <= c["majority"] <= 1 and 0 <= c["tfidf_lr"] <= 1
+    md = (root / "report.md").read_text()
+    assert "| no-near-dedup |" in md and "| control: TF-IDF + LR (vader) |" in md and "failed: arm empty" in md
+    assert "<table>" in (root / "report.html").read_text() and (root / "report.png").read_bytes()[:4] == b"\x89PNG"
 
     # the same command again: every stage is skipped, nothing is rewritten
     stages = sorted(root.rglob("manifest.json"))
     before = {p: p.stat().st_mtime_ns for p in stages}
     r = ablate("--config", str(tmp_path / "ablation.json"))
-    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    assert r.returncode == 1 and "arm empty failed" in r.stderr, (r.stdout + r.stderr)[-4000:]
     assert {p: p.stat().st_mtime_ns for p in stages} == before
 
 

@@ -10,11 +10,13 @@ CHECKS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLeng
 
 
 def _flows():
+    from flows.ablate import AblationParams, lmforge_ablate
     from flows.dag import lmforge_dag, lmforge_train
     from flows.params import DagParams, RefreshParams, TrainOnlyParams
     from flows.refresh import lmforge_refresh
 
-    return [(lmforge_dag, DagParams), (lmforge_train, TrainOnlyParams), (lmforge_refresh, RefreshParams)]
+    return [(lmforge_dag, DagParams), (lmforge_train, TrainOnlyParams), (lmforge_refresh, RefreshParams),
+            (lmforge_ablate, AblationParams)]
 
 
 def _deployment_schema(fl) -> dict:
@@ -24,7 +26,7 @@ def _deployment_schema(fl) -> dict:
     return parameter_schema(fl).model_dump_for_openapi()
 
 
-@pytest.mark.parametrize("i", range(3))
+@pytest.mark.parametrize("i", range(4))
 def test_every_check_of_the_model_is_in_the_deployment_schema(i):
     fl, model = _flows()[i]
     props = _deployment_schema(fl)["properties"]

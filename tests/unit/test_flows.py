@@ -19,14 +19,16 @@ def root(tmp_path, monkeypatch):
 
 
 def _flows():
+    from flows.ablate import AblationParams, lmforge_ablate
     from flows.dag import lmforge_dag, lmforge_train
     from flows.params import DagParams, RefreshParams, TrainOnlyParams
     from flows.refresh import lmforge_refresh
 
-    return [(lmforge_dag, DagParams), (lmforge_train, TrainOnlyParams), (lmforge_refresh, RefreshParams)]
+    return [(lmforge_dag, DagParams), (lmforge_train, TrainOnlyParams), (lmforge_refresh, RefreshParams),
+            (lmforge_ablate, AblationParams)]
 
 
-@pytest.mark.parametrize("i", range(3))
+@pytest.mark.parametrize("i", range(4))
 def test_flow_signature_is_its_params_model_flat(i):
     """One Prefect parameter per field, same defaults, described in the UI's form."""
     from prefect.utilities.callables import parameter_schema
@@ -47,15 +49,22 @@ def test_every_deployment_validates_against_its_flow(root):
 
     spec = yaml.safe_load((ROOT / "infra" / "prefect" / "prefect.yaml").read_text())
     names = {d["name"] for d in spec["deployments"]}
-    assert names == {"demo", "train", "weekly-refresh"}
+    assert names == {"demo", "train", "weekly-refresh", "ablate"}
     for d in spec["deployments"]:
         path, func = d["entrypoint"].split(":")
         module = importlib.import_module(path.removesuffix(".py").replace("/", "."))
         fl = getattr(module, func)
         params = fl.validate_parameters(d["parameters"])  # Prefect's own check of a run's parameters
         model = {m.__name__: m for _, m in _flows()}[{"lmforge_dag": "DagParams", "lmforge_train": "TrainOnlyParams",
-                                                      "lmforge_refresh": "RefreshParams"}[func]]
+                                                      "lmforge_refresh": "RefreshParams",
+                                                      "lmforge_ablate": "AblationParams"}[func]]
         model(**params)  # and lmforge's (names, paths inside the data root, overrides)
+        if func == "lmforge_ablate":
+            from flows.ablate import AblationConfig, check_form
+
+            full = model(**params).model_dump()
+            check_form(full)  # paths inside the data root
+            AblationConfig(**{k: v for k, v in full.items() if k != "custom_arms"})  # the arms, the reference file
     refresh = next(d for d in spec["deployments"] if d["name"] == "weekly-refresh")
     assert refresh["concurrency_limit"] == {"limit": 1, "collision_strategy": "ENQUEUE"}
     step = spec["pull"][0]

@@ -74,6 +74,9 @@ class EvaluateConfig:
                         "previous refresh's model", path=True)
     batch_size: int = opt(32, "sequences per forward pass")
     max_batches: int = opt(0, "evaluate at most this many valid batches (0 = all)")
+    split: str = opt("valid", "the shards' rows the masked-LM loss is read on: valid (held out from pretraining), or all "
+                              "(train and valid: shards made only to be scored, e.g. a corpus ablation's reference set)",
+                     choices=("valid", "all"))
     threads: int = opt(2, "torch CPU threads")
 
     def __post_init__(self) -> None:
@@ -82,6 +85,7 @@ class EvaluateConfig:
                 "evaluate needs --model DIR, or --run, or --shards and --pretrain")
         require(self.cost_inputs >= 1 and self.cost_repeats >= 1 and self.latency_inputs >= 2,
                 "cost_inputs and cost_repeats must be >= 1, latency_inputs >= 2")
+        require(self.split in ("valid", "all"), f"split must be valid or all, got {self.split!r}")
         require(set(self.skip) <= {"finetune", "distill"}, f"--skip takes finetune and/or distill, got {self.skip}")
 
     def stage_dir(self, stage: str) -> Path:
@@ -200,6 +204,10 @@ def run(cfg: EvaluateConfig) -> Path:
     shards = ShardSet.open(stages["shards"])
     shards.require_objective(MLM_OBJECTIVES, "evaluate (masked-LM loss)")
     table = shards.read("valid")
+    if cfg.split == "all":
+        import pyarrow as pa
+
+        table = pa.concat_tables([shards.read("train"), table])
     pre = json.loads((stages["pretrain"] / "metrics.json").read_text())
     report = {
         "run": Path(cfg.run).name if cfg.run else stages["pretrain"].parent.name,

@@ -1,0 +1,68 @@
+"""The ablation's Prefect form: typed choices and bounds in the deployment's schema, paths inside the data root,
+custom arms checked like presets; and the bench's verdicts against the published directions."""
+from __future__ import annotations
+
+import pytest
+
+
+def test_the_form_offers_the_presets_and_tasks_as_choices_and_bounds_the_numbers():
+    from prefect.utilities.callables import parameter_schema
+
+    from flows.ablate import lmforge_ablate
+    from flows.ablation_arms import ARM_PRESETS
+    from pipelines.labeled.registry import SOURCES
+
+    props = parameter_schema(lmforge_ablate).model_dump_for_openapi()
+    p = props["properties"]
+    assert p["arms"]["items"]["enum"] == list(ARM_PRESETS) and p["tasks"]["items"]["enum"] == list(SOURCES)
+    assert p["preset"]["enum"] == ["demo", "full", "tiny"]
+    assert (p["parallel_arms"]["minimum"], p["token_budget"]["minimum"], p["seeds"]["minItems"]) == (1, 0, 1)
+    assert p["name"]["pattern"] == "^[A-Za-z0-9._-]+$"
+    arm = props["definitions"]["CustomArm"]["properties"]
+    assert set(arm) == {"name", "corpus", "crawl"} and arm["name"]["pattern"] == "^[A-Za-z0-9._-]+$"
+
+
+@pytest.mark.parametrize("change, said", [
+    ({"runs_dir": "/"}, "runs_dir '/' resolves to /, outside the data root"),
+    ({"reference": "/etc/passwd"}, "reference '/etc/passwd' resolves to /etc/passwd, outside the data root"),
+    ({"custom_arms": [{"name": "x", "corpus": {}, "crawl": ["/etc"]}]}, "custom_arms[x].crawl '/etc'"),
+    ({"custom_arms": [{"name": "x", "corpus": {"decontaminate": {"files": ["/etc/hosts"]}}, "crawl": []}]},
+     "custom_arms[x].corpus.decontaminate.files"),
+    ({"custom_arms": [{"name": "x", "corpus": {"gopher_qualty": {"enabled": False}}, "crawl": []}]},
+     "did you mean 'gopher_quality_enabled'"),
+    ({"crawl": ["s3://AKIAEXAMPLE:hunter2@bucket/x"]}, "carries a credential"),
+])
+def test_a_run_from_the_form_is_refused_in_one_line_before_anything_runs(checkout_root, change, said):
+    root = checkout_root
+    from flows.ablate import lmforge_ablate
+
+    with pytest.raises(Exception, match=None) as e:
+        lmforge_ablate.fn(**{"runs_dir": str(root / "runs"), **change})
+    assert said in str(e.value) and "\n" not in str(e.value), str(e.value)
+    assert not (root / "runs").exists()
+
+
+def _arm(diff_loss, task_diffs):
+    d = lambda m, lo, hi: {"mean": m, "ci_low": lo, "ci_high": hi, "n": 3, "seeds_to_resolve": 9}  # noqa: E731
+    return {"reference_loss": {"diff_to_baseline": d(*diff_loss)},
+            "tasks": {t: {"metric": "accuracy", "by_seed": by, "diff_to_baseline": d(*x)} for t, (x, by) in task_diffs.items()}}
+
+
+def test_each_published_direction_is_judged_from_the_paired_interval():
+    from bench.ablate import judge
+
+    base = {"tasks": {"vader": {"by_seed": {1: 0.60, 2: 0.61, 3: 0.62}}, "reuters": {"by_seed": {1: 0.5, 2: 0.5, 3: 0.5}}}}
+    report = {"arms": {
+        "baseline": base,
+        "no-near-dedup": _arm((0.05, 0.02, 0.08), {}),
+        "no-quality-rules": _arm((-0.03, -0.05, -0.01), {"vader": ((-0.01, -0.03, 0.01), {1: 0.59, 2: 0.60, 3: 0.61}),
+                                                        "reuters": ((-0.1, -0.2, -0.05), {1: 0.4, 2: 0.4, 3: 0.4})})}}
+    v = {(x.arm, x.measure): x.verdict for x in judge(report)}
+    assert v[("no-near-dedup", "reference loss, arm - baseline")].startswith("reproduces the direction: +0.0500")
+    assert v[("no-quality-rules", "reference loss, arm - baseline")].startswith("the other way: -0.0300")
+    assert v[("no-quality-rules", "vader test accuracy, arm - baseline")].startswith("cannot tell")
+    assert "about 9 seeds would resolve it" in v[("no-quality-rules", "vader test accuracy, arm - baseline")]
+    assert v[("no-quality-rules", "reuters test accuracy, arm - baseline")].startswith("reproduces the direction")
+    # FineWeb's aggregate: the mean over tasks per seed, paired: -0.055 at every seed
+    agg = v[("no-quality-rules", "mean of task scores, arm - baseline")]
+    assert agg.startswith("reproduces the direction: -0.0550"), agg

@@ -1,0 +1,41 @@
+"""A stage's time limit holds where Prefect cannot enforce it: a task in a worker thread (a submitted task, or a
+stage inside an ablation arm's subflow, which runs in one)."""
+from __future__ import annotations
+
+import sys
+import time
+
+import pytest
+
+SLEEP = [sys.executable, "-c", "import time; time.sleep(60)"]
+
+
+def test_a_stage_past_its_limit_is_stopped_and_named(tmp_path):
+    from flows.stages import run_logged
+
+    t0 = time.time()
+    with pytest.raises(TimeoutError, match=r"stage sleepy ran past its time limit of 0.0 minutes"):
+        run_logged(SLEEP, tmp_path / "s.log", "sleepy", grace=2, timeout=1.5)
+    assert time.time() - t0 < 20
+    assert run_logged([sys.executable, "-c", "pass"], tmp_path / "ok.log", "quick", timeout=30) == 0
+
+
+def test_the_limit_is_the_tasks_own_only_in_a_worker_thread():
+    from prefect import flow, task
+
+    from flows.stages import task_time_limit
+
+    seen = {}
+
+    @task(timeout_seconds=42)
+    def probe(where: str) -> None:
+        seen[where] = task_time_limit()
+
+    @flow
+    def outer() -> None:
+        probe("main")
+        probe.submit("thread").wait()  # the default task runner's worker thread
+
+    outer()
+    assert seen == {"main": None, "thread": 42}
+    assert task_time_limit() is None  # outside any task
