@@ -12,7 +12,7 @@ SCAN       := .venv-scan
 CHECKOV    := checkov==3.3.30
 SCAN_STAMP := $(SCAN)/.installed-$(CHECKOV)
 
-.PHONY: setup scan-setup demo test test-fast lint ui ui-check bench gpu-check clean
+.PHONY: setup scan-setup demo test test-fast lint ui ui-check ablate-ui-check bench gpu-check clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -71,6 +71,12 @@ ui: setup
 # with headless Chromium (Debian: apt-get install chromium) into docs/ui/.
 ui-check: setup
 	$(BIN)/python -m flows.ops ui-check --out docs/ui
+
+# The same deployment, then the ablation deployment's form filled in headless Chromium (playwright) and
+# submitted; its run's page and artifacts screenshotted into docs/ui/ablate-*.png (about 20 minutes).
+ablate-ui-check: setup
+	$(BIN)/python -m pip install --quiet -c constraints.txt 'playwright==1.65.2'
+	$(BIN)/python -m flows.ablate_ui --out docs/ui
 
 # runs/ only: the refresh's shared band index (state/) and crawl snapshots (crawl/) stay.
 clean:

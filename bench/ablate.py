@@ -41,6 +41,8 @@ ARMS = ("baseline", "no-near-dedup", "no-quality-rules")
 class AblateBenchConfig:
     work: str = opt("runs/bench-ablate", "where every stage writes (the ablation is <work>/ablation)")
     cache: str = opt(str(ROOT / "samples" / ".cache" / "transfer"), "the transfer bench's downloaded sources")
+    crawl: list[str] = opt([], "crawl files, folders or globs instead of the transfer bench's corpus (a smaller run, "
+                               "or your own crawl)")
     reference: str = opt(str(ROOT / "samples" / "reference" / "news-en.jsonl"), "the reference texts (JSONL)")
     arms: list[str] = opt(list(ARMS), "arm presets (flows/ablation_arms.py)")
     seeds: list[int] = opt([1, 2, 3], "seeds per arm (pretraining and fine-tuning)")
@@ -103,6 +105,13 @@ def judge(report: dict[str, Any]) -> list[Verdict]:
         out.append(Verdict("T5: C4's filtering beats unfiltered C4 downstream", "no-quality-rules",
                            f"{task} test {t['metric']}, arm - baseline", "< 0", _verdict(t.get("diff_to_baseline"), False)))
     base = arms.get("baseline", {})
+    for task, c in (report.get("controls") or {}).items():  # the budget is enough only if pretraining pays at all
+        t = (base.get("tasks") or {}).get(task)
+        if t and c.get("scratch_by_seed"):
+            d = paired({int(k): v for k, v in t["by_seed"].items() if v is not None},
+                       {int(k): v for k, v in c["scratch_by_seed"].items() if v is not None})
+            out.append(Verdict("the model learnt something: pretrained beats its random-init twin", "baseline",
+                               f"{task} test {t['metric']}, pretrained - random init", "> 0", _verdict(d, True)))
     if nq.get("tasks") and base.get("tasks"):  # FineWeb's aggregate: the mean over tasks, per seed, paired
         seeds = set.intersection(*[set(t["by_seed"]) for t in [*nq["tasks"].values(), *base["tasks"].values()]])
         agg = {name: {s: sum(t["by_seed"][s] for t in a["tasks"].values()) / len(a["tasks"]) for s in seeds}
@@ -115,7 +124,7 @@ def judge(report: dict[str, Any]) -> list[Verdict]:
 
 def render(res: dict[str, Any]) -> str:
     report, cfg = res["report"], res["config"]
-    lines = [f"`lmforge bench ablate`: {len(report['arms'])} arms x {len(cfg['seeds'])} seeds of `{cfg['model']}` "
+    lines = [f"`lmforge bench ablate`: {len(report['arms'])} arms x {len(report['seeds'])} seeds of `{cfg['model']}` "
              f"at {cfg['token_budget']:,} positions each, on the transfer bench's corpus (Debian documentation in "
              "English and Russian, dictionaries, fortunes; its licences in that section); one tokenizer, the reference "
              f"set `{Path(cfg['reference']).name}` (newspaper4k's English gold texts, decontaminated from every arm), "
@@ -146,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     if not a.resume and work.exists():
         shutil.rmtree(work)
     t0 = time.time()
-    crawl = [str(p) for p in build(Path(cfg.cache))]
+    crawl = list(cfg.crawl) or [str(p) for p in build(Path(cfg.cache))]
     ablation = AblationConfig(crawl=crawl, reference=cfg.reference, arms=list(cfg.arms), name="ablation",
                               runs_dir=str(work), preset="full", seeds=list(cfg.seeds), tasks=list(cfg.tasks),
                               token_budget=cfg.token_budget, nproc=cfg.nproc, stage_timeout_minutes=240)
@@ -162,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
            "minutes": (time.time() - t0) / 60, "verdicts": judge(report)}
     png = work / "ablation" / "report.png"
     if png.exists():
+        (Path(a.out).parent / "benchmarks").mkdir(parents=True, exist_ok=True)
         shutil.copyfile(png, Path(a.out).parent / "benchmarks" / "ablate.png")
     write_section(Path(a.out), TITLE, render(res), {**res, "verdicts": [asdict(v) for v in res["verdicts"]]})
     print(f"bench ablate: wrote {a.out} ({res['minutes']:.0f} minutes)")

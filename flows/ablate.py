@@ -74,7 +74,7 @@ class AblationConfig:
     arms: list[str] = opt(["baseline", "no-near-dedup", "no-quality-rules"],
                           f"arm presets ({', '.join(ARM_PRESETS)}); in --config also objects {{name, corpus, crawl}}: "
                           "corpus options over the defaults, and a crawl of the arm's own. One must be `baseline`")
-    name: str = opt("ablation", "outputs under <runs_dir>/<name>/ (letters, digits, '.', '_', '-')")
+    name: str = opt("ablation", "outputs under runs_dir/name/ (letters, digits, '.', '_', '-')")
     runs_dir: str = opt("runs", "where the ablation's folder goes", path=True)
     preset: str = opt("tiny", f"the run preset every arm's stages take their options from ({', '.join(RUN_PRESETS)})",
                       choices=tuple(RUN_PRESETS))
@@ -269,7 +269,7 @@ def check_form(params: dict[str, Any]) -> None:
       task_runner=ThreadPoolTaskRunner(max_workers=64))
 @flow_doc("Which data choice pays: the same small model trained on each arm's corpus at an equal token budget, "
           "scored on one reference set and the same downstream splits; report.md/html/json under "
-          "<runs_dir>/<name>/ with intervals over seeds.", AblationParams)
+          "runs_dir/name/ with intervals over seeds.", AblationParams)
 def lmforge_ablate(crawl: C.crawl = P.crawl, reference: str = P.reference, arms: C.arms = P.arms,
                    custom_arms: list[CustomArm] = P.custom_arms, name: C.name = P.name, runs_dir: str = P.runs_dir,
                    preset: C.preset = P.preset, token_budget: C.token_budget = P.token_budget, seeds: C.seeds = P.seeds,
@@ -311,10 +311,11 @@ def main(argv: list[str] | None = None) -> int:
     arms = [a for a in cfg.arms if isinstance(a, str)]
     custom = [a for a in cfg.arms if not isinstance(a, str)]
     params = {f: getattr(cfg, f) for f in AblationParams.model_fields if f not in ("arms", "custom_arms")}
-    trust_paths([*cfg.crawl, cfg.reference, cfg.runs_dir, *[c for a in custom for c in a.get("crawl") or []]])
+    custom = [{"corpus": {}, **a, "crawl": [a["crawl"]] if isinstance(a.get("crawl"), str) else a.get("crawl") or []}
+              for a in custom]
+    trust_paths([*cfg.crawl, cfg.reference, cfg.runs_dir, *[c for a in custom for c in a["crawl"]]])
     try:
-        out = lmforge_ablate(**params, arms=arms, custom_arms=[{"corpus": {}, **a, "crawl": [a["crawl"]] if isinstance(a.get("crawl"), str)
-                                                                 else a.get("crawl") or []} for a in custom])
+        out = lmforge_ablate(**params, arms=arms, custom_arms=custom)
     except (StageFailed, StagesFailed, RuntimeError, ParamError) as e:
         print(f"lmforge ablate: {e}", file=sys.stderr)
         return 1

@@ -28,17 +28,26 @@ def browser_path() -> str:
     return found
 
 
-def submit_form(page, ui: str, deployment_id: str, out: Path, fields: dict[str, str]) -> str:
+def submit_form(page, ui: str, api_url: str, deployment_id: str, out: Path, fields: dict[str, str]) -> str:
     """Open the deployment's custom-run form, type `fields`, screenshot, Submit; return the new flow run's id."""
     page.goto(f"{ui}/deployments/deployment/{deployment_id}/run", wait_until="networkidle")
-    page.get_by_text("arms", exact=True).first.wait_for(timeout=60_000)
+    try:
+        page.get_by_role("button", name="Submit").wait_for(timeout=90_000)
+    except Exception:
+        page.screenshot(path=str(out / "ablate-run-form-error.png"), full_page=True)
+        raise
     for label, value in fields.items():
         box = page.get_by_label(label, exact=True)
         box.fill(value)
     page.screenshot(path=str(out / "ablate-run-form.png"), full_page=True)
     page.get_by_role("button", name="Submit").click()
-    page.wait_for_url("**/runs/flow-run/**", timeout=60_000)
-    return page.url.rstrip("/").split("/")[-1]
+    for _ in range(60):  # the UI goes to the deployment's Runs tab; the new run is the deployment's only one
+        runs = api(api_url, "/flow_runs/filter", {"deployments": {"id": {"any_": [deployment_id]}}, "limit": 1})
+        if runs:
+            return runs[0]["id"]
+        time.sleep(1)
+    page.screenshot(path=str(out / "ablate-run-form-error.png"), full_page=True)
+    raise RuntimeError("Submit created no flow run of the ablate deployment within 60 s")
 
 
 def ablate_ui_check(out: Path, work: Path, fields: dict[str, str], timeout: float) -> float:
@@ -57,7 +66,7 @@ def ablate_ui_check(out: Path, work: Path, fields: dict[str, str], timeout: floa
             browser = p.chromium.launch(executable_path=browser_path(), args=["--no-sandbox"])
             page = browser.new_page(viewport={"width": 1600, "height": 1000})
             t0 = time.time()
-            run_id = submit_form(page, ui, dep["id"], out, fields)
+            run_id = submit_form(page, ui, url, dep["id"], out, fields)
             print(f"ablate-ui: submitted run {run_id} from the form; waiting (timeout {timeout:.0f}s)", flush=True)
             run = wait_run(url, run_id, timeout)
             wall = time.time() - t0
