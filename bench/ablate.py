@@ -47,12 +47,14 @@ class AblateBenchConfig:
     arms: list[str] = opt(list(ARMS), "arm presets (flows/ablation_arms.py)")
     seeds: list[int] = opt([1, 2, 3], "seeds per arm (pretraining and fine-tuning)")
     tasks: list[str] = opt(["vader", "reuters"], "downstream tasks")
-    model: str = opt("bert_mini", "the model preset every arm trains")
-    token_budget: int = opt(3_000_000, "positions each model trains on (2 x 16 x 128 per step)")
+    model: str = opt("demo", "the model preset every arm trains (demo: 4 x 128, the largest whose 9 models fit the bench's time here)")
+    token_budget: int = opt(1_200_000, "positions each model trains on (2 x 16 x 128 per step)")
     vocab_size: int = opt(16000, "the shared tokenizer's vocabulary")
     lr: float = opt(1e-3, "peak pretraining learning rate")
     nproc: int = opt(2, "pretraining processes")
     vader_max_train: int = opt(3000, "vader's train sentences (of 19k), as bench transfer")
+    bf16: bool = opt(False, "pretrain and fine-tune under bf16 autocast: only where the CPU has bf16 instructions "
+                            "(AVX512-BF16, AMX); elsewhere it is emulated and several times slower than fp32")
 
     def stage_options(self) -> dict[str, dict[str, Any]]:
         """Every stage's options: the transfer bench's model and shards, the corpus defaults (what the arms vary)."""
@@ -61,9 +63,9 @@ class AblateBenchConfig:
             "tokenizer": {"vocab_size": self.vocab_size},
             "shards": {"seq_len": 128, "num_shards": 4, "valid_per_mille": 20, "mask_num_variants": 4},
             "pretrain": {"model": self.model, "micro_batch_size": 16, "lr": self.lr, "prenorm": True, "dropout": 0.0,
-                         "bf16": True, "warmup_ratio": 0.06, "log_every": 100, "save_every": 250, "eval_batches": 20},
+                         "bf16": self.bf16, "warmup_ratio": 0.06, "log_every": 50, "save_every": 250, "eval_batches": 20},
             "evaluate": {},
-            "finetune": {"epochs": 3, "batch_size": 32, "lr": 3e-4, "max_length": 128, "bf16": True,
+            "finetune": {"epochs": 3, "batch_size": 32, "lr": 3e-4, "max_length": 128, "bf16": self.bf16,
                          "max_train": self.vader_max_train},
         }
 

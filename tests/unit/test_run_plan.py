@@ -302,3 +302,19 @@ def test_fit_on_device_probes_the_real_rows_under_a_simulated_gpu(tmp_path, monk
                           cpu, 1, compiled=True)
     finally:
         dist.destroy_process_group()
+
+
+def test_bf16_on_a_cpu_without_bf16_instructions_says_it_is_emulated(tmp_path, monkeypatch):
+    from training.pretraining import run_plan
+
+    (tmp_path / "without").write_text("processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512_vnni\n")
+    (tmp_path / "with").write_text("processor\t: 0\nflags\t\t: fpu avx512f avx512_bf16 amx_tile\n")
+    assert run_plan.cpu_bf16_instructions(str(tmp_path / "without")) is False
+    assert run_plan.cpu_bf16_instructions(str(tmp_path / "with")) is True
+    assert run_plan.cpu_bf16_instructions(str(tmp_path / "absent")) is None
+    monkeypatch.setattr(run_plan, "cpu_bf16_instructions", lambda: False)
+    _, plan = resolve(_cfg(bf16=True), world=2, accelerator="cpu", device_bytes=None, params=BERT_BASE)
+    assert "bf16 is emulated" in plan.precision and "--no-bf16" in plan.precision
+    monkeypatch.setattr(run_plan, "cpu_bf16_instructions", lambda: True)
+    _, plan = resolve(_cfg(bf16=True), world=2, accelerator="cpu", device_bytes=None, params=BERT_BASE)
+    assert "emulated" not in plan.precision

@@ -79,8 +79,24 @@ def resolve(cfg: Any, world: int, accelerator: str, device_bytes: int | None, pa
     elif cfg.bf16:
         precision = ("bf16 matrix products under torch autocast, fp32 weights and AdamW state" if zero.stage == 0
                      else "DeepSpeed's bf16 (bf16 weights, fp32 master copy in the optimizer)")
+        if accelerator == "cpu" and cpu_bf16_instructions() is False:
+            precision += ("; this CPU has no bf16 instructions (AVX512-BF16, AMX), so bf16 is emulated: several times "
+                          "slower than fp32 here (--no-bf16)")
     else:
         precision = "fp32" + (" (TF32 matrix products)" if accelerator == "cuda" else "")
     clip = ("lmforge: one fused norm, the scale applied inside torch's fused AdamW" if zero.stage == 0 and not cfg.fp16
             else "DeepSpeed's optimizer, over its flat buffers")
     return resolved, RunPlan(zero.stage, zero.reason, compiled, why_compile, micro, why_micro, precision, clip)
+
+
+def cpu_bf16_instructions(cpuinfo: str = "/proc/cpuinfo") -> bool | None:
+    """Whether this CPU multiplies bf16 in hardware (the avx512_bf16 or amx_bf16 flag); None where /proc/cpuinfo
+    does not say (not Linux, not x86)."""
+    try:
+        text = open(cpuinfo, encoding="utf-8", errors="replace").read()
+    except OSError:
+        return None
+    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), None)
+    if flags is None:
+        return None
+    return "avx512_bf16" in flags or "amx_bf16" in flags
