@@ -5,7 +5,7 @@
 The crawl is `bench transfer`'s (bench/transfer_corpus.py: Debian documentation in English and Russian,
 dictionaries, fortunes, Russian treebank sentences; fetched once into samples/.cache/transfer). Each arm's corpus
 stage runs over all of it; one tokenizer (trained on the baseline's corpus) serves every arm; every model is
-`--model` pretrained on the same `--token-budget` positions (2 processes, bf16), scored on the reference set
+`--model` pretrained on the same `--token-budget` positions (2 processes), scored on the reference set
 (masked-LM loss on every reference text) and fine-tuned on each task (`--tasks`, the same splits, `--seeds`),
 with the random-init twin, the majority class and TF-IDF + logistic regression beside them.
 
@@ -52,7 +52,7 @@ class AblateBenchConfig:
     vocab_size: int = opt(16000, "the shared tokenizer's vocabulary")
     lr: float = opt(1e-3, "peak pretraining learning rate")
     nproc: int = opt(2, "pretraining processes")
-    vader_max_train: int = opt(3000, "vader's train sentences (of 19k), as bench transfer")
+    vader_max_train: int = opt(1500, "vader's train sentences (of 19k)")
     bf16: bool = opt(False, "pretrain and fine-tune under bf16 autocast: only where the CPU has bf16 instructions "
                             "(AVX512-BF16, AMX); elsewhere it is emulated and several times slower than fp32")
 
@@ -65,7 +65,7 @@ class AblateBenchConfig:
             "pretrain": {"model": self.model, "micro_batch_size": 16, "lr": self.lr, "prenorm": True, "dropout": 0.0,
                          "bf16": self.bf16, "warmup_ratio": 0.06, "log_every": 50, "save_every": 250, "eval_batches": 20},
             "evaluate": {},
-            "finetune": {"epochs": 3, "batch_size": 32, "lr": 3e-4, "max_length": 128, "bf16": self.bf16,
+            "finetune": {"epochs": 2, "batch_size": 32, "lr": 3e-4, "max_length": 128, "bf16": self.bf16,
                          "max_train": self.vader_max_train},
         }
 

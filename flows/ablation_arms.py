@@ -13,7 +13,6 @@ itself), no arm named `baseline` (each arm's difference is read against it).
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,9 +118,9 @@ def resolve_arms(entries: list[Any], crawl: list[str]) -> list[Arm]:
 
 def nest_options(options: dict[str, Any]) -> dict[str, Any]:
     """Flat family options (`gopher_quality_enabled`) as CorpusConfig takes them ({"gopher_quality": {...}})."""
-    from pipelines.corpus.config import CorpusConfig
+    from pipelines.corpus.steps.registry import step_configs
 
-    families = {f.name for f in dataclasses.fields(CorpusConfig) if dataclasses.is_dataclass(f.default_factory)}
+    families = set(step_configs())  # the cleaning chain's rule families, each a CorpusConfig field of its options
     out: dict[str, Any] = {}
     for key, value in flatten_options(options).items():
         family = next((f for f in families if key.startswith(f + "_")), None)

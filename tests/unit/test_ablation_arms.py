@@ -67,3 +67,12 @@ def test_the_ablations_own_options_are_checked_before_anything_runs(tmp_path):
     ref.write_text('{"id": "a"}\n')
     with pytest.raises(ValueError, match="line 1: expected a JSON object with a text string"):
         AblationConfig(crawl=CRAWL, reference=str(ref))
+
+
+def test_the_arm_families_are_the_cleaning_chains():
+    from flows.ablation_arms import QUALITY_FAMILIES, nest_options
+    from pipelines.corpus.steps.registry import step_configs
+
+    assert set(QUALITY_FAMILIES) < set(step_configs())
+    assert nest_options({"gopher_quality_enabled": False, "near_dedup": False}) == {
+        "gopher_quality": {"enabled": False}, "near_dedup": False}
