@@ -192,7 +192,7 @@ def run_arms(cfg: AblationConfig, plan: dict[str, Any]) -> dict[str, dict[str, A
 def run_ablation(cfg: AblationConfig, opts: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The whole ablation (module docstring), with the preset's stage options or `opts` (`lmforge bench ablate`'s);
     returns {"report": report.md, "failed": {arm: reason}}."""
-    from flows.ablation_outputs import publish_report
+    from flows.ablation_outputs import publish_report, write_outputs
     from flows.ablation_report import write_report
 
     root = Path(cfg.runs_dir) / cfg.name
@@ -202,7 +202,7 @@ def run_ablation(cfg: AblationConfig, opts: dict[str, dict[str, Any]] | None = N
     plan = arm_plan(cfg, root, opts)
     shared_stages(cfg, plan)
     results = run_arms(cfg, plan)
-    path = write_report(cfg, root, results, plan)
+    path = write_outputs(write_report(cfg, root, results, plan), root)
     publish_report(cfg.name, root)
     print(f"ablation report: {path}", flush=True)
     return {"report": str(path), "failed": {a: r["error"] for a, r in results.items() if "error" in r}}

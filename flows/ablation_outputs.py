@@ -14,6 +14,8 @@ import html
 from pathlib import Path
 from typing import Any
 
+from flows.ablation_report import render, table
+
 CONTROL_STYLES = (("scratch", "random init", ":"), ("majority", "majority class", "--"), ("tfidf_lr", "TF-IDF + LR", "-."))
 
 
@@ -61,8 +63,17 @@ def plot(report: dict[str, Any], out: Path) -> Path | None:
     return out
 
 
+def write_outputs(report: dict[str, Any], root: Path) -> Path:
+    """report.png, report.md and report.html under `root`; returns report.md's path."""
+    from schemas.manifest import atomic_write_bytes
+
+    png = plot(report, root / "report.png")
+    atomic_write_bytes(root / "report.md", render(report, png).encode())
+    atomic_write_bytes(root / "report.html", render_html(report, png).encode())
+    return root / "report.md"
+
+
 def render_html(report: dict[str, Any], png: Path | None) -> str:
-    from flows.ablation_report import table
     from flows.artifacts import image_data_uri
 
     header, rows = table(report)
@@ -87,7 +98,6 @@ def publish_report(name: str, root: Path) -> None:
     from prefect.artifacts import create_image_artifact, create_markdown_artifact, create_table_artifact
     from prefect.context import FlowRunContext
 
-    from flows.ablation_report import table
     from flows.artifacts import artifact_key, image_data_uri
 
     if FlowRunContext.get() is None:

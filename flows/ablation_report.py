@@ -1,5 +1,5 @@
-"""A corpus ablation's report from its stages' manifests (flows/ablate.py): report.json and report.md; the plot,
-report.html and the Prefect artifacts are flows/ablation_outputs.py's.
+"""A corpus ablation's report from its stages' manifests (flows/ablate.py): report.json, and its table and markdown;
+flows/ablation_outputs.py writes them with the plot, report.html and the Prefect artifacts.
 
 Per arm: documents kept and dropped (by reason, duplicates by kind, contaminated by the reference), the positions
 trained (steps x global batch x row length: equal for every arm by construction), the tokens among them (without
@@ -18,7 +18,7 @@ from typing import Any
 
 from flows.ablation_stats import interval, paired, sentence
 from schemas.finetune import FinetuneMetrics
-from schemas.manifest import atomic_write_bytes, atomic_write_json, read_manifest
+from schemas.manifest import atomic_write_json, read_manifest
 
 LOWER_IS_BETTER = {"mse"}
 """Task metrics where lower is better (the reference loss is too)."""
@@ -99,10 +99,8 @@ def differences(arms: dict[str, dict[str, Any]]) -> list[str]:
     return out
 
 
-def write_report(cfg, root: Path, results: dict[str, dict[str, Any]], plan: dict[str, Any]) -> Path:
-    """report.json, report.md, the plot and report.html under `root`; returns report.md's path."""
-    from flows.ablation_outputs import plot, render_html
-
+def write_report(cfg, root: Path, results: dict[str, dict[str, Any]], plan: dict[str, Any]) -> dict[str, Any]:
+    """The report's figures, written to `root`/report.json and returned (flows.ablation_outputs renders them)."""
     arms = {name: arm_record(r) for name, r in results.items()}
     sentences = differences(arms)
     base = results.get("baseline", {})
@@ -111,10 +109,7 @@ def write_report(cfg, root: Path, results: dict[str, dict[str, Any]], plan: dict
               "stage_options": plan["opts"], "arms": arms, "controls": controls(base["seeds"]) if "seeds" in base else {},
               "sentences": sentences}
     atomic_write_json(root / "report.json", report)
-    png = plot(report, root / "report.png")
-    atomic_write_bytes(root / "report.md", render(report, png).encode())
-    atomic_write_bytes(root / "report.html", render_html(report, png).encode())
-    return root / "report.md"
+    return report
 
 
 def ci(x: dict[str, Any] | None) -> str:
