@@ -47,12 +47,15 @@ def test_documented_deployment_runs_and_a_failed_refresh_is_reported(tmp_path):
         rest = ops.deploy(env)
         url = env["PREFECT_API_URL"]
         deployments = {d["name"]: d for d in ops.api(url, "/deployments/filter", {})}
-        assert set(deployments) == {"demo", "train", "weekly-refresh"}
+        assert set(deployments) == {"demo", "train", "weekly-refresh", "ablate"}
         # the form's schema carries the model's bounds, so the server refuses a run the flow would refuse
         nproc = deployments["demo"]["parameter_openapi_schema"]["properties"]["nproc"]
         assert (nproc["minimum"], nproc["maximum"]) == (1, 64)
         with pytest.raises(urllib.error.HTTPError, match="409"):
             ops.api(url, f"/deployments/{deployments['demo']['id']}/create_flow_run", {"parameters": {"nproc": -1}})
+        for bad in ({"parallel_arms": 0}, {"arms": ["baseline", "no-such-arm"]}, {"tasks": ["imdb"]}):  # the ablation's form
+            with pytest.raises(urllib.error.HTTPError, match="409"):
+                ops.api(url, f"/deployments/{deployments['ablate']['id']}/create_flow_run", {"parameters": bad})
         worker_line = next(line for line in rest if " worker start" in line)
         run_line = next(line for line in rest if " deployment run" in line)
         assert "--param preset=tiny" in run_line
