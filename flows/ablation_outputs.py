@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from flows.ablation_report import render, table
+from flows.artifacts import artifact_key, image_data_uri
+from schemas.manifest import atomic_write_bytes
 
 CONTROL_STYLES = (("scratch", "random init", ":"), ("majority", "majority class", "--"), ("tfidf_lr", "TF-IDF + LR", "-."))
 
@@ -65,8 +67,6 @@ def plot(report: dict[str, Any], out: Path) -> Path | None:
 
 def write_outputs(report: dict[str, Any], root: Path) -> Path:
     """report.png, report.md and report.html under `root`; returns report.md's path."""
-    from schemas.manifest import atomic_write_bytes
-
     png = plot(report, root / "report.png")
     atomic_write_bytes(root / "report.md", render(report, png).encode())
     atomic_write_bytes(root / "report.html", render_html(report, png).encode())
@@ -74,8 +74,6 @@ def write_outputs(report: dict[str, Any], root: Path) -> Path:
 
 
 def render_html(report: dict[str, Any], png: Path | None) -> str:
-    from flows.artifacts import image_data_uri
-
     header, rows = table(report)
     cells = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
@@ -97,8 +95,6 @@ def publish_report(name: str, root: Path) -> None:
 
     from prefect.artifacts import create_image_artifact, create_markdown_artifact, create_table_artifact
     from prefect.context import FlowRunContext
-
-    from flows.artifacts import artifact_key, image_data_uri
 
     if FlowRunContext.get() is None:
         return

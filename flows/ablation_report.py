@@ -19,9 +19,7 @@ from typing import Any
 from flows.ablation_stats import interval, paired, sentence
 from schemas.finetune import FinetuneMetrics
 from schemas.manifest import atomic_write_json, read_manifest
-
-LOWER_IS_BETTER = {"mse"}
-"""Task metrics where lower is better (the reference loss is too)."""
+from training.finetuning.metrics import lower_is_better
 
 
 def task_scores(seeds: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -95,7 +93,7 @@ def differences(arms: dict[str, dict[str, Any]]) -> list[str]:
             d = paired({s: x for s, x in t["by_seed"].items() if x is not None},
                        {s: x for s, x in b["by_seed"].items() if x is not None})
             t["diff_to_baseline"] = d
-            out.append(sentence(f"{task} test {t['metric']}", name, d, lower_is_better=t["metric"] in LOWER_IS_BETTER))
+            out.append(sentence(f"{task} test {t['metric']}", name, d, lower_is_better=lower_is_better(t["metric"])))
     return out
 
 
