@@ -33,11 +33,13 @@ def corpus_of(plan: dict[str, Any], arm: str) -> str:
     return corpus_task.with_options(**plan["limit"])(a["crawl"], run, index, index is not None, a["corpus"], [], 0.0)
 
 
-def finetune_options(plan: dict[str, Any], arm: str, seed: int) -> dict[str, Any]:
-    """The preset's fine-tune options for one seed; the baseline's also train the random-init twin and score the
-    controls (the same architecture, tokenizer and splits for every arm, so once is enough)."""
+def finetune_options(plan: dict[str, Any], arm: str, seed: int, task: str) -> dict[str, Any]:
+    """The preset's fine-tune options for one seed and task (with the recipe's per-task overrides,
+    opts["finetune_per_task"][task], the same for every arm); the baseline's also train the random-init twin and
+    score the controls (the same architecture, tokenizer and splits for every arm, so once is enough)."""
     base = arm == "baseline"
-    return {**plan["opts"]["finetune"], "seeds": [seed], "init": ["pretrained", "scratch"] if base else ["pretrained"],
+    per_task = (plan["opts"].get("finetune_per_task") or {}).get(task, {})
+    return {**plan["opts"]["finetune"], **per_task, "seeds": [seed], "init": ["pretrained", "scratch"] if base else ["pretrained"],
             "controls": base}
 
 
@@ -70,7 +72,7 @@ def ablation_arm(ablation: str, arm: str, plan: dict[str, Any]) -> dict[str, Any
         ev = evaluate_task.with_options(**limit)(seed_run, {**opts["evaluate"], "max_batches": 0, "split": "all"},
                                                  plan["reference"], pretrain, None, None)
         tasks = {name: finetune_task.with_options(**limit)(pretrain, labeled, seed_run / "tasks" / name,
-                                                            finetune_options(plan, arm, seed))
+                                                            finetune_options(plan, arm, seed, name))
                  for name, labeled in plan["labeled"].items()}
         seeds[str(seed)] = {"pretrain": pretrain, "eval": ev, "tasks": tasks}
         print(f"[{arm}] seed {seed}: pretrained {steps} steps, scored, fine-tuned on {', '.join(tasks) or 'no task'}",

@@ -66,3 +66,20 @@ def test_each_published_direction_is_judged_from_the_paired_interval():
     # FineWeb's aggregate: the mean over tasks per seed, paired: -0.055 at every seed
     agg = v[("no-quality-rules", "mean of task scores, arm - baseline")]
     assert agg.startswith("reproduces the direction: -0.0550"), agg
+
+
+def test_each_task_takes_the_recipes_own_options_the_same_for_every_arm():
+    from bench.ablate import AblateBenchConfig
+    from flows.ablation_arm import finetune_options
+
+    plan = {"opts": AblateBenchConfig(tasks=["vader", "wsj_pos"]).stage_options()}
+    base = finetune_options(plan, "baseline", 1, "wsj_pos")
+    arm = finetune_options(plan, "no-near-dedup", 1, "wsj_pos")
+    assert (base["epochs"], base["max_length"]) == (8, 96) and finetune_options(plan, "x", 2, "vader")["max_train"] == 3000
+    # the arms differ only in what the baseline adds: the random-init twin and the controls
+    assert {k: v for k, v in base.items() if k not in ("init", "controls")} == \
+        {k: v for k, v in arm.items() if k not in ("init", "controls")}
+    assert base["init"] == ["pretrained", "scratch"] and arm["init"] == ["pretrained"] and not arm["controls"]
+    # no per-task entry: the shared options alone
+    assert finetune_options({"opts": {"finetune": {"epochs": 2}}}, "x", 1, "vader") == {
+        "epochs": 2, "seeds": [1], "init": ["pretrained"], "controls": False}
