@@ -20,7 +20,8 @@ Each arm is a set of corpus options over one crawl (flows.ablation_arms: `baseli
 - the same downstream splits: each task (`tasks`, `lmforge labeled prepare` sources) is prepared once
   (<name>/labeled/<task>) and every model fine-tuned on it with its own seed; the baseline's fine-tunes also give
   the random-init twin and the majority and TF-IDF controls.
-Stages no arm changes run once (the tokenizer, the reference shards, the tasks' data); then each arm is its own
+Stages no arm changes run once (the tokenizer, the reference shards, the tasks' data, and the cleaning that arms
+differing only in deduplication share: flows/ablation_cleaning.py, `share_cleaning`); then each arm is its own
 subflow run, `<name>-<arm>` (flows/ablation_arm.py), `parallel_arms` at a time: <name>/arms/<arm>/{corpus,shards},
 per seed seed-<s>/{pretrain,eval,tasks/<task>/finetune}. Every stage is an ordinary lmforge stage with its manifest,
 skipped on a rerun when nothing it reads changed, so a finished arm costs nothing the second time and an interrupted
@@ -44,8 +45,9 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import BaseModel, Field, create_model
 
 from common.config import opt, require
-from flows.ablation_arm import arm_task, corpus_of
+from flows.ablation_arm import arm_task, cleaning_of, corpus_of
 from flows.ablation_arms import ARM_PRESETS, QUALITY_FAMILIES, changed, nest_options, resolve_arms
+from flows.ablation_cleaning import share_cleaning
 from flows.dag import corpus_task, labeled_task, shards_task, tokenizer_task
 from flows.data_root import check_option_paths, inside_root
 from flows.params import DEMO_CRAWL, NAME_PATTERN, ParamError, checked_types, flow_doc, no_secrets
@@ -86,6 +88,8 @@ class AblationConfig:
                            "random-init twin and the majority and TF-IDF controls", choices=tuple(SOURCES))
     tokenizer_arm: str = opt("baseline", "the arm whose corpus trains the one tokenizer all arms share")
     nproc: int = opt(1, "pretraining processes per model")
+    share_cleaning: bool = opt(True, "arms that differ only in deduplication read one cleaning of the crawl, run "
+                                     "once (flows/ablation_cleaning.py); off: every arm cleans the crawl itself")
     parallel_arms: int = opt(1, "arms run at once, each its own subflow run (more only where cores allow)")
     stage_timeout_minutes: float = opt(120.0, "a stage running longer fails (its arm is reported as failed)")
 
@@ -118,6 +122,10 @@ def plan_lines(cfg: AblationConfig) -> list[str]:
         diff = changed(a, base)
         out.append(f"- {a.name}: " + ("the corpus defaults" if a is base else
                                       ", ".join(f"{k} {v[0]} -> {v[1]}" for k, v in diff.items()) or "no change"))
+    if cfg.share_cleaning:
+        shared = share_cleaning({a.name: {"crawl": list(a.crawl or cfg.crawl), "corpus": a.resolved} for a in cfg.resolved})
+        out += [f"- {', '.join(c['arms'])}: one cleaning of the crawl, shared (they differ only in deduplication)"
+                for c in shared.values()]
     return out
 
 
@@ -157,7 +165,9 @@ def arm_plan(cfg: AblationConfig, root: Path, opts: dict[str, dict[str, Any]] | 
                      "near_dedup": bool(a.resolved.get("near_dedup")),
                      "corpus": {**opts["corpus"], **nest_options(a.corpus), "decontaminate": {"files": [ref]}}}
             for a in cfg.resolved}
-    return {"root": str(root.resolve()), "opts": opts, "arms": arms, "seeds": list(cfg.seeds), "nproc": cfg.nproc,
+    cleanings = share_cleaning(arms) if cfg.share_cleaning else {}
+    return {"root": str(root.resolve()), "opts": opts, "arms": arms, "cleanings": cleanings, "seeds": list(cfg.seeds),
+            "nproc": cfg.nproc,
             "token_budget": cfg.token_budget, "limit": {"timeout_seconds": cfg.stage_timeout_minutes * 60}}
 
 
@@ -165,6 +175,8 @@ def shared_stages(cfg: AblationConfig, plan: dict[str, Any]) -> None:
     """The stages no arm changes, run once: the tokenizer (on the tokenizer arm's corpus), the reference shards
     (the reference texts through the corpus stage with every rule off, then that tokenizer) and the tasks' data."""
     root, limit, opts = Path(plan["root"]), plan["limit"], plan["opts"]
+    for name in plan["cleanings"]:  # before the arms, which read them (never two runs of one stage at once)
+        cleaning_of(plan, name)
     tokenizer = tokenizer_task.with_options(**limit)(corpus_of(plan, cfg.tokenizer_arm), root, opts["tokenizer"])
     ref_run = root / "reference"
     ref_corpus = corpus_task.with_options(**limit)([str(Path(cfg.reference).resolve())], ref_run, None, False,
@@ -274,7 +286,7 @@ def lmforge_ablate(crawl: C.crawl = P.crawl, reference: str = P.reference, arms:
                    custom_arms: list[CustomArm] = P.custom_arms, name: C.name = P.name, runs_dir: str = P.runs_dir,
                    preset: C.preset = P.preset, token_budget: C.token_budget = P.token_budget, seeds: C.seeds = P.seeds,
                    tasks: C.tasks = P.tasks, tokenizer_arm: str = P.tokenizer_arm, nproc: C.nproc = P.nproc,
-                   parallel_arms: C.parallel_arms = P.parallel_arms,
+                   share_cleaning: bool = P.share_cleaning, parallel_arms: C.parallel_arms = P.parallel_arms,
                    stage_timeout_minutes: C.stage_timeout_minutes = P.stage_timeout_minutes) -> dict[str, Any]:
     params = {k: v for k, v in locals().items()}
     params["custom_arms"] = [c.model_dump() if isinstance(c, BaseModel) else dict(c) for c in custom_arms]

@@ -2,7 +2,9 @@
 
 Its stages, each an ordinary lmforge stage with its manifest under <root>/arms/<arm>/ (skipped on a rerun when
 nothing it reads changed, so a finished arm costs nothing the second time):
-  corpus   the arm's corpus options over its crawl, decontaminated against the reference set
+  corpus   the arm's corpus options over its crawl, decontaminated against the reference set; an arm that differs
+           from others only in deduplication reads the cleaning they share instead (<root>/cleaned/<first arm>,
+           flows/ablation_cleaning.py) and deduplicates it its own way
   shards   the shared tokenizer, the preset's shards options
   per seed (seed-<s>/): pretrain (the steps that make the ablation's token budget), eval (the masked-LM loss on
            the reference shards, all of their rows), and per downstream task tasks/<task>/finetune: the model
@@ -20,17 +22,40 @@ from typing import Any
 from prefect import flow, task
 from prefect.context import FlowRunContext
 
+from flows.ablation_cleaning import after_cleaning, data_dir, merged_counts
 from flows.ablation_stats import steps_for_budget
 from flows.dag import corpus_task, evaluate_task, finetune_task, pretrain_task, shards_task
 from schemas.manifest import read_manifest
 
 
+def cleaning_of(plan: dict[str, Any], name: str) -> str:
+    """A cleaning several arms share (flows/ablation_cleaning.py), run once, or skipped when finished."""
+    c = plan["cleanings"][name]
+    return corpus_task.with_options(**plan["limit"])(c["crawl"], Path(plan["root"], "cleaned", name), None, False,
+                                                     c["corpus"], [], 0.0)
+
+
 def corpus_of(plan: dict[str, Any], arm: str) -> str:
-    """The arm's corpus stage (run, or skipped when finished): the arm's options over its crawl."""
+    """The arm's corpus stage (run, or skipped when finished): the arm's options over its crawl, or, where it shares
+    a cleaning with other arms, its own deduplication over that cleaning's documents."""
     a = plan["arms"][arm]
     run = Path(plan["root"], "arms", arm)
     index = run / "minhash_index" if a["near_dedup"] else None  # the arm's own, rebuilt with its corpus
-    return corpus_task.with_options(**plan["limit"])(a["crawl"], run, index, index is not None, a["corpus"], [], 0.0)
+    run_corpus = corpus_task.with_options(**plan["limit"])
+    if not a.get("cleaned"):
+        return run_corpus(a["crawl"], run, index, index is not None, a["corpus"], [], 0.0)
+    cleaned = cleaning_of(plan, a["cleaned"])
+    require_documents(arm, cleaned)
+    return run_corpus([data_dir(cleaned)], run, index, index is not None, after_cleaning(a["corpus"]), [], 0.0,
+                      upstream=[cleaned])
+
+
+def corpus_counts(corpus: str, cleaned: str | None = None) -> dict[str, Any]:
+    """The arm's corpus counts; with a shared cleaning, the cleaning's and the arm's together."""
+    counts = read_manifest(Path(corpus))["counts"]
+    if not cleaned:
+        return counts
+    return merged_counts(read_manifest(Path(cleaned))["counts"], counts, f"{corpus} over {cleaned}")
 
 
 def finetune_options(plan: dict[str, Any], arm: str, seed: int, task: str) -> dict[str, Any]:
@@ -43,9 +68,15 @@ def finetune_options(plan: dict[str, Any], arm: str, seed: int, task: str) -> di
             "controls": base}
 
 
-def require_documents(arm: str, corpus: str) -> None:
+def cleaned_dir(plan: dict[str, Any], arm: str) -> str | None:
+    """The shared cleaning the arm's corpus reads (its corpus stage folder), if any."""
+    name = plan["arms"][arm].get("cleaned")
+    return str(Path(plan["root"], "cleaned", name, "corpus")) if name else None
+
+
+def require_documents(arm: str, corpus: str, cleaned: str | None = None) -> None:
     """An arm whose corpus kept nothing fails here, saying what dropped its documents (not later, in shards)."""
-    counts = read_manifest(Path(corpus))["counts"]
+    counts = corpus_counts(corpus, cleaned)
     if not counts.get("kept"):
         top = sorted((counts.get("dropped") or {}).items(), key=lambda kv: -kv[1])[:3]
         raise RuntimeError(f"arm {arm}: its corpus kept no document of {counts.get('in', 0)} ("
@@ -58,8 +89,8 @@ def ablation_arm(ablation: str, arm: str, plan: dict[str, Any]) -> dict[str, Any
     reference set, fine-tuned on each task); returns the stage directories the report reads."""
     limit, opts = plan["limit"], plan["opts"]
     run = Path(plan["root"], "arms", arm)
-    corpus = corpus_of(plan, arm)
-    require_documents(arm, corpus)
+    corpus, cleaned = corpus_of(plan, arm), cleaned_dir(plan, arm)
+    require_documents(arm, corpus, cleaned)
     shards = shards_task.with_options(**limit)(corpus, plan["tokenizer"], run, opts["shards"], [])
     seq_len = read_manifest(Path(shards))["extra"]["seq_len"]
     per_step = plan["nproc"] * int(opts["pretrain"].get("micro_batch_size", 8)) * seq_len
@@ -78,7 +109,7 @@ def ablation_arm(ablation: str, arm: str, plan: dict[str, Any]) -> dict[str, Any
         print(f"[{arm}] seed {seed}: pretrained {steps} steps, scored, fine-tuned on {', '.join(tasks) or 'no task'}",
               flush=True)
     me = FlowRunContext.get().flow_run
-    return {"corpus": corpus, "shards": shards, "steps": steps, "positions_trained": positions, "seeds": seeds,
+    return {"corpus": corpus, "cleaned": cleaned, "shards": shards, "steps": steps, "positions_trained": positions, "seeds": seeds,
             "flow_run": {"name": me.name, "id": str(me.id)}}
 
 

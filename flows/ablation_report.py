@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from flows.ablation_arm import corpus_counts
 from flows.ablation_stats import interval, paired, sentence
 from schemas.finetune import FinetuneMetrics
 from schemas.manifest import atomic_write_json, read_manifest
@@ -59,7 +60,7 @@ def arm_record(r: dict[str, Any]) -> dict[str, Any]:
     """One arm's figures from its corpus, shards, per-seed eval and fine-tune outputs."""
     if "error" in r:
         return {"error": r["error"], "flow_run": r.get("flow_run")}
-    counts = read_manifest(Path(r["corpus"]))["counts"]
+    counts = corpus_counts(r["corpus"], r.get("cleaned"))
     train_tokens = read_manifest(Path(r["shards"]))["counts"]["train_tokens"]
     seeds = r["seeds"]
     losses = {int(s): json.loads((Path(v["eval"]) / "report.json").read_text())["teacher"]["mlm_loss"]
@@ -67,7 +68,7 @@ def arm_record(r: dict[str, Any]) -> dict[str, Any]:
     tokens = {int(s): read_manifest(Path(v["pretrain"]))["counts"]["tokens"] for s, v in seeds.items()}
     trained = sum(tokens.values()) / len(tokens)
     contaminated = counts.get("contamination") or {}
-    return {"flow_run": r.get("flow_run"), "docs_in": counts["in"], "docs_kept": counts["kept"], "dropped_by_reason": counts.get("dropped", {}),
+    return {"flow_run": r.get("flow_run"), "cleaned": r.get("cleaned"), "docs_in": counts["in"], "docs_kept": counts["kept"], "dropped_by_reason": counts.get("dropped", {}),
             "duplicates_by_kind": counts.get("duplicates_by_kind", {}), "quarantined": counts.get("quarantined", 0),
             "reference_pages_dropped": sum(int(v.get("pages_dropped", 0)) for v in contaminated.values()),
             "train_tokens": train_tokens, "steps": r["steps"], "positions_trained": r["positions_trained"],
@@ -157,6 +158,13 @@ def render(report: dict[str, Any], png: Path | None) -> str:
            "majority class, TF-IDF + logistic regression) do not depend on the arm.", "",
            "| " + " | ".join(header) + " |", "|" + "---|" * len(header),
            *["| " + " | ".join(r) + " |" for r in rows], "", *[f"- {s}" for s in report["sentences"]]]
+    shared: dict[str, list[str]] = {}
+    for name, a in report["arms"].items():
+        if a.get("cleaned"):
+            shared.setdefault(a["cleaned"], []).append(name)
+    out += ["", *[f"{', '.join(names)} read one cleaning of the crawl ({path}: the rules run once; each arm "
+                  "deduplicated it its own way): their documents in, dropped and quarantined are that cleaning's."
+                  for path, names in shared.items()]] if shared else []
     if png:
         out += ["", f"![reference loss and task scores per arm]({png.name})"]
     return "\n".join(out) + "\n"

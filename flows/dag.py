@@ -65,13 +65,16 @@ def flow_run_name() -> str:
 
 @task(name="corpus", retries=1, retry_delay_seconds=10)
 def corpus_task(crawl: list[str], run: Path, index: Path, own_index: bool, opts: dict, beam_args: list[str],
-                index_wait: float, snapshot: str = "") -> str:
+                index_wait: float, snapshot: str = "", upstream: list[str] | None = None) -> str:
+    """`upstream`: stages the crawl lies in (an ablation's shared cleaning): their manifests, not the files, decide
+    whether this stage is unchanged."""
     out = run / "corpus"
     # this run's own index is rebuilt with its corpus: rerunning with other filters must not find its
     # own earlier pages "already published"; a shared index is never deleted here
     before = (lambda: shutil.rmtree(index, ignore_errors=True)) if own_index else None
     o = {"input": crawl, "output": out, "index": index, "index_wait": index_wait, "snapshot": snapshot or None, **opts}
-    return launch_stage("corpus", o, out, run / "logs", argv=beam_args, raw_inputs=crawl, before_run=before)[0]
+    return launch_stage("corpus", o, out, run / "logs", argv=beam_args, raw_inputs=[] if upstream else crawl,
+                        upstream=upstream or [], before_run=before)[0]
 
 
 @task(name="tokenizer", retries=1, retry_delay_seconds=10)

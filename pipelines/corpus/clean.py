@@ -47,6 +47,8 @@ def process_document(doc: RawDocument, cfg: CorpusConfig) -> tuple[str, Any]:
     if not page.text:
         return DROPPED, (doc, "empty_text")
     for step in STEPS:
+        if step.name in cfg.applied_steps:  # the input went through it already
+            continue
         options = step.options(cfg)
         if step.enabled(options):
             page, reason = step.apply(page, options)

@@ -17,6 +17,10 @@ from pipelines.corpus.steps.registry import STEPS, step_configs
 
 T = TypeVar("T")
 
+APPLICABLE = tuple(dict.fromkeys(s.name for s in STEPS if s.name != "language_id"))
+"""The steps `applied_steps` may name: every step but language id, whose language and score a kept record needs
+(deterministic: run again on the same text it gives the same answer)."""
+
 
 def with_step_options(steps: tuple[Step, ...]) -> Callable[[type[T]], type[T]]:
     """Add to a class, before @dataclass reads it, one field per rule family of `steps`, in chain
@@ -58,6 +62,7 @@ class CorpusConfig:
     num_shards: int = opt(2, "Parquet files per language")
     max_record_bytes: int = opt(MAX_RECORD_BYTES, "quarantine as payload_too_large a record whose payload is over this many bytes (a WARC record's decoded payload, a JSON line, a Parquet text cell), read no further than that; the default 4 MiB passes every Common Crawl record (truncated at 1 MiB) and real pages up to 4 MiB")
     max_row_group_bytes: int = opt(MAX_ROW_GROUP_BYTES, "quarantine unread, as one payload_too_large record, a Parquet row group whose text column is over this many bytes uncompressed (Arrow decodes a page whole: reading a row group costs about 4 times its size)")
+    applied_steps: list[str] = opt([], "cleaning steps the input has been through already, skipped here (an ablation's arms that differ only in deduplication read one shared cleaning: flows/ablate.py); their options still count where a later step reads them (C4's page rules after line dedup). Any of " + ", ".join(APPLICABLE) + "; language id always runs")
 
     def __post_init__(self) -> None:
         require(bool(self.input), "corpus: --input needs at least one file, directory or glob")
@@ -70,6 +75,9 @@ class CorpusConfig:
                 "max_row_group_bytes must be >= max_record_bytes (a row group holding one record of the cap must pass)")
         require(not self.index or self.near_dedup, "--index needs near_dedup: the index stores MinHash band keys")
         require(all(len(x) == 2 for x in self.languages), f"languages must be ISO 639-1 codes, got {self.languages}")
+        unknown = sorted(set(self.applied_steps) - set(APPLICABLE))
+        require(not unknown, f"applied_steps: {', '.join(unknown)} not a step that can be skipped "
+                             f"({', '.join(APPLICABLE)})")
         for f in fields(self):  # a family's options given as a JSON object: its field's default_factory is its class
             if isinstance(getattr(self, f.name), dict) and is_dataclass(f.default_factory):
                 setattr(self, f.name, f.default_factory(**getattr(self, f.name)))

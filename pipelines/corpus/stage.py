@@ -179,7 +179,7 @@ def run(cfg: CorpusConfig, beam_args: list[str] | None = None) -> str | Path:
     if cfg.index and not storage.is_remote(cfg.index) and Path(cfg.index).exists() and not Path(cfg.index).is_dir():
         raise ValueError(f"--index {cfg.index}: a file, not a band index folder")
     check_worker_paths(beam_args or [], [*files, cfg.output, *([cfg.index] if cfg.index else []), *cfg.decontaminate.files])
-    if cfg.url_filter.enabled:  # the UT1 hashes are built once here, not per worker
+    if cfg.url_filter.enabled and "url_filter" not in cfg.applied_steps:  # the UT1 hashes: once here, not per worker
         url_lists(cfg.url_filter)
     decont = decontaminate.summary(cfg.decontaminate)
     with contextlib.ExitStack() as held:

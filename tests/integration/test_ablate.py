@@ -1,6 +1,7 @@
 """`lmforge ablate` end to end at the tiny preset: two arms over the tiny crawl plus a page that copies a reference
 text and a third arm whose corpus ends empty, two seeds, one downstream task, the demo's reference set
-(newspaper4k's gold texts); then the same command again."""
+(newspaper4k's gold texts); the two arms that differ only in dedup share one cleaning, whose documents are checked
+against one corpus stage over the crawl; then the same command again."""
 from __future__ import annotations
 
 import json
@@ -17,6 +18,13 @@ GOLD = ROOT / "samples" / "gold" / "newspaper4k"
 def ablate(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "lmforge.cli", "ablate", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=1200)
+
+
+def kept_docs(corpus: Path) -> dict[str, tuple]:
+    import pyarrow.parquet as pq
+
+    return {r["id"]: (r["url"], r["text"], r["language"], r["language_score"])
+            for f in sorted((corpus / "data").rglob("*.parquet")) for r in pq.read_table(f).to_pylist()}
 
 
 @pytest.mark.slow
@@ -77,7 +85,21 @@ def test_arms_compare_on_equal_tokens_one_tokenizer_a_decontaminated_reference_a
     # the controls beside the task scores: the random-init twin over the seeds, majority and TF-IDF
     c = report["controls"]["vader"]
     assert c["scratch"]["n"] == 2 and 0 <= c["majority"] <= 1 and 0 <= c["tfidf_lr"] <= 1
+    # baseline and no-near-dedup differ only in dedup: they read one cleaning of the crawl, and the documents the
+    # baseline keeps through it are those one corpus stage over the crawl keeps
+    cleaned = root / "cleaned" / "baseline" / "corpus"
+    assert arms["baseline"]["cleaned"] == arms["no-near-dedup"]["cleaned"] == str(cleaned)
+    assert read_manifest(cleaned)["config"]["exact_dedup"] is False and arms["empty"].get("cleaned") is None
+    direct = {**report["stage_options"]["corpus"], "decontaminate": {"files": [str(root / "reference.jsonl")]},
+              "input": cfg["crawl"], "output": str(tmp_path / "direct")}
+    (tmp_path / "direct.json").write_text(json.dumps(direct))
+    r = subprocess.run([sys.executable, "-m", "lmforge.cli", "corpus", "--config", str(tmp_path / "direct.json")],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert kept_docs(tmp_path / "direct") == kept_docs(root / "arms" / "baseline" / "corpus")
+    assert read_manifest(tmp_path / "direct")["counts"]["dropped"] == arms["baseline"]["dropped_by_reason"]
     md = (root / "report.md").read_text()
+    assert "baseline, no-near-dedup read one cleaning of the crawl" in md
     assert "| no-near-dedup |" in md and "| control: TF-IDF + LR (vader) |" in md and "failed: arm empty" in md
     assert "<table>" in (root / "report.html").read_text() and (root / "report.png").read_bytes()[:4] == b"\x89PNG"
 

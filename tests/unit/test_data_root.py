@@ -27,7 +27,7 @@ NOT_PATHS = {"preset", "model", "tokenizer_model", "mask_objective", "task", "te
 NESTED = {"overrides", "beam_args"}
 """Parameters whose values hold paths: every stage option and Beam option that names files (attacked below)."""
 OPTION_NOT_PATHS = {
-    "CorpusConfig": {"languages", "char_shingle_languages"}, "C4Config": {"variant"},
+    "CorpusConfig": {"languages", "char_shingle_languages", "applied_steps"}, "C4Config": {"variant"},
     "GopherQualityConfig": {"stop_words", "stop_words_languages"}, "FineWebConfig": {"line_end_chars"},
     "DecontConfig": {"splits", "text_column", "split_column", "id_column", "mode"}, "TokenizerConfig": {"model"},
     "ShardsConfig": {"packing"}, "MaskConfig": {"objective"},
