@@ -92,6 +92,23 @@ def _verdict(d: dict[str, Any] | None, expect_positive: bool) -> str:
             f"[{d['ci_low']:+.4f}, {d['ci_high']:+.4f}]")
 
 
+def majority_only(report: dict[str, Any], task: str) -> float | None:
+    """The majority class's score where every fine-tuned model of every arm (and the random-init twin) scored
+    exactly that: the fine-tune learnt nothing at this budget, so no difference between arms can show on the task."""
+    c = (report.get("controls") or {}).get(task) or {}
+    scores = [*[x for a in report["arms"].values() for x in ((a.get("tasks") or {}).get(task) or {}).get("by_seed", {}).values()],
+              *c.get("scratch_by_seed", {}).values()]
+    maj = c.get("majority")
+    return maj if maj is not None and scores and all(x is not None and abs(x - maj) < 1e-9 for x in scores) else None
+
+
+def _task_verdict(report: dict[str, Any], task: str, d: dict[str, Any] | None, expect_positive: bool) -> str:
+    maj = majority_only(report, task)
+    if maj is not None:
+        return f"cannot tell: every model, pretrained or not, scores the majority class ({maj:.4f}) on every seed"
+    return _verdict(d, expect_positive)
+
+
 def judge(report: dict[str, Any]) -> list[Verdict]:
     """Each published direction against this run's paired differences (module docstring)."""
     from flows.ablation_stats import paired
@@ -107,7 +124,8 @@ def judge(report: dict[str, Any]) -> list[Verdict]:
                            "> 0", _verdict(nq["reference_loss"].get("diff_to_baseline"), True)))
     for task, t in (nq.get("tasks") or {}).items():
         out.append(Verdict("T5: C4's filtering beats unfiltered C4 downstream", "no-quality-rules",
-                           f"{task} test {t['metric']}, arm - baseline", "< 0", _verdict(t.get("diff_to_baseline"), False)))
+                           f"{task} test {t['metric']}, arm - baseline", "< 0",
+                           _task_verdict(report, task, t.get("diff_to_baseline"), False)))
     base = arms.get("baseline", {})
     for task, c in (report.get("controls") or {}).items():  # the budget is enough only if pretraining pays at all
         t = (base.get("tasks") or {}).get(task)
@@ -115,7 +133,8 @@ def judge(report: dict[str, Any]) -> list[Verdict]:
             d = paired({int(k): v for k, v in t["by_seed"].items() if v is not None},
                        {int(k): v for k, v in c["scratch_by_seed"].items() if v is not None})
             out.append(Verdict("the model learnt something: pretrained beats its random-init twin", "baseline",
-                               f"{task} test {t['metric']}, pretrained - random init", "> 0", _verdict(d, True)))
+                               f"{task} test {t['metric']}, pretrained - random init", "> 0",
+                               _task_verdict(report, task, d, True)))
     if nq.get("tasks") and base.get("tasks"):  # FineWeb's aggregate: the mean over tasks, per seed, paired
         seeds = set.intersection(*[set(t["by_seed"]) for t in [*nq["tasks"].values(), *base["tasks"].values()]])
         agg = {name: {s: sum(t["by_seed"][s] for t in a["tasks"].values()) / len(a["tasks"]) for s in seeds}
@@ -126,6 +145,13 @@ def judge(report: dict[str, Any]) -> list[Verdict]:
     return out
 
 
+def _cleaning_line(report: dict[str, Any]) -> str:
+    shared = [n for n, a in report["arms"].items() if a.get("cleaned")]
+    if shared:
+        return f"{', '.join(shared)} read one shared cleaning of the crawl (they differ only in deduplication)."
+    return "Each arm ran its own corpus stage over the whole crawl."
+
+
 def render(res: dict[str, Any]) -> str:
     report, cfg = res["report"], res["config"]
     lines = [f"`lmforge bench ablate`: {len(report['arms'])} arms x {len(report['seeds'])} seeds of `{cfg['model']}` "
@@ -134,7 +160,7 @@ def render(res: dict[str, Any]) -> str:
              f"set `{Path(cfg['reference']).name}` (newspaper4k's English gold texts, decontaminated from every arm), "
              f"tasks {', '.join(cfg['tasks'])} on shared splits. Every stage's wall time summed over their manifests: "
              f"{res['stage_minutes']:.0f} minutes (one after another on 2 cores, so the bench's length however often "
-             f"it was resumed); this invocation {res['minutes']:.0f} minutes.", "", "### Held against the published results", "",
+             f"it was resumed); this invocation {res['minutes']:.0f} minutes. " + _cleaning_line(report), "", "### Held against the published results", "",
              "| published claim | arm | measure | expected | this run |", "|---|---|---|---|---|"]
     lines += [f"| {v.claim} | {v.arm} | {v.measure} | {v.expected} | {v.verdict} |" for v in res["verdicts"]]
     lines += ["", "### The ablation's report", ""]
@@ -153,15 +179,18 @@ def main(argv: list[str] | None = None) -> int:
     from prefect import flow
     from prefect.task_runners import ThreadPoolTaskRunner
 
-    from bench.report import write_section
     from bench.transfer_corpus import build
     from flows.ablate import AblationConfig, run_ablation
 
     ap = bench_parser("lmforge bench ablate", __doc__, AblateBenchConfig)
     ap.add_argument("--resume", action="store_true", help="keep every finished stage of an earlier run")
     ap.add_argument("--out", default=str(ROOT / "docs" / "BENCHMARKS.md"), help="the benchmarks file to update")
+    ap.add_argument("--render-only", action="store_true", help="run nothing: write the section again from the "
+                    "finished run's report.json under --work (its verdicts with this version's judge)")
     cfg, a = parse_bench(ap, AblateBenchConfig, argv)
     work = Path(cfg.work).resolve()
+    if a.render_only:
+        return render_only(cfg, work, Path(a.out))
     if not a.resume and work.exists():
         shutil.rmtree(work)
     t0 = time.time()
@@ -176,14 +205,35 @@ def main(argv: list[str] | None = None) -> int:
         return run_ablation(ablation, cfg.stage_options())
 
     out = bench_ablate()
+    publish(cfg, work, Path(a.out), out["report"], out["failed"], (time.time() - t0) / 60)
+    return 1 if out["failed"] else 0
+
+
+def publish(cfg: AblateBenchConfig, work: Path, out: Path, report_md: str, failed: dict[str, str], minutes: float,
+            measured: str | None = None) -> None:
+    """The section in `out` (and its plot and data) from the ablation's report.json under `work`."""
+    from bench.report import write_section
+
     report = json.loads((work / "ablation" / "report.json").read_text())
-    res = {"config": asdict(cfg), "report": report, "report_md": out["report"], "failed": out["failed"],
-           "minutes": (time.time() - t0) / 60, "stage_minutes": stage_minutes(work / "ablation"),
-           "verdicts": judge(report)}
+    res = {"config": asdict(cfg), "report": report, "report_md": report_md, "failed": failed, "minutes": minutes,
+           "stage_minutes": stage_minutes(work / "ablation"), "verdicts": judge(report)}
     png = work / "ablation" / "report.png"
     if png.exists():
-        (Path(a.out).parent / "benchmarks").mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(png, Path(a.out).parent / "benchmarks" / "ablate.png")
-    write_section(Path(a.out), TITLE, render(res), {**res, "verdicts": [asdict(v) for v in res["verdicts"]]})
-    print(f"bench ablate: wrote {a.out} ({res['minutes']:.0f} minutes)")
-    return 1 if out["failed"] else 0
+        (out.parent / "benchmarks").mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(png, out.parent / "benchmarks" / "ablate.png")
+    write_section(out, TITLE, render(res), {**res, "verdicts": [asdict(v) for v in res["verdicts"]]}, measured)
+    print(f"bench ablate: wrote {out} ({minutes:.0f} minutes)")
+
+
+def render_only(cfg: AblateBenchConfig, work: Path, out: Path) -> int:
+    """--render-only: the finished run's figures, this version's verdicts; the time is the run's, from its report."""
+    path = work / "ablation" / "report.json"
+    if not path.exists():
+        raise SystemExit(f"lmforge bench ablate: no finished run under {work} ({path} is missing); run it first")
+    report = json.loads(path.read_text())
+    failed = {name: a["error"] for name, a in report["arms"].items() if "error" in a}
+    measured = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(path.stat().st_mtime))
+    data = out.parent / "benchmarks" / "ablate-which-data-choice-pays.json"
+    minutes = json.loads(data.read_text()).get("minutes", 0.0) if data.exists() else 0.0
+    publish(cfg, work, out, str(work / "ablation" / "report.md"), failed, minutes, measured)
+    return 1 if failed else 0

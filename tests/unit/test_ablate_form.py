@@ -51,7 +51,8 @@ def _arm(diff_loss, task_diffs):
 def test_each_published_direction_is_judged_from_the_paired_interval():
     from bench.ablate import judge
 
-    base = {"tasks": {"vader": {"by_seed": {1: 0.60, 2: 0.61, 3: 0.62}}, "reuters": {"by_seed": {1: 0.5, 2: 0.5, 3: 0.5}}}}
+    base = {"tasks": {"vader": {"metric": "accuracy", "by_seed": {1: 0.60, 2: 0.61, 3: 0.62}},
+                      "reuters": {"metric": "accuracy", "by_seed": {1: 0.5, 2: 0.5, 3: 0.5}}}}
     report = {"arms": {
         "baseline": base,
         "no-near-dedup": _arm((0.05, 0.02, 0.08), {}),
@@ -66,6 +67,17 @@ def test_each_published_direction_is_judged_from_the_paired_interval():
     # FineWeb's aggregate: the mean over tasks per seed, paired: -0.055 at every seed
     agg = v[("no-quality-rules", "mean of task scores, arm - baseline")]
     assert agg.startswith("reproduces the direction: -0.0550"), agg
+
+    # a task where every model, pretrained or from random init, scored the majority class says so
+    report["arms"]["no-quality-rules"]["tasks"]["reuters"]["by_seed"] = {1: 0.5, 2: 0.5, 3: 0.5}
+    report["controls"] = {"reuters": {"majority": 0.5, "scratch_by_seed": {1: 0.5, 2: 0.5, 3: 0.5}}}
+    v = {(x.arm, x.measure): x.verdict for x in judge(report)}
+    said = "cannot tell: every model, pretrained or not, scores the majority class (0.5000)"
+    assert v[("no-quality-rules", "reuters test accuracy, arm - baseline")].startswith(said)
+    assert v[("baseline", "reuters test accuracy, pretrained - random init")].startswith(said)
+    report["controls"]["reuters"]["scratch_by_seed"][2] = 0.55  # one model that learnt: the interval speaks
+    v = {(x.arm, x.measure): x.verdict for x in judge(report)}
+    assert not v[("baseline", "reuters test accuracy, pretrained - random init")].startswith(said)
 
 
 def test_each_task_takes_the_recipes_own_options_the_same_for_every_arm():
