@@ -3,14 +3,24 @@ installed packages that are slow to derive and the same every run (the URL block
 LSH parameters). Everything in it can be deleted; it is rebuilt on next use."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
 
 def cache_dir(*parts: str) -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "lmforge", *parts)
+
+
+def torch_extensions_dir() -> Path:
+    """Where DeepSpeed's JIT-built ops (its CPU shared-memory comm op: ~45-90 s to compile) go: one folder per Python
+    environment. torch's default (~/.cache/torch_extensions/py311_cpu) is one folder for every environment of one
+    Python version, so two environments (a checkout's .venv and CI's clone of it) took turns rebuilding the op."""
+    key = hashlib.sha256(sys.prefix.encode()).hexdigest()[:12]
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "torch_extensions", f"env-{key}")
 
 
 def remembered(name: str, key: str, compute: Any) -> Any:

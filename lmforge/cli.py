@@ -172,6 +172,9 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         os.environ.setdefault("DS_ACCELERATOR", "cuda" if torch.cuda.is_available() else "cpu")
+        from common.cache import torch_extensions_dir
+
+        os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(torch_extensions_dir()))  # this environment's own
     return _stage(command, rest)
 
 

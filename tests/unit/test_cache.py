@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import json
+import os
+
+import pytest
 
 from common.cache import cache_dir, remembered
 
@@ -35,3 +38,29 @@ def test_lsh_params_from_the_cache_are_datasketchs(tmp_path, monkeypatch):
         assert lsh_params(threshold, num_perm) == want  # computed
         assert lsh_params(threshold, num_perm) == want  # read back
     assert len(json.loads(cache_dir("lsh_params.json").read_text())) == 4
+
+
+def test_deepspeed_ops_are_built_once_per_python_environment(tmp_path, monkeypatch):
+    import sys
+
+    from common.cache import torch_extensions_dir
+    from lmforge.cli import main
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    here = torch_extensions_dir()
+    assert here.parent == tmp_path / "torch_extensions"
+    monkeypatch.setattr(sys, "prefix", "/another/venv")
+    assert torch_extensions_dir() != here and torch_extensions_dir().parent == here.parent
+    monkeypatch.undo()
+    # a training command points torch's JIT builds at this environment's folder, unless the user chose one
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    for name in ("TORCH_EXTENSIONS_DIR", "DS_ACCELERATOR"):  # set, then removed: restored as they were afterwards
+        monkeypatch.setenv(name, "x")
+        monkeypatch.delenv(name)
+    with pytest.raises(SystemExit):
+        main(["evaluate", "--help"])
+    assert os.environ["TORCH_EXTENSIONS_DIR"] == str(here)
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "mine"))
+    with pytest.raises(SystemExit):
+        main(["evaluate", "--help"])
+    assert os.environ["TORCH_EXTENSIONS_DIR"] == str(tmp_path / "mine")

@@ -22,7 +22,8 @@ loss), checkpoints and export in `training.pretraining.data`, `training.models.m
 and `training.models.export`; the DeepSpeed config in `training.runtime.ds_config`, resuming in `training.pretraining.resume`, the time
 budget in `training.pretraining.budget`, the output folder and the final export in `training.pretraining.outputs`. This file
 runs the loop, its log records, validation and the last save. The first run on a machine
-spends ~45 s compiling DeepSpeed's CPU shared-memory comm op (cached in ~/.cache/torch_extensions).
+spends ~45 s compiling DeepSpeed's CPU shared-memory comm op (cached per Python environment under
+~/.cache/torch_extensions: common/cache.py torch_extensions_dir).
 """
 from __future__ import annotations
 
