@@ -113,8 +113,15 @@ def run_logged(cmd: list[str], log_path: Path, stage: str, grace: float = STOP_G
 
 
 def _stop(proc: subprocess.Popen, stage: str, grace: float) -> None:
-    """SIGTERM to a running stage, `grace` seconds to exit, then SIGKILL."""
-    if proc.poll() is None:
+    """SIGTERM to a running stage, `grace` seconds to exit, then SIGKILL. Once per stage: a second call (the time
+    limit and a cancellation at once) waits for the first's outcome instead of saying and sending it again."""
+    if proc.poll() is None and getattr(proc, "lmforge_stopping", False):
+        try:
+            proc.wait(timeout=grace + 10)
+        except subprocess.TimeoutExpired:
+            pass
+    elif proc.poll() is None:
+        proc.lmforge_stopping = True  # type: ignore[attr-defined]
         print(f"[{stage}] stopping: SIGTERM to the stage (pid {proc.pid}), {grace:g} s to exit", flush=True)
         proc.terminate()
         try:

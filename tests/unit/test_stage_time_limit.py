@@ -39,3 +39,22 @@ def test_the_limit_is_the_tasks_own_only_in_a_worker_thread():
     outer()
     assert seen == {"main": None, "thread": 42}
     assert task_time_limit() is None  # outside any task
+
+
+def test_a_stage_told_to_stop_twice_is_stopped_once(capsys):
+    import subprocess
+    import threading
+
+    from flows.stages import _stop
+
+    # a stage that takes its time to exit after SIGTERM: the second stop waits for the first instead of repeating it
+    proc = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, lambda *a: "
+                             "(time.sleep(1), exit(3))); print('up', flush=True); time.sleep(60)"],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "up\n"
+    first = threading.Thread(target=_stop, args=(proc, "slow", 10))
+    first.start()
+    time.sleep(0.3)
+    _stop(proc, "slow", 10)
+    first.join()
+    assert proc.returncode == 3 and capsys.readouterr().out.count("stopping: SIGTERM") == 1
