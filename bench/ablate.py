@@ -82,10 +82,12 @@ class Verdict:
 
 
 def _verdict(d: dict[str, Any] | None, expect_positive: bool) -> str:
+    from flows.ablation_stats import seeds_phrase
+
     if not d or d.get("ci_low") is None:
         return "no interval (one seed)"
     if d["ci_low"] <= 0 <= d["ci_high"]:
-        more = f"; about {d['seeds_to_resolve']} seeds would resolve it at this spread" if d.get("seeds_to_resolve") else ""
+        more = f"; {seeds_phrase(d['seeds_to_resolve'])} it at this spread" if d.get("seeds_to_resolve") else ""
         return f"cannot tell: {d['mean']:+.4f} [{d['ci_low']:+.4f}, {d['ci_high']:+.4f}]{more}"
     agrees = (d["mean"] > 0) == expect_positive
     return (f"{'reproduces the direction' if agrees else 'the other way'}: {d['mean']:+.4f} "
@@ -152,6 +154,27 @@ def _cleaning_line(report: dict[str, Any]) -> str:
     return "Each arm ran its own corpus stage over the whole crawl."
 
 
+def reading(report: dict[str, Any], verdicts: list[Verdict]) -> list[str]:
+    """What each arm changed in the corpus, and whether the downstream rows can judge anything at this budget."""
+    arms, base = report["arms"], report["arms"].get("baseline", {})
+    out = []
+    for name, a in arms.items():
+        if name == "baseline" or "error" in a or "error" in base:
+            continue
+        kept = a["docs_kept"] / base["docs_kept"] - 1 if base.get("docs_kept") else 0.0
+        out.append(f"{name} changes the corpus by {a['docs_kept'] - base['docs_kept']:+,} documents ({kept:+.1%}): "
+                   f"{a['docs_kept']:,} kept against the baseline's {base['docs_kept']:,}; {a['train_tokens']:,} "
+                   f"train tokens against {base['train_tokens']:,}, so {a['epochs']:.3f} epochs against "
+                   f"{base['epochs']:.3f} at the same budget.")
+    learnt = [v for v in verdicts if v.claim.startswith("the model learnt something")]
+    if learnt and not any(v.verdict.startswith("reproduces") for v in learnt):
+        out.append("At this budget the pretrained model beats its random-init twin on no task (the rows above), so "
+                   "no downstream row can judge a data choice; the reference loss can. The transfer section gives the "
+                   "budget at which pretraining pays on this corpus; nine models of that size are past this bench's "
+                   "3 hours on 2 cores.")
+    return out
+
+
 def render(res: dict[str, Any]) -> str:
     report, cfg = res["report"], res["config"]
     lines = [f"`lmforge bench ablate`: {len(report['arms'])} arms x {len(report['seeds'])} seeds of `{cfg['model']}` "
@@ -163,6 +186,7 @@ def render(res: dict[str, Any]) -> str:
              f"it was resumed); this invocation {res['minutes']:.0f} minutes. " + _cleaning_line(report), "", "### Held against the published results", "",
              "| published claim | arm | measure | expected | this run |", "|---|---|---|---|---|"]
     lines += [f"| {v.claim} | {v.arm} | {v.measure} | {v.expected} | {v.verdict} |" for v in res["verdicts"]]
+    lines += ["", "### Reading it", "", *[f"- {x}" for x in reading(report, res["verdicts"])]]
     lines += ["", "### The ablation's report", ""]
     body = Path(res["report_md"]).read_text().split("\n", 2)[2]  # without its title
     lines += [body.replace("![reference loss and task scores per arm](report.png)",
@@ -213,8 +237,13 @@ def publish(cfg: AblateBenchConfig, work: Path, out: Path, report_md: str, faile
             measured: str | None = None) -> None:
     """The section in `out` (and its plot and data) from the ablation's report.json under `work`."""
     from bench.report import write_section
+    from flows.ablation_outputs import write_outputs
+    from flows.ablation_report import differences
 
     report = json.loads((work / "ablation" / "report.json").read_text())
+    report["preset"] = "lmforge bench ablate's own"  # the bench passes every stage's options (stage_options above)
+    report["sentences"] = differences(report["arms"])  # in this version's words (the figures are the run's)
+    report_md = str(write_outputs(report, work / "ablation"))  # report.md/html/png by this version's renderer
     res = {"config": asdict(cfg), "report": report, "report_md": report_md, "failed": failed, "minutes": minutes,
            "stage_minutes": stage_minutes(work / "ablation"), "verdicts": judge(report)}
     png = work / "ablation" / "report.png"

@@ -212,6 +212,8 @@ def run_ablation(cfg: AblationConfig, opts: dict[str, dict[str, Any]] | None = N
     for line in plan_lines(cfg):
         print(line, flush=True)
     plan = arm_plan(cfg, root, opts)
+    if opts is not None:
+        plan["recipe"] = "the caller's stage options"
     shared_stages(cfg, plan)
     results = run_arms(cfg, plan)
     path = write_outputs(write_report(cfg, root, results, plan), root)

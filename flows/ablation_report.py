@@ -103,7 +103,7 @@ def write_report(cfg, root: Path, results: dict[str, dict[str, Any]], plan: dict
     arms = {name: arm_record(r) for name, r in results.items()}
     sentences = differences(arms)
     base = results.get("baseline", {})
-    report = {"name": cfg.name, "preset": cfg.preset, "seeds": list(cfg.seeds), "reference": cfg.reference,
+    report = {"name": cfg.name, "preset": plan.get("recipe") or cfg.preset, "seeds": list(cfg.seeds), "reference": cfg.reference,
               "tokenizer": plan["tokenizer"], "reference_shards": plan["reference"], "tasks": list(cfg.tasks),
               "stage_options": plan["opts"], "arms": arms, "controls": controls(base["seeds"]) if "seeds" in base else {},
               "sentences": sentences}
@@ -147,11 +147,17 @@ def table(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+def _recipe(preset: str) -> str:
+    from flows.presets import RUN_PRESETS
+
+    return f"preset {preset}" if preset in RUN_PRESETS else f"{preset} (every stage's options: report.json stage_options)"
+
+
 def render(report: dict[str, Any], png: Path | None) -> str:
     header, rows = table(report)
     metrics = ", ".join(f"{t}: {c['metric']}" for t, c in report["controls"].items())
     out = [f"# Corpus ablation `{report['name']}`", "",
-           f"Preset {report['preset']}, seeds {report['seeds']}; one tokenizer ({report['tokenizer']}); every model "
+           f"Recipe: {_recipe(report['preset'])}; seeds {report['seeds']}; one tokenizer ({report['tokenizer']}); every model "
            f"scored on the same reference texts ({report['reference']}), which every arm's corpus was decontaminated "
            "against, and fine-tuned on the same task splits (test scores" + (f"; {metrics}" if metrics else "") + "). "
            "Intervals: 95%, Student's t over seeds; differences paired by seed. The controls (random-init twin, "

@@ -50,6 +50,11 @@ def seeds_to_resolve(diff_mean: float, diff_sd: float | None, n: int, level: flo
     return most + 1
 
 
+def seeds_phrase(k: int, most: int = 1000) -> str:
+    """seeds_to_resolve in words: its cap (`most` + 1) says "more than `most`"."""
+    return f"more than {most} seeds would resolve" if k > most else f"about {k} seeds would resolve"
+
+
 def paired(arm: dict[int, float], baseline: dict[int, float], level: float = LEVEL) -> dict[str, Any]:
     """The arm minus the baseline over the seeds both have: mean, interval, whether it includes zero, and the
     seeds that would resolve it. ValueError if they share no seed."""
@@ -71,8 +76,8 @@ def sentence(metric: str, arm: str, d: dict[str, Any], lower_is_better: bool) ->
         return f"{arm}: {metric} {d['mean']:+.4f} against the baseline from one seed; no interval, so no verdict."
     span = f"{d['mean']:+.4f} (95% interval {d['ci_low']:+.4f} to {d['ci_high']:+.4f}, {d['n']} seeds)"
     if d["includes_zero"]:
-        more = (f"; about {d['seeds_to_resolve']} seeds would resolve a difference this size at this spread"
-                if d.get("seeds_to_resolve") else "")
+        more = f"; {seeds_phrase(d['seeds_to_resolve'])} a difference this size at this spread" if d.get(
+            "seeds_to_resolve") else ""
         return f"{arm}: no difference in {metric} from the baseline that this budget can show: {span}{more}."
     better = (d["mean"] < 0) == lower_is_better
     return f"{arm}: {metric} {'better' if better else 'worse'} than the baseline by {span}."
