@@ -90,7 +90,8 @@ class AblationConfig:
     nproc: int = opt(1, "pretraining processes per model")
     share_cleaning: bool = opt(True, "arms that differ only in deduplication read one cleaning of the crawl, run "
                                      "once (flows/ablation_cleaning.py); off: every arm cleans the crawl itself")
-    parallel_arms: int = opt(1, "arms run at once, each its own subflow run (more only where cores allow)")
+    parallel_arms: int = opt(2, "arms run at once, each its own subflow run (2: on 2 cores one arm's start-ups and "
+                                "waits overlap another's work; more only where cores allow)")
     stage_timeout_minutes: float = opt(120.0, "a stage running longer fails (its arm is reported as failed)")
 
     def __post_init__(self) -> None:
