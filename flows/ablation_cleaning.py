@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from common.config import flatten_options
+from pipelines.corpus.config import APPLICABLE
 
 DEDUP_OPTIONS = frozenset({"exact_dedup", "near_dedup", "line_dedup", "jaccard_threshold", "num_perm",
                            "shingle_words", "shingle_chars", "char_shingle_languages", "cc_rounds", "num_shards"})
@@ -82,8 +83,6 @@ def cleaning_options(corpus: dict[str, Any], crawl: list[str]) -> dict[str, Any]
 def after_cleaning(corpus: dict[str, Any]) -> dict[str, Any]:
     """An arm's own options over the cleaning's data/: every step the cleaning ran marked applied (language id and
     PII run here), no second decontamination."""
-    from pipelines.corpus.config import APPLICABLE
-
     return {**corpus, "decontaminate": {**(corpus.get("decontaminate") or {}), "files": []},
             "applied_steps": [s for s in APPLICABLE if s != "pii"]}
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from flows.ablation_arm import corpus_counts
 from flows.ablation_stats import interval, paired, sentence
+from flows.presets import RUN_PRESETS
 from schemas.finetune import FinetuneMetrics
 from schemas.manifest import atomic_write_json, read_manifest
 from training.finetuning.metrics import lower_is_better
@@ -148,8 +149,6 @@ def table(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
 
 
 def _recipe(preset: str) -> str:
-    from flows.presets import RUN_PRESETS
-
     return f"preset {preset}" if preset in RUN_PRESETS else f"{preset} (every stage's options: report.json stage_options)"
 
 
