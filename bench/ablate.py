@@ -32,6 +32,7 @@ from typing import Any
 from bench.options import bench_parser, parse_bench
 from bench.transfer_tasks import TASKS
 from common.config import opt
+from flows.ablation_stats import paired, seeds_phrase
 
 ROOT = Path(__file__).resolve().parents[1]
 TITLE = "ablate: which data choice pays"
@@ -82,8 +83,6 @@ class Verdict:
 
 
 def _verdict(d: dict[str, Any] | None, expect_positive: bool) -> str:
-    from flows.ablation_stats import seeds_phrase
-
     if not d or d.get("ci_low") is None:
         return "no interval (one seed)"
     if d["ci_low"] <= 0 <= d["ci_high"]:
@@ -113,8 +112,6 @@ def _task_verdict(report: dict[str, Any], task: str, d: dict[str, Any] | None, e
 
 def judge(report: dict[str, Any]) -> list[Verdict]:
     """Each published direction against this run's paired differences (module docstring)."""
-    from flows.ablation_stats import paired
-
     arms, out = report["arms"], []
     nd, nq = arms.get("no-near-dedup", {}), arms.get("no-quality-rules", {})
     if "reference_loss" in nd:
