@@ -4,7 +4,7 @@ commands, a process worker, and (`ui-check`) screenshots of the UI taken with he
 
     make ui-check       # = python -m flows.ops ui-check --out docs/ui
 
-The slow test tests/integration/test_prefect_deploy.py drives the same helpers.
+The slow test tests/integration/test_dag_e2e.py drives the same helpers against the test session's server.
 """
 from __future__ import annotations
 

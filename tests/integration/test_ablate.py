@@ -14,6 +14,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 GOLD = ROOT / "samples" / "gold" / "newspaper4k"
 
+pytestmark = pytest.mark.usefixtures("prefect_api")  # each `lmforge ablate` talks to the session's server
+
 
 def ablate(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "lmforge.cli", "ablate", *args], cwd=ROOT, capture_output=True,

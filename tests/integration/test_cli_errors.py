@@ -15,6 +15,7 @@ import pytest
 from tests.fixtures import make_shards, make_tokenizer, vader_texts
 
 ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow  # new processes: `make test-fast` starts none
 
 
 def lmforge(*args: str, cwd: Path) -> tuple[int, list[str]]:
@@ -67,20 +68,19 @@ def out_dir(places: Path, command: str, case: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def answers(places) -> dict[tuple[str, str], tuple[int, list[str]]]:
-    """Every (command, case)'s exit code and output, three stage commands at a time: each is a process that
-    starts Python, torch and its stage and fails, mostly start-up, so two cores overlap them. The `run` cases
-    go one at a time: each starts Prefect's ephemeral server on the one database in PREFECT_HOME."""
+def answers(places, prefect_api) -> dict[tuple[str, str], tuple[int, list[str]]]:
+    """Every (command, case)'s exit code and output, three commands at a time: each is a process that starts
+    Python, torch and its stage and fails, mostly start-up, so two cores overlap them. The `run` cases talk to the
+    session's Prefect server (PREFECT_API_URL), not each an ephemeral one on one database."""
     from concurrent.futures import ThreadPoolExecutor
 
     def one(key: tuple[str, str]) -> tuple[int, list[str]]:
         command, case = key
         return lmforge(command, *cases(places, out_dir(places, command, case))[command][case], cwd=places)
 
-    stages = [(command, case) for command in COMMANDS if command != "run" for case in CASES]
+    keys = [(command, case) for command in COMMANDS for case in CASES]
     with ThreadPoolExecutor(3) as pool:
-        done = dict(zip(stages, pool.map(one, stages)))
-    return {**done, **{("run", case): one(("run", case)) for case in CASES}}
+        return dict(zip(keys, pool.map(one, keys)))
 
 
 @pytest.mark.parametrize("command", COMMANDS)

@@ -3,7 +3,7 @@
   rated document pairs, a regression, as a JSONL file with its own split column);
 - the tiny slice's WARC and a token-tagging task (WSJ part-of-speech tags as a JSONL file of tokens and tags);
 and a failing run, whose lines are counted. The English JSONL crawl with a labelled CSV of tweets (tests/integration/
-user_case.py) runs once, through the Prefect deployment (test_prefect_deploy), whose run these cases would repeat."""
+user_case.py) is the session's shared run (test_dag_e2e), which the deployment submits again."""
 from __future__ import annotations
 
 import json
@@ -44,7 +44,7 @@ def lmforge_run(*args: str, cwd: Path) -> subprocess.Popen:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> dict[str, dict]:
+def runs(tmp_path_factory, prefect_api) -> dict[str, dict]:
     """Every case's whole-DAG run, started together (the 2 cores overlap one run's start-ups and waits with
     another's work: about 0.6x the time of one after another); each case's inputs, output and run folder."""
     cases: dict[str, dict] = {}
@@ -104,7 +104,7 @@ def test_matrix_case_runs_to_the_card(runs, case):
 
 
 @pytest.mark.slow
-def test_a_failed_stage_is_reported_in_a_few_lines(tmp_path):
+def test_a_failed_stage_is_reported_in_a_few_lines(tmp_path, prefect_api):
     tweets_csv(tmp_path / "tweets.csv", n=200)
     r = lmforge_run("--name", "bad", "--runs-dir", str(tmp_path / "runs"), "--crawl", str(TINY / "tiny.warc.gz"),
                     "--labeled", str(tmp_path / "tweets.csv"), "--text-column", "tweet", "--label-column", "stars",

@@ -1,7 +1,8 @@
 """training.pretraining.pretrain under torchrun: 2 CPU processes, DeepSpeed ZeRO-2, the tiny preset, ~20 steps.
 
-Takes ~20 s once DeepSpeed's CPU comm op is compiled; the very first run on a machine adds
-~45 s compiling it into ~/.cache/torch_extensions.
+Each launch takes ~20 s once DeepSpeed's CPU comm op is compiled; the very first run on a machine adds
+~45 s compiling it (common/cache.py `torch_extensions_dir`). The ZeRO-2 checks and the crash-resume test read one
+shared run (the `zero2` fixture).
 """
 from __future__ import annotations
 
@@ -17,22 +18,35 @@ from training.pretraining.pretrain import PretrainConfig
 pytestmark = pytest.mark.slow
 
 
-def test_pretrain_two_processes_zero2(tmp_path):
+# The shared baseline: one ZeRO-2 run on 2 processes that the ZeRO-2 checks read and the crash-resume test resumes
+# a damaged copy of. 40 rows / global batch 8 = 5 steps per epoch: the resume point (step 4) is mid-epoch and the
+# run crosses two epoch boundaries after it; 12 steps = 2.4 epochs, mask variants 0, 1, 0.
+BASE = dict(model="tiny", steps=12, micro_batch_size=4, lr=3e-3, log_every=4, zero_stage=2, seed=0, save_every=4,
+            eval_batches=2)
+
+
+@pytest.fixture(scope="module")
+def zero2(tmp_path_factory):
+    """(tokenizer, shards, the uninterrupted run's output), shared by the tests that read or resume it."""
+    tmp = tmp_path_factory.mktemp("zero2")
+    tok = make_tokenizer(tmp / "tokenizer")
+    shards = make_shards(tmp / "shards", tok, seq_len=32, num_variants=2, train_rows=40, valid_rows=8)
+    out = launch_pretrain(PretrainConfig(shards=str(shards), tokenizer=str(tok), output=str(tmp / "full"), **BASE),
+                          nproc=2)
+    return tok, shards, out
+
+
+def test_pretrain_two_processes_zero2(zero2):
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-    tok = make_tokenizer(tmp_path / "tokenizer")
-    shards = make_shards(tmp_path / "shards", tok, seq_len=32, num_variants=2, train_rows=64, valid_rows=16)
-    # 64 rows / 2 ranks / micro batch 4 = 8 batches per epoch per rank; 24 steps = 3 epochs, variants 0, 1, 0.
-    cfg = PretrainConfig(shards=str(shards), tokenizer=str(tok), output=str(tmp_path / "pretrain"), model="tiny",
-                         steps=24, micro_batch_size=4, grad_accum=1, lr=3e-3, log_every=6, zero_stage=2, seed=0)
-    out = launch_pretrain(cfg, nproc=2)
-
+    tok, shards, out = zero2
+    steps = BASE["steps"]
     manifest = read_manifest(out)
     verify_outputs(out)
     assert manifest["stage"] == "pretrain"
-    assert manifest["counts"]["steps"] == 24
-    assert manifest["counts"]["sequences"] == 24 * 4 * 2
-    assert 0 < manifest["counts"]["tokens"] <= 24 * 4 * 2 * 32
+    assert manifest["counts"]["steps"] == steps
+    assert manifest["counts"]["sequences"] == steps * 4 * 2
+    assert 0 < manifest["counts"]["tokens"] <= steps * 4 * 2 * 32
     assert manifest["config"]["zero_stage"] == 2 and manifest["extra"]["world_size"] == 2
     assert [i["path"] for i in manifest["inputs"]] == [str(shards), str(tok)]
     assert manifest["inputs"][0]["manifest_sha256"]
@@ -40,8 +54,8 @@ def test_pretrain_two_processes_zero2(tmp_path):
         o["path"] for o in manifest["outputs"]}
 
     ckpt = out / "checkpoints"
-    assert (ckpt / "latest").read_text().strip() == "global_step24"
-    assert sorted(p.name for p in (ckpt / "global_step24").glob("zero_pp_rank_*_optim_states.pt")) == [
+    assert (ckpt / "latest").read_text().strip() == f"global_step{steps}"
+    assert sorted(p.name for p in (ckpt / f"global_step{steps}").glob("zero_pp_rank_*_optim_states.pt")) == [
         "zero_pp_rank_0_mp_rank_00_optim_states.pt", "zero_pp_rank_1_mp_rank_00_optim_states.pt"]
 
     model = AutoModelForMaskedLM.from_pretrained(out / "hf")
@@ -50,13 +64,13 @@ def test_pretrain_two_processes_zero2(tmp_path):
     assert tokenizer.mask_token == "[MASK]" and tokenizer.pad_token_id == model.config.pad_token_id
 
     metrics = json.loads((out / "metrics.json").read_text())
-    assert [p["step"] for p in metrics["loss_curve"]] == list(range(1, 25))
+    assert [p["step"] for p in metrics["loss_curve"]] == list(range(1, steps + 1))
     assert metrics["world_size"] == 2 and metrics["attn_implementation"] == "sdpa" and metrics["attention"] == "row" and metrics["precision"] == "fp32"
     assert metrics["last_loss"] < metrics["first_loss"] - 0.5, (metrics["first_loss"], metrics["last_loss"])
     assert (out / "tensorboard").is_dir()
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     train = [r for r in records if r["kind"] == "train"]
-    assert [r["step"] for r in train] == [6, 12, 18, 24] and [r["kind"] for r in records].count("valid") == 1
+    assert [r["step"] for r in train] == [4, 8, 12] and [r["kind"] for r in records].count("valid") == 1
     for r in train:
         assert {"loss", "mlm_accuracy", "tokens_per_s", "samples_per_s", "lr", "grad_norm", "peak_rss_mb",
                 "elapsed_s"} <= r.keys(), r
@@ -70,10 +84,9 @@ def test_pretrain_two_processes_zero2(tmp_path):
         ea.Tags()["scalars"])
 
 
-
-def test_resume_after_a_crash_matches_the_uninterrupted_run(tmp_path):
-    """Run 12 steps saving every 4. Then leave a copy of its output as a crash after step 12's save would
-    have, with damaged checkpoints: global_step12 (what `latest` names) truncated and global_step8 with one
+def test_resume_after_a_crash_matches_the_uninterrupted_run(zero2, tmp_path):
+    """The shared run saved every 4 steps. A copy of its output as a crash after step 12's save would
+    have left it, with damaged checkpoints: global_step12 (what `latest` names) truncated and global_step8 with one
     bit flipped. --resume must pass over both, naming them, continue from global_step4 and end with weights,
     loss curve and loader state equal to the uninterrupted run's (torch AdamW, per-rank dropout RNG restored)."""
     import shutil
@@ -81,13 +94,7 @@ def test_resume_after_a_crash_matches_the_uninterrupted_run(tmp_path):
     import torch
     from safetensors.torch import load_file
 
-    tok = make_tokenizer(tmp_path / "tokenizer")
-    shards = make_shards(tmp_path / "shards", tok, seq_len=32, num_variants=2, train_rows=40, valid_rows=8)
-    # 40 rows / global batch 8 = 5 steps per epoch: the resume point (step 4) is mid-epoch
-    # and the run crosses two epoch boundaries after it.
-    base = dict(shards=str(shards), tokenizer=str(tok), model="tiny", steps=12, micro_batch_size=4, lr=3e-3,
-                log_every=4, zero_stage=2, seed=0, save_every=4, eval_batches=2, tensorboard=False)
-    full = launch_pretrain(PretrainConfig(output=str(tmp_path / "full"), **base), nproc=2)
+    tok, shards, full = zero2
     assert sorted(p.name for p in (full / "checkpoints").glob("global_step*")) == [
         "global_step12", "global_step4", "global_step8"]
     assert all((full / "checkpoints" / t / "lmforge-sha256.json").exists() for t in ("global_step4", "global_step12"))
@@ -100,7 +107,8 @@ def test_resume_after_a_crash_matches_the_uninterrupted_run(tmp_path):
     data = bytearray(flipped.read_bytes())
     data[len(data) // 2] ^= 0x01
     flipped.write_bytes(bytes(data))
-    resumed = launch_pretrain(PretrainConfig(output=str(crashed), resume=True, **base), nproc=2)
+    resumed = launch_pretrain(PretrainConfig(shards=str(shards), tokenizer=str(tok), output=str(crashed), resume=True,
+                                             **BASE), nproc=2)
     log = (crashed / "launch.log").read_text()
     assert "skipping checkpoint global_step12" in log and "zero_pp_rank_1_mp_rank_00_optim_states.pt does not match" in log
     assert "skipping checkpoint global_step8" in log and "resumed from" in log and "at step 4" in log

@@ -14,7 +14,7 @@ PLANTED = "planted-session-token-5Hn1"
 
 
 @pytest.mark.slow
-def test_three_refreshes(tmp_path, monkeypatch, capfd):
+def test_three_refreshes(tmp_path, monkeypatch, capfd, prefect_api):
     import pyarrow.parquet as pq
 
     from flows.refresh import lmforge_refresh

@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.fixtures import files_holding
 
 ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow  # new processes: `make test-fast` starts none
 KEY_ID, SECRET, TOKEN = "AKIAPLANTED00000001", "planted/secret+access-key42", "planted-session-token-8Tq"
 
 

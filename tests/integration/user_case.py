@@ -1,7 +1,8 @@
 """A user's own data, as `lmforge run` or the Prefect deployment takes it: an English-only JSONL crawl (the tiny
 slice's English pages as id/url/text) and a labelled CSV of tweets with its own column names and no split column
 (VADER's tweets), some of whose test and train items were planted into the crawl; and what its run must show.
-The deployment test (test_prefect_deploy) runs it through a worker and checks it with `check_user_run`."""
+tests/integration/test_dag_e2e.py runs it once for the session's whole-DAG checks, the deployment's and the
+credential scan's, and checks it with `check_user_run`."""
 from __future__ import annotations
 
 import json

@@ -1,7 +1,7 @@
 """lmforge doctor (training/doctor/node.py): the peak table and MFU arithmetic, nccl-tests' bus bandwidth, the resume
 checks and the plan text, all pure; the CPU report of this GPU-less machine; and the GPU pretraining check's
 composition (which runs, on how many processes, compared how) with the launcher replaced by a recorder, since
-no GPU runs here. The 2-process CPU pretraining smoke is `slow`."""
+no GPU runs here. The 2-process CPU pretraining smoke is in tests/integration/test_torchrun_stages.py."""
 from __future__ import annotations
 
 import json
@@ -205,16 +205,3 @@ def test_gpu_pretrain_check_on_one_gpu_says_another_count_needs_two(tmp_path, mo
     assert got["status"] == "failed" and got["runs"] == [
         {"name": "20 steps on 1", "status": "failed", "world": 1, "problems": ["boom"]}]
     assert doctor.nccl_check(1, 256, tmp_path)["status"] == "skipped"
-
-
-@pytest.mark.slow
-@no_cuda
-def test_cpu_run_pretrains_two_processes(tmp_path):
-    """--cpu-run: shards from the bundled sample through the real stages, 5 steps on 2 CPU processes."""
-    report = doctor.run_doctor(tmp_path, cpu_run=True)
-    check = report["checks"]["pretrain_cpu"]
-    assert report["verdict"] == "ok" and check["status"] == "ok", check
-    (run,) = check["runs"]
-    assert run["world"] == 2 and run["steps"] == 5 and run["tokens_per_s"] > 0
-    assert math.isfinite(run["last_loss"]) and run["mfu"]["mfu"] is None
-    assert (tmp_path / "work" / "data" / "shards-64" / "manifest.json").exists()

@@ -11,6 +11,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 
 
+pytestmark = pytest.mark.usefixtures("prefect_api")  # the flows run in this process talk to the session's server
+
+
 @pytest.fixture
 def root(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)

@@ -10,6 +10,9 @@ import pytest
 SLEEP = [sys.executable, "-c", "import time; time.sleep(60)"]
 
 
+pytestmark = pytest.mark.usefixtures("prefect_api")  # its flow talks to the session's server
+
+
 def test_a_stage_past_its_limit_is_stopped_and_named(tmp_path):
     from flows.stages import run_logged
 
