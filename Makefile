@@ -38,7 +38,7 @@ demo: setup
 # Two workers, each module's tests on one (their shared fixtures paid once), the slowest modules first
 # (tests/session.py, from tests/durations.json); the end prints the total, the slowest tests and the time per
 # file, and .pytest_cache/lmforge-durations.json keeps them (docs/TESTING.md: how to refresh the schedule).
-XDIST := -n 2 --dist loadgroup --no-loadscope-reorder
+XDIST := -n 2 --dist loadscope --no-loadscope-reorder
 
 test: setup scan-setup
 	$(BIN)/python -m pytest -q $(XDIST) --durations=25 --durations-json .pytest_cache/lmforge-durations.json

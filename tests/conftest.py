@@ -5,9 +5,9 @@
 - `prefect_api`: one `prefect server` per test process, started by the first test that asks for it, exported as
   PREFECT_API_URL to the flows run in this process and to every subprocess (`lmforge run`, `lmforge ablate`), which
   would otherwise each start Prefect's ephemeral server (tests/session.py).
-- Scheduling under `pytest -n 2 --dist loadgroup` (make test): the tests of a module stay on one worker (their
-  module-scoped fixtures are paid once), modules are handed out slowest first from tests/durations.json, and the
-  tests that time themselves or hold a port share one serial group.
+- Scheduling under `pytest -n 2` (make test): the tests of a module stay on one worker (their module-scoped
+  fixtures are paid once), modules are handed out slowest first from tests/durations.json, and the tests that time
+  themselves or hold a port share one serial group.
 - The end of every run prints its total and the time per test file; `--durations-json PATH` writes them.
 
 Prefect's temporary server logs "Stopping temporary server" at interpreter exit, after pytest
@@ -32,7 +32,11 @@ def pytest_addoption(parser):
                      help="write each test's and each file's seconds (setup + call + teardown) to PATH as JSON")
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the xdist_group marks into the node ids
+def pytest_configure(config):
+    if config.pluginmanager.hasplugin("xdist"):  # its hook exists only where pytest-xdist is installed
+        config.pluginmanager.register(session.Scheduling(), "lmforge-scheduling")
+
+
 def pytest_collection_modifyitems(config, items):
     session.schedule(items)
 
@@ -60,3 +64,4 @@ def checkout_root(tmp_path, monkeypatch):
     monkeypatch.chdir(checkout)
     monkeypatch.setenv("LMFORGE_DATA_ROOT", f"{checkout}:{tmp_path}")
     return tmp_path
+

@@ -1,10 +1,12 @@
 """What a test session pays for once, and how its tests are handed to the workers (tests/conftest.py wires these).
 
-Scheduling (`make test` runs `pytest -n 2 --dist loadgroup --no-loadscope-reorder`): every test carries an
-xdist_group, its file's unless it names another, so a module's tests and its module-scoped fixtures stay on one
-worker. Groups are handed out longest first (the longest-processing-time rule: on 2 workers it ends within 4/3 of
-the best possible split), from the seconds in tests/durations.json, which a full run writes with
-`--durations-json` (docs/TESTING.md says how to refresh it). A file it does not list yet counts 1 s a test.
+Scheduling (`make test` runs `pytest -n 2 --dist loadscope --no-loadscope-reorder`): each test belongs to a group,
+its file unless the file is in SERIAL_FILES, and a group runs whole on one worker, so a module's tests and its
+module-scoped fixtures stay together (`Scheduling`: xdist's own `--dist loadgroup` sets its groups by rewriting
+`item._nodeid`, which pytest 9 no longer reads, so the groups are taken from the node ids here). Groups are handed
+out longest first (the longest-processing-time rule: on 2 workers it ends within 4/3 of the best possible split),
+from the seconds in tests/durations.json, which a full run writes with `--durations-json` (docs/TESTING.md says how
+to refresh it). A file it does not list yet counts 1 s a test.
 """
 from __future__ import annotations
 
@@ -75,27 +77,38 @@ def file_of(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
-def group_of(item: pytest.Item) -> str:
-    named = [m.args[0] if m.args else m.kwargs.get("name", "default") for m in item.iter_markers("xdist_group")]
-    if named:
-        return "_".join(sorted(map(str, named)))
-    f = file_of(item.nodeid)
+def group_of(nodeid: str) -> str:
+    f = file_of(nodeid)
     return SERIAL if f in SERIAL_FILES else f
 
 
 def schedule(items: list[pytest.Item]) -> None:
-    """Mark each item with its group and order the groups longest first (stable inside a group)."""
+    """Order the groups longest first, the tests of a group in their collection order."""
     known = json.loads(DURATIONS.read_text())["tests"] if DURATIONS.exists() else {}
     total: dict[str, float] = defaultdict(float)
     first: dict[str, int] = {}
     for i, item in enumerate(items):
-        group = group_of(item)
-        if not list(item.iter_markers("xdist_group")):
-            item.add_marker(pytest.mark.xdist_group(group))
+        group = group_of(item.nodeid)
         total[group] += known.get(item.nodeid, UNKNOWN_TEST_SECONDS)
         first.setdefault(group, i)
-    order = {id(item): (-total[group_of(item)], first[group_of(item)], i) for i, item in enumerate(items)}
+    order = {id(item): (-total[group_of(item.nodeid)], first[group_of(item.nodeid)], i) for i, item in enumerate(items)}
     items.sort(key=lambda item: order[id(item)])
+
+
+class Scheduling:
+    """A pytest plugin (registered where pytest-xdist is): xdist's scope scheduler with this module's groups as its
+    scopes. With --no-loadscope-reorder it hands the scopes out in collection order, which `schedule` made longest
+    first."""
+
+    @pytest.hookimpl
+    def pytest_xdist_make_scheduler(self, config, log):
+        from xdist.scheduler import LoadScopeScheduling
+
+        class GroupScheduling(LoadScopeScheduling):
+            def _split_scope(self, nodeid: str) -> str:
+                return group_of(nodeid)
+
+        return GroupScheduling(config, log)
 
 
 class Times:

@@ -1,7 +1,10 @@
 """`lmforge ablate` end to end at the tiny preset: two arms over the tiny crawl plus a page that copies a reference
 text and a third arm whose corpus ends empty, two seeds, one downstream task, the demo's reference set
 (newspaper4k's gold texts); the two arms that differ only in dedup share one cleaning, whose documents are checked
-against one corpus stage over the crawl; then the same command again."""
+against one corpus stage over the crawl; then the same command again. The command runs in this process
+(`lmforge.cli.main`, as the console script calls it: its flow on the session's Prefect server, its stages as the
+subprocesses they always are), on a token budget of 10 pretraining steps; the bad-arms answers are real processes.
+"""
 from __future__ import annotations
 
 import json
@@ -13,6 +16,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLD = ROOT / "samples" / "gold" / "newspaper4k"
+TOKEN_BUDGET = 10 * 8 * 64
+"""10 pretraining steps of the tiny preset's global batch (8 rows of 64 positions on 1 process): the checks are of
+equal budgets and shared inputs, not of what the models learn."""
 
 pytestmark = pytest.mark.usefixtures("prefect_api")  # each `lmforge ablate` talks to the session's server
 
@@ -20,6 +26,16 @@ pytestmark = pytest.mark.usefixtures("prefect_api")  # each `lmforge ablate` tal
 def ablate(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "lmforge.cli", "ablate", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=1200)
+
+
+def ablate_here(capsys, *args: str) -> subprocess.CompletedProcess:
+    """`lmforge ablate ARGS` in this process (no interpreter, torch and Prefect start-up): its exit code and output."""
+    from lmforge.cli import main
+
+    capsys.readouterr()
+    code = main(["ablate", *args])
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(["lmforge", "ablate", *args], code, out, err)
 
 
 def kept_docs(corpus: Path) -> dict[str, tuple]:
@@ -30,7 +46,8 @@ def kept_docs(corpus: Path) -> dict[str, tuple]:
 
 
 @pytest.mark.slow
-def test_arms_compare_on_equal_tokens_one_tokenizer_a_decontaminated_reference_and_shared_task_splits(tmp_path):
+def test_arms_compare_on_equal_tokens_one_tokenizer_a_decontaminated_reference_and_shared_task_splits(tmp_path, capsys,
+                                                                                                     monkeypatch):
     from schemas.manifest import read_manifest
 
     # a crawled page that quotes a reference article: every arm must drop it
@@ -42,10 +59,11 @@ def test_arms_compare_on_equal_tokens_one_tokenizer_a_decontaminated_reference_a
     cfg = {"crawl": [str(ROOT / "tests/data/tiny/tiny.warc.gz"), str(tmp_path / "quoting.jsonl")],
            "reference": str(ROOT / "samples/reference/news-en.jsonl"),
            "arms": ["baseline", "no-near-dedup", {"name": "empty", "crawl": [str(tmp_path / "short.jsonl")]}],
-           "seeds": [1, 2], "tasks": ["vader"], "parallel_arms": 2, "name": "abl", "runs_dir": str(tmp_path / "runs"),
-           "preset": "tiny"}
+           "seeds": [1, 2], "tasks": ["vader"], "parallel_arms": 3, "name": "abl", "runs_dir": str(tmp_path / "runs"),
+           "preset": "tiny", "token_budget": TOKEN_BUDGET}
     (tmp_path / "ablation.json").write_text(json.dumps(cfg))
-    r = ablate("--config", str(tmp_path / "ablation.json"))
+    monkeypatch.chdir(ROOT)
+    r = ablate_here(capsys, "--config", str(tmp_path / "ablation.json"))
     assert r.returncode == 1 and "lmforge ablate: arm empty failed (arm empty: its corpus kept no document of 1" in r.stderr, (
         r.stdout + r.stderr)[-4000:]
     root = tmp_path / "runs" / "abl"
@@ -108,7 +126,7 @@ def test_arms_compare_on_equal_tokens_one_tokenizer_a_decontaminated_reference_a
     # the same command again: every stage is skipped, nothing is rewritten
     stages = sorted(root.rglob("manifest.json"))
     before = {p: p.stat().st_mtime_ns for p in stages}
-    r = ablate("--config", str(tmp_path / "ablation.json"))
+    r = ablate_here(capsys, "--config", str(tmp_path / "ablation.json"))
     assert r.returncode == 1 and "arm empty failed" in r.stderr, (r.stdout + r.stderr)[-4000:]
     assert {p: p.stat().st_mtime_ns for p in stages} == before
 

@@ -104,8 +104,12 @@ def test_card_bad_inputs_name_what_is_missing(models, tmp_path):
         (["--model", str(dirs["masked_lm"])], "cost needs real inputs"),
         (["--model", str(dirs["classifier"]), "--texts", str(empty)], "no text lines"),
     ]
-    for args, message in cases:
-        r = _evaluate(*args, "--output", str(tmp_path / "out"), *SMALL)
+    from concurrent.futures import ThreadPoolExecutor
+
+    # each a process that is mostly start-up before it fails: three at a time overlap on two cores
+    with ThreadPoolExecutor(3) as pool:
+        answers = list(pool.map(lambda c: _evaluate(*c[0], "--output", str(tmp_path / "out"), *SMALL), cases))
+    for (args, message), r in zip(cases, answers, strict=True):
         assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, (args, r.stderr[-2000:])
 
 
@@ -121,18 +125,19 @@ def test_int8_compression_is_scored_beside_its_source_and_refused_for_training(m
     task = tmp_path / "finetune.json"
     # the fine-tune's headline metric is what the card reports as the task score (here macro-F1, not accuracy)
     task.write_text(json.dumps({"data": [str(data)], "task": "classification", "select_metric": "macro_f1"}))
-    r = subprocess.run([sys.executable, "-m", "lmforge.cli", "compress", "--model", str(dirs["classifier"]),
-                        "--output", str(tmp_path / "int8")], cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-2000:]
+    # the two compressions of one model, at once (each a process, mostly start-up)
+    compressions = [subprocess.Popen([sys.executable, "-m", "lmforge.cli", "compress", "--model", str(dirs["classifier"]),
+                                      *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                    for args in (["--output", str(tmp_path / "int8")],
+                                 ["--output", str(tmp_path / "pruned"), "--method", "prune", "--shares", "0.25",
+                                  "--task-config", str(task)])]
+    for proc in compressions:
+        err = proc.communicate(timeout=600)[1]
+        assert proc.returncode == 0, err[-2000:]
     q = json.loads((tmp_path / "int8" / "quantization.json").read_text())
     assert q["quantized_modules"] > 0 and q["kind"] == "classifier"
     assert q["scheme"] == "per_channel" and q["quantized_embeddings"] == 3  # word, position and token-type tables
     assert not list((tmp_path / "int8").glob("*.safetensors"))
-
-    r = subprocess.run([sys.executable, "-m", "lmforge.cli", "compress", "--model", str(dirs["classifier"]),
-                        "--output", str(tmp_path / "pruned"), "--method", "prune", "--shares", "0.25",
-                        "--task-config", str(task)], cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-2000:]
     spec = json.loads((tmp_path / "pruned" / "share-0.25" / "pruning.json").read_text())
     assert spec["heads_removed"] == 1 and spec["heads_total"] == 4  # 2 layers x 2 heads, one layer keeps both
 
@@ -159,9 +164,13 @@ def test_int8_compression_is_scored_beside_its_source_and_refused_for_training(m
     assert int8["cost"]["parameters"]["total"] == fp32["cost"]["parameters"]["total"]
     assert int8["cost"]["disk_bytes"] < fp32["cost"]["disk_bytes"]
 
-    # an int8 model is for inference: training from it is refused with what to do instead
-    for args in (["finetune", "--model", str(tmp_path / "int8"), "--config", str(task), "--output", str(tmp_path / "ft")],
-                 ["distill", "--teacher", str(tmp_path / "int8"), "--shards", str(shards), "--output", str(tmp_path / "d")]):
-        r = subprocess.run([sys.executable, "-m", "lmforge.cli", *args], cwd=ROOT, capture_output=True, text=True,
-                           timeout=600)
-        assert r.returncode == 2 and "int8 dynamic-quantized model, for inference only" in r.stderr, r.stderr[-2000:]
+    # an int8 model is for inference: training from it is refused with what to do instead (both asked at once)
+    refused = [subprocess.Popen([sys.executable, "-m", "lmforge.cli", *args], cwd=ROOT, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+               for args in (["finetune", "--model", str(tmp_path / "int8"), "--config", str(task), "--output",
+                             str(tmp_path / "ft")],
+                            ["distill", "--teacher", str(tmp_path / "int8"), "--shards", str(shards), "--output",
+                             str(tmp_path / "d")])]
+    for proc in refused:
+        err = proc.communicate(timeout=600)[1]
+        assert proc.returncode == 2 and "int8 dynamic-quantized model, for inference only" in err, err[-2000:]
