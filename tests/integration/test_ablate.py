@@ -131,6 +131,7 @@ def test_arms_compare_on_equal_tokens_one_tokenizer_a_decontaminated_reference_a
     assert {p: p.stat().st_mtime_ns for p in stages} == before
 
 
+@pytest.mark.slow  # two `lmforge ablate` processes
 def test_bad_arms_fail_before_anything_runs_in_one_line(tmp_path):
     (tmp_path / "ref.jsonl").write_text(json.dumps({"id": "r", "text": "a reference text"}) + "\n")
     base = {"crawl": [str(ROOT / "tests/data/tiny/tiny.warc.gz")], "reference": str(tmp_path / "ref.jsonl"),

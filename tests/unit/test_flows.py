@@ -407,6 +407,7 @@ time.sleep(120)
 '''
 
 
+@pytest.mark.slow  # a flow in a process of its own, and its stage
 def test_a_cancelled_flow_run_stops_its_stage_which_cancels_its_job(tmp_path):
     """Prefect cancels a flow run by SIGTERM to its process, which its engine raises as TerminationSignal in
     the flow; the stage launcher then sends SIGTERM to the running stage and waits for it, so a stage that
