@@ -41,7 +41,7 @@ demo: setup
 XDIST := -n 2 --dist loadscope --no-loadscope-reorder
 
 test: setup scan-setup
-	$(BIN)/python -m pytest -q $(XDIST) --durations=25 --durations-json .pytest_cache/lmforge-durations.json
+	$(BIN)/python -m pytest -q $(XDIST) --durations=25 --durations-json=.pytest_cache/lmforge-durations.json
 
 # no multi-process or whole-run test: under 5 minutes
 test-fast: setup scan-setup
