@@ -39,6 +39,8 @@ demo: setup
 # (tests/session.py, from tests/durations.json); the end prints the total, the slowest tests and the time per
 # file, and .pytest_cache/lmforge-durations.json keeps them (docs/TESTING.md: how to refresh the schedule).
 XDIST := -n 2 --dist loadscope --no-loadscope-reorder
+# --durations-json=PATH in one word: as two, pytest takes PATH for the tests' path before it knows the option, and
+# once the file exists it looks there for the conftest that adds the option
 
 test: setup scan-setup
 	$(BIN)/python -m pytest -q $(XDIST) --durations=25 --durations-json=.pytest_cache/lmforge-durations.json
