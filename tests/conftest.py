@@ -14,6 +14,7 @@ Prefect's temporary server logs "Stopping temporary server" at interpreter exit,
 has closed its captured streams, which prints a logging traceback; warnings and errors still show.
 """
 import os
+from pathlib import Path
 
 import pytest
 
@@ -23,8 +24,6 @@ session.isolate_prefect_home()
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW", "ignore")  # tasks called outside a flow in unit tests
-
-from pathlib import Path  # noqa: E402
 
 
 def pytest_addoption(parser):
@@ -64,4 +63,3 @@ def checkout_root(tmp_path, monkeypatch):
     monkeypatch.chdir(checkout)
     monkeypatch.setenv("LMFORGE_DATA_ROOT", f"{checkout}:{tmp_path}")
     return tmp_path
-

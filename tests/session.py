@@ -87,11 +87,11 @@ def schedule(items: list[pytest.Item]) -> None:
     known = json.loads(DURATIONS.read_text())["tests"] if DURATIONS.exists() else {}
     total: dict[str, float] = defaultdict(float)
     first: dict[str, int] = {}
-    for i, item in enumerate(items):
-        group = group_of(item.nodeid)
+    groups = [group_of(item.nodeid) for item in items]
+    for i, (item, group) in enumerate(zip(items, groups, strict=True)):
         total[group] += known.get(item.nodeid, UNKNOWN_TEST_SECONDS)
         first.setdefault(group, i)
-    order = {id(item): (-total[group_of(item.nodeid)], first[group_of(item.nodeid)], i) for i, item in enumerate(items)}
+    order = {id(item): (-total[g], first[g], i) for i, (item, g) in enumerate(zip(items, groups, strict=True))}
     items.sort(key=lambda item: order[id(item)])
 
 
@@ -119,7 +119,7 @@ class Times:
         self.tests: dict[str, float] = defaultdict(float)
 
     def add(self, report: pytest.TestReport) -> None:
-        self.tests[report.nodeid.split("@", 1)[0]] += report.duration
+        self.tests[report.nodeid] += report.duration
 
     def summary(self, reporter, path: str | None) -> None:
         if hasattr(reporter.config, "workerinput") or not self.tests:

@@ -20,6 +20,8 @@ import http.server
 import json
 import os
 import re
+import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -28,6 +30,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests.fixtures import files_holding
 from tests.integration.user_case import SMALL, check_user_run, user_case
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -191,9 +194,6 @@ def test_the_documented_deployment_runs_the_same_parameters_and_a_failed_refresh
     server = http.server.HTTPServer(("127.0.0.1", 0), Hook)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     hook = f"http://127.0.0.1:{server.server_address[1]}/hook"
-    import subprocess
-    import sys
-
     r = subprocess.run([sys.executable, "-m", "lmforge.cli", "alerts", "--webhook", hook, "--allow-private-urls"],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
@@ -254,7 +254,5 @@ def test_a_changed_option_reruns_what_reads_it_and_no_credential_is_written(shar
     # the console of any of them
     out, err = capfd.readouterr()
     texts = {"stdout": out, "stderr": err, **{f"first run {k}": v for k, v in zip(("stdout", "stderr"), shared.console[0])}}
-    from tests.fixtures import files_holding
-
     for secret in (PLANTED_ENV, PLANTED_BLOCK):
         assert not files_holding(secret, shared.work, texts=texts), secret
