@@ -2,6 +2,7 @@
 tasks, next to the controls a user could get without them.
 
     lmforge bench transfer [--budget-minutes 60] [--resume] [--tasks vader reuters wsj_pos] [--seeds 1 2 3]
+    lmforge bench transfer --gpu [--prepare]       # one GPU, one device call of ~9 minutes (bench.transfer_gpu)
 
 One run, on this machine:
 1. the corpus: Debian documentation in English and Russian and other real text from Debian and
@@ -285,6 +286,8 @@ def parse(argv: list[str] | None) -> tuple[TransferBenchConfig, argparse.Namespa
     ap.add_argument("--experiments", nargs="*", default=[], metavar="WORK",
                     help="earlier runs (their --work) to list in the report as recipe measurements, e.g. short "
                          "budgets with other settings")
+    ap.add_argument("--gpu", action="store_true", help="the one-GPU variant in one device call of ~9 minutes, with "
+                    "its own options: `lmforge bench transfer --gpu --help` (bench/transfer_gpu.py)")
     ap.add_argument("--resume", action="store_true", help="keep every finished step of an earlier run")
     ap.add_argument("--fresh", action="store_true", help="delete --work (not --data) first")
     ap.add_argument("--out", default="docs/BENCHMARKS.md", help="report to update (default: %(default)s)")
@@ -304,11 +307,18 @@ def write_report(res: dict[str, Any], out: Path, measured: str | None = None) ->
 
 
 def main(argv: list[str] | None = None) -> int:
+    import sys
+
     from bench.transfer_compress import compress_steps
     from bench.transfer_compress import measure as measure_compression
     from bench.transfer_report import render
 
-    cfg, a = parse(argv)
+    args = sys.argv[1:] if argv is None else list(argv)
+    if "--gpu" in args:  # the one-device-call variant (bench.transfer_gpu)
+        from bench.transfer_gpu import main as gpu_main
+
+        return gpu_main([x for x in args if x != "--gpu"])
+    cfg, a = parse(args)
     out = Path(a.out)
     if a.render:
         res = json.loads(Path(a.render).read_text())

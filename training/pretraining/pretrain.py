@@ -88,7 +88,8 @@ def run(cfg: PretrainConfig) -> Path:
             tuned, why = s.notes["kernel_tuning"]
             log.info("plan: kernel tuning %s: %s", "coordinate-descent" if tuned else "heuristic", why)
     result = fit(s, t0)
-    last_valid = validate(s, result["step"], result["telemetry"], t0) if cfg.eval_batches else result["last_valid"]
+    last_valid = (validate(s, result["step"], result["telemetry"], t0, result["t_fit"]) if cfg.eval_batches
+                  else result["last_valid"])
     finish(s, result, last_valid, global_batch, t0)
     return s.out
 
@@ -152,7 +153,7 @@ def fit(s: Setup, t0: float) -> dict[str, Any]:
                 log_window(s, stats, telemetry, watch, step, total, epoch, lr, t0, t_log)
                 t_log = time.time()
             if cfg.eval_every and cfg.eval_batches and step % cfg.eval_every == 0 and step < total:
-                last_valid = validate(s, step, telemetry, t0)
+                last_valid = validate(s, step, telemetry, t0, t_fit)
             if step >= total:
                 break
             if cfg.save_every and step % cfg.save_every == 0:
@@ -161,7 +162,7 @@ def fit(s: Setup, t0: float) -> dict[str, Any]:
             epoch, start = epoch + 1, 0
     return {"step": step, "epoch": epoch, "micro": micro, "stats": stats, "telemetry": telemetry, "watch": watch,
             "profile": profiler.summary,
-            "fit_seconds": time.time() - t_fit, "resumed_at": resumed_at, "last_valid": last_valid}
+            "fit_seconds": time.time() - t_fit, "t_fit": t_fit, "resumed_at": resumed_at, "last_valid": last_valid}
 
 
 def log_window(s: Setup, stats: StepStats, telemetry: Telemetry, watch: CompileWatch | None, step: int, total: int,
@@ -260,13 +261,17 @@ def save_state(s: Setup, step: int, stats: StepStats) -> None:
     checkpoint.save(s.engine, s.ckpt_dir, step, state, s.rank)
 
 
-def validate(s: Setup, step: int, telemetry: Telemetry, t0: float) -> dict[str, float | None]:
-    """The held-out loss at `step`, logged and written to the metrics; {loss: None} without a valid split."""
+def validate(s: Setup, step: int, telemetry: Telemetry, t0: float, t_fit: float) -> dict[str, float | None]:
+    """The held-out loss at `step`, logged and written to the metrics; {loss: None} without a valid split.
+    The record's `fit_s` is the training loop's clock (from its start, this evaluation included) and `eval_s`
+    this evaluation's own seconds: time to a held-out loss is fit_s less every eval_s so far (bench transfer --gpu)."""
+    t = time.time()
     result = evaluate(s.engine, s.shards, s.rank, s.world, s.cfg)
     if result["loss"] is not None:
         log.info("step %d: valid loss %.4f (perplexity %.1f) | acc %.3f", step, result["loss"],
                  torch.tensor(result["loss"]).exp().item(), result["mlm_accuracy"])
-        telemetry.write("valid", step, **result, elapsed_s=time.time() - t0)
+        now = time.time()
+        telemetry.write("valid", step, **result, elapsed_s=now - t0, fit_s=now - t_fit, eval_s=now - t)
     return result
 
 
