@@ -286,7 +286,8 @@ def hf_peer(spec: dict[str, Any]) -> dict[str, Any]:
             self.t0 = time.perf_counter()
 
         def on_step_end(self, args, state, control, model=None, **kw):
-            if state.global_step % spec["eval_every"] and state.global_step < spec["max_steps"]:
+            late = time.time() > spec["deadline"]  # the run's end: validate here and stop, whatever the clock says
+            if state.global_step % spec["eval_every"] and state.global_step < spec["max_steps"] and not late:
                 return
             if cuda:
                 torch.cuda.synchronize()
@@ -294,7 +295,7 @@ def hf_peer(spec: dict[str, Any]) -> dict[str, Any]:
             train_s = t - self.t0 - self.paused
             self.curve.append({"step": state.global_step, "loss": held_out(model), "train_s": train_s})
             self.paused += time.perf_counter() - t
-            if train_s >= spec["seconds"]:
+            if train_s >= spec["seconds"] or late:
                 control.should_training_stop = True
 
     steps, rates = zip(*spec["lr_by_step"])
@@ -318,7 +319,7 @@ def hf_peer(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def time_to_quality(cfg: TransferGpuConfig, data: Path, shard_dir: Path, pre: dict[str, Any], work: Path,
-                    seconds: float) -> dict[str, Any]:
+                    seconds: float, deadline: float) -> dict[str, Any]:
     from bench.steps import run_command
 
     out = work / "hf" / "result.json"
@@ -326,7 +327,7 @@ def time_to_quality(cfg: TransferGpuConfig, data: Path, shard_dir: Path, pre: di
     spec = {"shards": str(shard_dir), "tokenizer": str(data / "tokenizer"), "model": cfg.model,
             "micro_batch_size": pre["micro_batch_size"], "lr": cfg.lr, "max_steps": pre["steps"],
             "lr_by_step": pre["lr_by_step"], "eval_every": cfg.eval_every, "eval_batches": pre["eval_batches"],
-            "seed": pre["seed"], "seconds": seconds, "out": str(out)}
+            "seed": pre["seed"], "seconds": seconds, "deadline": deadline, "out": str(out)}
     (out.parent / "spec.json").write_text(json.dumps(spec, indent=1))
     t = time.time()
     run_command("hf_trainer", [sys.executable, "-m", "bench.transfer_gpu", "--hf-peer", str(out.parent / "spec.json")],
@@ -412,7 +413,7 @@ def run(cfg: TransferGpuConfig, device: str) -> dict[str, Any]:
     else:
         t = time.time()
         try:
-            res["time_to_quality"] = time_to_quality(cfg, data, shard_dir, res["pretraining"], work, seconds)
+            res["time_to_quality"] = time_to_quality(cfg, data, shard_dir, res["pretraining"], work, seconds, deadline - 15)
         except Exception as e:  # noqa: BLE001  (the run's other parts stand; the error is a finding)
             res["time_to_quality"] = {"error": f"{type(e).__name__}: {str(e)[-500:]}"}
         res["timings"]["time_to_quality"] = time.time() - t
