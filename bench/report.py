@@ -14,12 +14,14 @@ HEADER = ("# Benchmarks\n\nWritten by `lmforge bench <name>`; each section is re
           "again. Peers are measured in the same run on the same machine, so compare ratios.\n")
 
 
-def write_section(path: Path, title: str, body: str, data: dict[str, Any], measured: str | None = None) -> None:
-    """Replace the section `title`; `measured` (e.g. "2026-11-23 18:41 UTC") when the numbers are older than now."""
+def write_section(path: Path, title: str, body: str, data: dict[str, Any], measured: str | None = None,
+                  where: str | None = None) -> None:
+    """Replace the section `title`; `measured` (e.g. "2026-11-23 18:41 UTC") when the numbers are older than now;
+    `where` names the machine when it is not this one (a report rendered here from a device's results)."""
     import os
 
-    stamp = (f"_Measured {measured or time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {platform.machine()}, "
-             f"{os.cpu_count()} cores, Python {platform.python_version()}._\n\n")
+    where = where or f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    stamp = f"_Measured {measured or time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {where}._\n\n"
     section = f"## {title}\n\n{stamp}{body}\n"
     text = path.read_text() if path.exists() else HEADER
     pattern = re.compile(rf"^## {re.escape(title)}\n.*?(?=^## |\Z)", re.S | re.M)

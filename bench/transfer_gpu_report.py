@@ -44,9 +44,14 @@ def margin(t: dict[str, Any], other: str) -> float | None:
     return 100 * (r["pretrained"]["test"][m]["mean"] - r[other]["test"][m]["mean"])
 
 
+def complete(res: dict[str, Any]) -> dict[str, Any]:
+    """The tasks whose every row ran (a failed task has `error`; one whose twin missed runs has `incomplete`)."""
+    return {k: t for k, t in res.get("tasks", {}).items() if "error" not in t and not t.get("incomplete")}
+
+
 def sentence(res: dict[str, Any]) -> str:
     """The one-line answer: on how many tasks pretraining paid against the twin, and against TF-IDF."""
-    tasks = {k: t for k, t in res.get("tasks", {}).items() if "error" not in t}
+    tasks = complete(res)
     if not tasks:
         return "Did pretraining pay? Not measured: no task finished."
     v = {k: task_verdict(t) for k, t in tasks.items()}
@@ -59,7 +64,7 @@ def sentence(res: dict[str, Any]) -> str:
 
 
 def goals(res: dict[str, Any]) -> list[str]:
-    tasks = {k: t for k, t in res.get("tasks", {}).items() if "error" not in t}
+    tasks = complete(res)
     twin = {k: margin(t, "scratch") for k, t in tasks.items()}
     tf = {k: margin(t, "tfidf_lr") for k, t in tasks.items()}
     above5 = [k for k, x in twin.items() if x is not None and x >= 5 and task_verdict(tasks[k]) == PAYS]
@@ -89,13 +94,16 @@ def task_table(name: str, t: dict[str, Any]) -> list[str]:
     m, c = t["primary"], t.get("counts", {})
     sizes = " / ".join(f"{c[s + '_examples']:,} {s}" for s in ("train", "validation", "test")
                        if isinstance(c.get(s + "_examples"), int))
+    counted = "" if not t.get("incomplete") else "; not counted, see below"
     out = [f"**{name}** ({t['labels']} labels; {sizes}; {m}; pretrained minus twin, paired over seeds: {diff(t)} "
-           f"points, 95% interval: {task_verdict(t)})", "", "| row | " + m + " | fine-tune lr (chosen on validation) |",
+           f"points, 95% interval: {task_verdict(t)}{counted})", "", "| row | " + m + " | fine-tune lr (chosen on validation) |",
            "|---|---:|---:|"]
     for key, label in INITS.items():
         if key in t["rows"]:
             lr = t["rows"][key].get("lr")
             out.append(f"| {label} | {score(t['rows'][key], m)} | {lr if lr is not None else '-'} |")
+    if t.get("incomplete"):
+        out += ["", f"Incomplete: {t['incomplete']}."]
     return [*out, ""]
 
 
@@ -146,17 +154,44 @@ def ttq_lines(res: dict[str, Any]) -> list[str]:
     return out
 
 
+def for_scale(res: dict[str, Any], cpu: Path = Path(__file__).resolve().parents[1] / "docs" / "benchmarks" /
+              "transfer-does-pretraining-pay.json") -> list[str]:
+    """The same tasks' rows of the CPU bench (`lmforge bench transfer`), when its data is there: what an hour of two
+    CPU cores pretrained, and MiniLM-L6, a model pretrained properly."""
+    import json
+
+    if not cpu.exists():
+        return []
+    r = json.loads(cpu.read_text())
+    parts = []
+    for name in res.get("tasks", {}):
+        t = r.get("tasks", {}).get(name)
+        if not t:
+            continue
+        got = [pct(t["rows"][row]["test"][t["primary"]]["mean"]) if row in t["rows"] else "-"
+               for row in ("lmforge", "minilm")]
+        parts.append(f"{name} {got[0]} and {got[1]}")
+    if not parts:
+        return []
+    p = r.get("pretraining", {}).get("pretrain", {})
+    return [f"For scale, the CPU bench of {r.get('measured_utc', '?')} (`lmforge bench transfer`: {p.get('model')} "
+            f"pretrained for {p.get('time_budget_minutes')} minutes on 2 cores, then MiniLM-L6 as shipped), same "
+            f"tasks, splits and primary metrics: {'; '.join(parts)}.", ""]
+
+
 def render(res: dict[str, Any]) -> str:
     m = res.get("machine") or {}
     out = [sentence(res), "",
-           f"One device call (`lmforge bench transfer --gpu`, bench/transfer_gpu.py): device {m.get('device', res['device'])}"
-           f", torch {m.get('torch', '?')}; the transfer corpus of `lmforge bench transfer` (its tokenizer and MLM "
-           f"shards, carried), pretrained on the device, every model fine-tuned on the same tasks beside the controls. "
+           f"`lmforge bench transfer --gpu` (bench/transfer_gpu.py) on {m.get('device', res['device'])}, torch "
+           f"{m.get('torch', '?')}: the corpus and tokenizer of `lmforge bench transfer` carried, sharded and "
+           "pretrained on the device, every model fine-tuned on the same tasks beside the controls. "
            f"Test-split scores in points (x100), mean ± sd over the seeds; the run took {res.get('wall_seconds', 0) / 60:.1f} minutes.",
+           *([f"How the figures were gathered: {res['provenance']}."] if res.get("provenance") else []),
            "", "### Goals", "", *goals(res), "", "### Tasks", ""]
     for name, t in res.get("tasks", {}).items():
         out += task_table(name, t)
-    out += ["### Pretraining", "", *pretraining_lines(res), "", "### Time to quality against the HF Trainer", "",
+    out += [*for_scale(res), "### Pretraining", "", *pretraining_lines(res), "",
+            "### Time to quality against the HF Trainer", "",
             *ttq_lines(res)]
     if res["device"] == "cpu":
         out = ["_A CPU smoke run of the script (tiny model, seconds): not a measurement._", "", *out]
@@ -167,4 +202,7 @@ def write(res: dict[str, Any], out: Path) -> None:
     """The section of `out` (docs/BENCHMARKS.md) and its data beside it (docs/benchmarks/<the title's slug>.json)."""
     from bench.report import write_section
 
-    write_section(out, TITLE, render(res), res, measured=res.get("measured_utc"))
+    m = res.get("machine") or {}
+    where = (f"{m['device']}, {m.get('cpu_count')} CPU cores, torch {m.get('torch')}, Python {m.get('python')}"
+             if m.get("device") not in (None, "cpu") else None)
+    write_section(out, TITLE, render(res), res, measured=res.get("measured_utc"), where=where)
