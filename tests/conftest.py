@@ -9,6 +9,8 @@
   fixtures are paid once), modules are handed out slowest first from tests/durations.json, and the tests that time
   themselves or hold a port share one serial group.
 - The end of every run prints its total and the time per test file; `--durations-json PATH` writes them.
+- OMP_WAIT_POLICY=PASSIVE for every process the tests start (idle OpenMP threads sleep: the suite oversubscribes
+  its 2 cores by design).
 
 Prefect's temporary server logs "Stopping temporary server" at interpreter exit, after pytest
 has closed its captured streams, which prints a logging traceback; warnings and errors still show.
@@ -23,6 +25,10 @@ from tests import session
 session.isolate_prefect_home()
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# OpenMP threads that wait for work sleep instead of spinning. The suite runs two workers whose tests start
+# 2-thread torch processes side by side on 2 cores; spinning threads burned the CPU the others needed: the two
+# concurrent whole DAGs of test_dag_user_data took 224 s with OpenMP's default, 171 s with PASSIVE (docs/TESTING.md).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW", "ignore")  # tasks called outside a flow in unit tests
 
 

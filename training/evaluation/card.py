@@ -14,6 +14,7 @@ batch 1, encoder only and with the head, on real held-out rows (the shards' vali
 """
 from __future__ import annotations
 
+import atexit
 import json
 import math
 import os
@@ -108,29 +109,59 @@ def resource_inputs(model_dir: str, shards: str | None, texts: str | None, max_l
     return ids, table["length"].to_numpy().astype(np.int64)[:rows]
 
 
+class Measurer:
+    """training/evaluation/resources.py's server (`--serve`): one process imports torch and transformers, and each
+    model is measured in a child forked from it, alone; started at the first model, stopped at exit."""
+
+    proc: subprocess.Popen | None = None
+
+    @classmethod
+    def ask(cls, request: dict) -> dict:
+        if cls.proc is None or cls.proc.poll() is not None:
+            cls.proc = subprocess.Popen([sys.executable, "-m", "training.evaluation.resources", "--serve"],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            atexit.register(cls.stop)
+        cls.proc.stdin.write(json.dumps(request) + "\n")
+        cls.proc.stdin.flush()
+        line = cls.proc.stdout.readline()
+        if not line:
+            cls.stop()
+            raise RuntimeError(f"measuring {request['model']} failed: the measuring server ended (exit {cls.proc.returncode})")
+        return json.loads(line)
+
+    @classmethod
+    def stop(cls) -> None:
+        if cls.proc is not None and cls.proc.poll() is None:
+            cls.proc.stdin.close()
+            try:
+                cls.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                cls.proc.kill()
+
+
 def resources(model_dir: str, ids, lengths, threads: int, inputs_count: int, repeats: int, latency_count: int) -> dict:
-    """training/evaluation/resources.py in a fresh process, so peak memory and init time are this model's alone."""
+    """training/evaluation/resources.py in a process of its own (a fork of the Measurer's server), so peak memory and
+    init time are this model's alone."""
     import numpy as np
 
     with tempfile.TemporaryDirectory() as tmp:
         np.savez(Path(tmp) / "inputs.npz", ids=ids, lengths=lengths)
         t0 = time.perf_counter()
         with cpu_watch() as seen:  # how much of the CPU other processes took while this model was measured
-            r = subprocess.run([sys.executable, "-m", "training.evaluation.resources", model_dir, "--inputs", str(Path(tmp) / "inputs.npz"),
-                                "--threads", str(threads), "--inputs-count", str(inputs_count), "--repeats", str(repeats),
-                                "--latency-count", str(latency_count)], capture_output=True, text=True)
+            r = Measurer.ask({"model": model_dir, "inputs": str(Path(tmp) / "inputs.npz"), "threads": threads,
+                              "inputs_count": inputs_count, "repeats": repeats, "latency_count": latency_count})
         wall, cores = time.perf_counter() - t0, os.cpu_count() or 1
         machine = {"wall_seconds": round(wall, 2), "other_cpu_seconds": round(seen.get("foreign_share", 0.0) * wall * cores, 2),
                    "cores": cores, "load_1min": round(os.getloadavg()[0], 2)}
-    if r.returncode != 0:
-        raise RuntimeError(f"measuring {model_dir} failed:\n{r.stderr[-3000:]}")
-    return {**json.loads(r.stdout.strip().splitlines()[-1]), "machine": machine}
+    if "error" in r:
+        raise RuntimeError(f"measuring {model_dir} failed: {r['error']}")
+    return {**r, "machine": machine}
 
 
 def card_entry(model_dir: str, cfg, name: str = "") -> CardEntry:
     """One model's entry (schemas.card): the quality figures its kind has, and its cost."""
 
-    h = ModelHandle.open(model_dir)  # once, for every quality figure (cost loads it again, alone, in a fresh process)
+    h = ModelHandle.open(model_dir)  # once, for every quality figure (cost loads it again, alone, in a process of its own)
     model, kind = h.model, h.kind
     quality = lm_quality(model_dir, kind, cfg.shards or None, cfg.batch_size, cfg.max_batches, model)
     if cfg.task_config and KINDS[kind].scores_task:
@@ -215,7 +246,7 @@ def render(entries: list[CardEntry]) -> str:
     if c:
         runs = "1 run" if c["repeats"] == 1 else f"{c['repeats']} repeats (median)"
         lines += ["", f"Cost: {c['inputs']:,} inputs of {c['seq_len']} tokens, {runs}, "
-                      f"{c['threads']} torch threads; each model measured in a fresh process (MOROCCO's protocol)."]
+                      f"{c['threads']} torch threads; each model measured in a process of its own (MOROCCO's protocol), forked from one that imported torch and transformers."]
         note = machine_note(entries)
         if note:
             lines += ["", note]

@@ -1,8 +1,11 @@
 """What a model costs, by MOROCCO's protocol (RussianNLP/MOROCCO: quality and cost measured together).
 
     python -m training.evaluation.resources MODEL_DIR --inputs ROWS.npy [--threads 2] [--inputs-count 2000]
+    python -m training.evaluation.resources --serve     # one request a line on stdin, one JSON answer a line
 
-In a fresh process (so one model's memory never counts against another's):
+In a process of its own (so one model's memory never counts against another's): a fresh one, or with --serve a
+fork of a server that has imported torch and transformers and done nothing else, so a card's models pay that
+import once (~8 s of CPU each before) while each is still measured alone (training.evaluation.card.Measurer):
 - parameters, with and without the embedding matrices (a tied output projection counted once);
 - size on disk of the weight files;
 - init time: loading the model from disk until it can run;
@@ -161,9 +164,58 @@ def _reset_peak() -> int | None:
     return _status_bytes("VmRSS")
 
 
+def serve(stdin=sys.stdin, stdout=sys.stdout) -> int:
+    """Answer measurement requests, each in a child forked for it: a line of JSON in (model, inputs, threads,
+    repeats, inputs_count, latency_count), a line of JSON out (measure's, or {"error": ...}). The server imports
+    and computes nothing else, so no thread pool exists to be forked (each child makes its own) and each child's
+    peak memory is that import's plus its model's, as in a fresh process."""
+    import os
+
+    if stdout is sys.stdout:  # the answers get the real stdout; anything else printed goes to stderr
+        stdout = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+        os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    import torch  # noqa: F401 - what every child would import first; imported once here
+    import transformers  # noqa: F401
+    from transformers import AutoModel  # noqa: F401
+
+    import training.models.model_formats  # noqa: F401
+
+    for line in stdin:
+        if not line.strip():
+            continue
+        req = json.loads(line)
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: measure, write, leave without running the server's cleanup
+            os.close(r)
+            code = 0
+            try:
+                import numpy as np
+
+                data = np.load(req["inputs"])
+                out = measure(req["model"], data["ids"], data["lengths"], req["threads"], req["repeats"],
+                              req["inputs_count"], req["latency_count"])
+            except BaseException as e:  # noqa: BLE001 - reported to the card, which raises it with the model's name
+                out, code = {"error": f"{type(e).__name__}: {e}"}, 1
+            with os.fdopen(w, "w") as f:
+                f.write(json.dumps(out))
+            os._exit(code)
+        os.close(w)
+        with os.fdopen(r) as f:
+            answer = f.read()
+        _, status = os.waitpid(pid, 0)
+        if not answer:
+            answer = json.dumps({"error": f"the measuring process ended with status {status} and no answer"})
+        stdout.write(answer + "\n")
+        stdout.flush()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     import numpy as np
 
+    if argv is None and sys.argv[1:] == ["--serve"] or argv == ["--serve"]:
+        return serve()
     ap = argparse.ArgumentParser(prog="python -m training.evaluation.resources", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("model")
