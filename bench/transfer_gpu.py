@@ -43,10 +43,7 @@ from bench.options import bench_parser, parse_bench
 from common.config import opt, require
 
 ROOT = Path(__file__).resolve().parents[1]
-TITLE = "transfer on one GPU: does pretraining pay?"
 CARRY = ROOT / ".carry" / "transfer-gpu"
-INITS = {"pretrained": "lmforge, pretrained", "scratch": "lmforge architecture, random init",
-         "tfidf_lr": "TF-IDF + logistic regression", "majority": "majority class"}
 
 
 @dataclass

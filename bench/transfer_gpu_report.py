@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench.transfer_gpu import INITS, TITLE
+TITLE = "transfer on one GPU: does pretraining pay?"
+INITS = {"pretrained": "lmforge, pretrained", "scratch": "lmforge architecture, random init",
+         "tfidf_lr": "TF-IDF + logistic regression", "majority": "majority class"}
 
 PAYS, TIE, LOSES = "paid", "cannot tell", "did not pay"
 
