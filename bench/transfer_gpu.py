@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.options import bench_parser, parse_bench
+from bench.transfer_gpu_report import render, write
 from common.config import opt, require
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -460,8 +461,6 @@ def main(argv: list[str] | None = None) -> int:
         out = prepare(Path(a.transfer_data), cfg.tasks, Path(cfg.data))
         print(f"transfer-gpu: inputs ready in {out}")
         return 0
-    from bench.transfer_gpu_report import render, write
-
     if a.render:
         res = json.loads(Path(a.render).read_text())
         write(res, Path(a.out))
