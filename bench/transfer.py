@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -307,8 +308,6 @@ def write_report(res: dict[str, Any], out: Path, measured: str | None = None) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    import sys
-
     from bench.transfer_compress import compress_steps
     from bench.transfer_compress import measure as measure_compression
     from bench.transfer_report import render

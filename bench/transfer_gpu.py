@@ -433,12 +433,6 @@ def run(cfg: TransferGpuConfig, device: str) -> dict[str, Any]:
     return res
 
 
-def machine() -> dict[str, Any]:
-    from bench.gpu import machine as gpu_machine
-
-    return gpu_machine()
-
-
 def parse(argv: list[str] | None) -> tuple[TransferGpuConfig, argparse.Namespace]:
     ap = bench_parser("lmforge bench transfer --gpu", __doc__, TransferGpuConfig)
     ap.add_argument("--prepare", action="store_true", help="here, before the device call: write --data from "
@@ -470,6 +464,8 @@ def main(argv: list[str] | None = None) -> int:
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     res = run(cfg if device == "cuda" else smoke(cfg), device)
+    from bench.gpu import machine
+
     res["machine"] = machine()
     (Path(cfg.work) / "transfer-gpu.json").write_text(json.dumps(res, indent=1, default=str) + "\n")
     print(render(res))

@@ -118,9 +118,10 @@ class Measurer:
     @classmethod
     def ask(cls, request: dict) -> dict:
         if cls.proc is None or cls.proc.poll() is not None:
+            if cls.proc is None:
+                atexit.register(cls.stop)  # once: stop() stops whichever server is current
             cls.proc = subprocess.Popen([sys.executable, "-m", "training.evaluation.resources", "--serve"],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-            atexit.register(cls.stop)
         cls.proc.stdin.write(json.dumps(request) + "\n")
         cls.proc.stdin.flush()
         line = cls.proc.stdout.readline()

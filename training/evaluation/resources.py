@@ -214,7 +214,7 @@ def serve(stdin=sys.stdin, stdout=sys.stdout) -> int:
 def main(argv: list[str] | None = None) -> int:
     import numpy as np
 
-    if argv is None and sys.argv[1:] == ["--serve"] or argv == ["--serve"]:
+    if (sys.argv[1:] if argv is None else argv) == ["--serve"]:
         return serve()
     ap = argparse.ArgumentParser(prog="python -m training.evaluation.resources", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
