@@ -60,9 +60,11 @@ def api(url: str, path: str, body: dict | None = None) -> Any:
 
 
 @contextlib.contextmanager
-def prefect_server(home: Path, port: int | None = None, timeout: float = 90) -> Iterator[dict[str, str]]:
+def prefect_server(home: Path, port: int | None = None, timeout: float = 90,
+                   server_env: dict[str, str] | None = None) -> Iterator[dict[str, str]]:
     """Start `prefect server start --host 127.0.0.1` with PREFECT_HOME=home; yield the environment for
-    clients (PREFECT_API_URL set); stop the server and everything it started on exit."""
+    clients (PREFECT_API_URL set); stop the server and everything it started on exit. `server_env`: settings for
+    the server process alone (not in the clients' environment)."""
     port = port or free_port()
     home.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
@@ -70,7 +72,8 @@ def prefect_server(home: Path, port: int | None = None, timeout: float = 90) -> 
     env.pop("PREFECT_API_URL", None)
     log = open(home / "server.log", "w")
     proc = subprocess.Popen([str(Path(sys.executable).parent / "prefect"), "server", "start", "--host", "127.0.0.1",
-                             "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                             "--port", str(port)], env={**env, **(server_env or {})}, stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}/api"
     try:
         deadline = time.time() + timeout

@@ -168,10 +168,17 @@ def main(argv: list[str] | None = None) -> int:
 
         return doctor(rest)
     if command in ("pretrain", "finetune", "distill", "evaluate", "compress"):
-        # DeepSpeed (imported by transformers) warns when it has to guess the accelerator; tell it
-        import torch
+        # DeepSpeed (imported by transformers) warns when it has to guess the accelerator; tell it (without importing
+        # torch where no GPU can be: `lmforge pretrain` only launches its workers)
+        from training.runtime.accelerator import cuda_possible
 
-        os.environ.setdefault("DS_ACCELERATOR", "cuda" if torch.cuda.is_available() else "cpu")
+        if "DS_ACCELERATOR" not in os.environ:
+            if cuda_possible():
+                import torch
+
+                os.environ["DS_ACCELERATOR"] = "cuda" if torch.cuda.is_available() else "cpu"
+            else:
+                os.environ["DS_ACCELERATOR"] = "cpu"
         from common.cache import torch_extensions_dir
 
         os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(torch_extensions_dir()))  # this environment's own

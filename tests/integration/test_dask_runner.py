@@ -59,7 +59,10 @@ def dask_address(tmp_path_factory):
     sched_file = d / "scheduler.json"
     dask = [str(Path(sys.executable).parent / "dask")]  # the venv's dask command line
     # Workers run from their own folder: a relative path that slipped through would not be found.
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # the workers' statistical profiler samples every thread every 10 ms, and work stealing moves nothing between two
+    # one-thread workers here: both off (the bytes written do not depend on either)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False",
+           "DASK_DISTRIBUTED__SCHEDULER__WORK_STEALING": "False"}
     procs: list[subprocess.Popen] = []
 
     def start(args: list[str], log: str) -> None:

@@ -28,7 +28,7 @@ def test_three_refreshes(tmp_path, monkeypatch, capfd, prefect_api):
     _split_warc(TINY / "tiny.warc.gz", s1 / "crawl.warc.gz", s2 / "crawl.warc.gz")
     kw = dict(run_name="weekly", runs_dir=str(tmp_path / "runs"), crawl_root=str(crawl),
               dedup_index=str(tmp_path / "state" / "minhash_index"), preset="tiny",
-              replay_fraction=0.5)
+              replay_fraction=0.5, nproc=1)  # one pretraining process: the DAG's two are test_dag_e2e's
     base = tmp_path / "runs" / "weekly"
 
     first = lmforge_refresh(**kw)

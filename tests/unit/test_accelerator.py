@@ -93,9 +93,12 @@ def test_dry_run_prints_the_plan_and_the_deepspeed_config_without_running(tmp_pa
     assert all(r["rc"] == 0 for r in planned), [r["stderr"][-1000:] for r in planned]
     here, gpu, zero2, fp32, lamb = (json.loads(r["stdout"]) for r in planned)
     assert here["plan"]["accelerator"] == "cpu" and here["worker_env"]["LMFORGE_DIST_BACKEND"] == "gloo"
-    assert "--nproc_per_node=1" in here["torchrun"] and here["deepspeed_config"]["zero_optimization"] == {"stage": 1}
+    # one process on one node runs as the worker itself, with the variables torchrun would have set
+    assert here["command"][1:3] == ["-m", "training.pretraining.pretrain"] and here["worker_env"]["WORLD_SIZE"] == "1"
+    assert here["deepspeed_config"]["zero_optimization"] == {"stage": 1}
     assert gpu["plan"]["accelerator"] == "cuda" and gpu["worker_env"]["DS_ACCELERATOR"] == "cuda"
-    assert "--nproc_per_node=4" in gpu["torchrun"] and "--rdzv_endpoint=node0:29400" in gpu["torchrun"]
+    assert "--nproc_per_node=4" in gpu["command"] and "--rdzv_endpoint=node0:29400" in gpu["command"]
+    assert "RANK" not in gpu["worker_env"]  # torchrun's to set
     assert gpu["nnodes"] == 2 and not Path(ROOT, "o").exists()  # nothing ran, nothing was written
     assert here["optimizer"] == gpu["optimizer"] == "torch.optim.AdamW(fused)"  # nothing to compile
     # a GPU plan trains in its best precision unless told: bf16 from compute capability 8.0; at the ZeRO-0 the plan

@@ -171,3 +171,19 @@ def test_every_choice_list_is_its_registry():
     sp = argparse.ArgumentParser()
     add_launch_args(sp)
     assert {a.dest: tuple(a.choices) for a in sp._actions if a.dest in ("emit", "submit")} == {"emit": CLUSTER_KINDS, "submit": CLUSTER_KINDS}
+
+
+def test_the_cost_server_imports_each_model_types_modeling_code_before_it_forks(tmp_path):
+    """training.evaluation.resources: the model type's modeling module is imported once in the server (each measured
+    child would otherwise import it again, ~5 s of CPU, inside its init time); a folder it cannot read gives None."""
+    import sys
+
+    from training.evaluation.resources import import_modeling_code
+
+    for name, model_type in (("pln", "roberta-prelayernorm"), ("unknown", "no-such-type"), ("empty", None)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(json.dumps({"model_type": model_type} if model_type else {}))
+    module = "transformers.models.roberta_prelayernorm.modeling_roberta_prelayernorm"
+    assert import_modeling_code(tmp_path / "pln") == module and module in sys.modules
+    assert import_modeling_code(tmp_path / "unknown") is None and import_modeling_code(tmp_path / "empty") is None
+    assert import_modeling_code(tmp_path / "nope") is None

@@ -53,6 +53,18 @@ def test_torchrun_command():
     assert cmd[-4:] == ["-m", "training.pretraining.pretrain", "--steps", "3"]
 
 
+def test_one_process_on_one_node_is_launched_without_torchrun():
+    from training.launch.torchrun import Nodes, launch_command
+
+    cmd, env = launch_command("training.pretraining.pretrain", ["--steps", "3"], nproc=1, port=29999)
+    assert cmd == [sys.executable, "-m", "training.pretraining.pretrain", "--steps", "3"]
+    assert env["RANK"] == env["LOCAL_RANK"] == "0" and env["WORLD_SIZE"] == env["LOCAL_WORLD_SIZE"] == "1"
+    assert (env["MASTER_ADDR"], env["MASTER_PORT"]) == ("127.0.0.1", "29999")
+    for nproc, nodes in ((2, Nodes()), (1, Nodes(2, rdzv_endpoint="n0:29400"))):  # torchrun's, which sets the ranks
+        cmd, env = launch_command("training.pretraining.pretrain", [], nproc=nproc, port=29999, nodes=nodes)
+        assert cmd[:3] == [sys.executable, "-m", "torch.distributed.run"] and env == {}
+
+
 def test_config_validation_and_plan():
     with pytest.raises(ValueError, match="zero_stage must be 0, 1, 2, 3 or auto"):
         PretrainConfig(shards="s", tokenizer="t", output="o", zero_stage=4)

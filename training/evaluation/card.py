@@ -247,7 +247,7 @@ def render(entries: list[CardEntry]) -> str:
     if c:
         runs = "1 run" if c["repeats"] == 1 else f"{c['repeats']} repeats (median)"
         lines += ["", f"Cost: {c['inputs']:,} inputs of {c['seq_len']} tokens, {runs}, "
-                      f"{c['threads']} torch threads; each model measured in a process of its own (MOROCCO's protocol), forked from one that imported torch and transformers."]
+                      f"{c['threads']} torch threads; each model measured in a process of its own (MOROCCO's protocol), forked from one that imported torch, transformers and its modeling code."]
         note = machine_note(entries)
         if note:
             lines += ["", note]

@@ -4,11 +4,13 @@
     python -m training.evaluation.resources --serve     # one request a line on stdin, one JSON answer a line
 
 In a process of its own (so one model's memory never counts against another's): a fresh one, or with --serve a
-fork of a server that has imported torch and transformers and done nothing else, so a card's models pay that
-import once (~8 s of CPU each before) while each is still measured alone (training.evaluation.card.Measurer):
+fork of a server that has imported torch, transformers and the modeling code of each model type it was asked
+about (`transformers.models.bert.modeling_bert`, ...) and done nothing else, so a card's models pay those imports
+once (~8 s of CPU each before) while each is still measured alone (training.evaluation.card.Measurer):
 - parameters, with and without the embedding matrices (a tied output projection counted once);
 - size on disk of the weight files;
-- init time: loading the model from disk until it can run;
+- init time: loading the model from disk until it can run (its type's modeling code imported before, as in a
+  process that serves models; the fresh process imports it first too);
 - throughput at batch 32 over `inputs_count` inputs, repeated 5 times, the median, encoder only (the
   base model) and with the output head;
 - latency at batch 1, p50 and p95 over `latency_count` inputs, encoder only and with the head;
@@ -91,6 +93,8 @@ def measure(model_dir: str, ids, lengths, threads: int = 2, repeats: int = 5, in
     import transformers  # noqa: F401 - imported before the baseline, so the figure below is the model's share
     from transformers import AutoModel  # noqa: F401
 
+    import_modeling_code(model_dir)  # likewise (a no-op in a child of --serve, whose server imported it)
+
     import_peak = _status_bytes("VmHWM")
     baseline = _reset_peak()
     reps = int(np.ceil(inputs_count / len(ids)))
@@ -164,10 +168,26 @@ def _reset_peak() -> int | None:
     return _status_bytes("VmRSS")
 
 
+def import_modeling_code(model_dir: str | Path) -> str | None:
+    """Import transformers' modeling module for the model type in `model_dir`'s config.json (the first call for a
+    type costs ~5 s of CPU: torch._dynamo, DTensor and scipy come with it); the module's name, or None where there is
+    no such config or module (the measuring child then imports what it needs itself, as a fresh process does)."""
+    import importlib
+
+    try:
+        model_type = json.loads((Path(model_dir) / "config.json").read_text())["model_type"]
+        name = f"transformers.models.{model_type.replace('-', '_')}.modeling_{model_type.replace('-', '_')}"
+        importlib.import_module(name)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, ImportError):
+        return None
+    return name
+
+
 def serve(stdin=sys.stdin, stdout=sys.stdout) -> int:
     """Answer measurement requests, each in a child forked for it: a line of JSON in (model, inputs, threads,
     repeats, inputs_count, latency_count), a line of JSON out (measure's, or {"error": ...}). The server imports
-    and computes nothing else, so no thread pool exists to be forked (each child makes its own) and each child's
+    (torch, transformers, each new model type's modeling code before its first fork) and computes nothing
+    else, so no thread pool exists to be forked (each child makes its own) and each child's
     peak memory is that import's plus its model's, as in a fresh process."""
     import os
 
@@ -184,6 +204,7 @@ def serve(stdin=sys.stdin, stdout=sys.stdout) -> int:
         if not line.strip():
             continue
         req = json.loads(line)
+        import_modeling_code(req["model"])
         r, w = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child: measure, write, leave without running the server's cleanup

@@ -6,7 +6,9 @@
 
 runs `python -m torch.distributed.run --nproc_per_node=2 --master_port=<free> -m training.pretraining.pretrain
 --shards ... ` with the environment training/runtime/accelerator.py plans (on CPU: DS_ACCELERATOR=cpu, gloo, and
-the cores shared out, OMP_NUM_THREADS=1 for 2 processes on 2 cores; on CUDA: one process per GPU, NCCL), streams the workers' stdout (lmforge's progress) to our stdout
+the cores shared out, OMP_NUM_THREADS=1 for 2 processes on 2 cores; on CUDA: one process per GPU, NCCL); one process
+on one node runs as `python -m training.pretraining.pretrain ...` itself, with the variables torchrun would set
+(`launch_command`). It streams the workers' stdout (lmforge's progress) to our stdout
 and their stderr (library warnings) to our stderr, both to <output>/launch.log. The workers' tracebacks
 and torchrun's failure summary go to the log only: a failed run raises common.cli.Failed with the
 first worker's own error (its exception line) and the log's path, one line, where two ranks'
@@ -150,17 +152,32 @@ def torchrun_command(module: str, argv: list[str], nproc: int, port: int, nodes:
     return [sys.executable, "-m", "torch.distributed.run", *where, f"--nproc_per_node={nproc}", "-m", module, *argv]
 
 
+def launch_command(module: str, argv: list[str], nproc: int, port: int, nodes: Nodes = Nodes(),
+                   meet_timeout_s: int = 0) -> tuple[list[str], dict[str, str]]:
+    """(command, the environment it adds) of this node's launch. One process on one node is the worker itself,
+    given the variables torchrun would give it (RANK, WORLD_SIZE, MASTER_ADDR/PORT, ...): torchrun's agent would be
+    another interpreter importing torch (~3 s of CPU) to start and watch one child. Anything else is torchrun's
+    (or the DeepSpeed launcher's) command."""
+    if nproc == 1 and nodes.nnodes == 1 and not nodes.hostfile:
+        return [sys.executable, "-m", module, *argv], {
+            "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1", "GROUP_RANK": "0",
+            "ROLE_RANK": "0", "ROLE_WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    return torchrun_command(module, argv, nproc, port, nodes, meet_timeout_s), {}
+
+
 def plan_text(module: str, cfg: Any, nproc: int, nodes: Nodes = Nodes(), accelerator: str = "auto",
               machine: Machine | None = None) -> str:
-    """What a launch would do, as JSON: the accelerator plan, the workers' environment, the torchrun command and
+    """What a launch would do, as JSON: the accelerator plan, the workers' environment, the command (torchrun's, or
+    the worker's own for one process on one node) and
     (for pretraining) the DeepSpeed config; nothing runs."""
     import json
 
     plan = launch_plan(accelerator, nodes.slots() or nproc, machine)
     cfg = gpu_precision(cfg, plan)
-    out: dict[str, Any] = {"plan": plan.as_dict(), "worker_env": plan.env(), "nnodes": nodes.nnodes,
-                           "torchrun": torchrun_command(module, cfg_to_argv(cfg), plan.nproc_per_node, 29500, nodes,
-                                                        int(60 * getattr(cfg, "dist_timeout_minutes", 0)))}
+    command, env = launch_command(module, cfg_to_argv(cfg), plan.nproc_per_node, 29500, nodes,
+                                  int(60 * getattr(cfg, "dist_timeout_minutes", 0)))
+    out: dict[str, Any] = {"plan": plan.as_dict(), "worker_env": {**plan.env(), **env}, "nnodes": nodes.nnodes,
+                           "command": command}
     if module == "training.pretraining.pretrain":
         from training.runtime.ds_config import deepspeed_config
         from training.runtime.recipe import optimizer_choice
@@ -186,7 +203,7 @@ def planned_run(cfg: Any, plan, nodes: Nodes):
     from training.pretraining.run_plan import resolve
 
     try:
-        from training.pretraining.data import ShardSet
+        from training.pretraining.shard_set import ShardSet
 
         shards = ShardSet.open(cfg.shards, verify=False)
     except (OSError, ValueError):
@@ -275,10 +292,11 @@ def launch(module: str, cfg: Any, output: str | os.PathLike, nproc: int = 2,
     output.mkdir(parents=True, exist_ok=True)
     # the nodes wait for each other as long as a collective waits (pretraining's --dist-timeout-minutes)
     meet = int(60 * getattr(cfg, "dist_timeout_minutes", 0))
-    cmd = torchrun_command(module, cfg_to_argv(cfg), nproc, free_port(), nodes, meet)
+    cmd, ranks = launch_command(module, cfg_to_argv(cfg), nproc, free_port(), nodes, meet)
     env = {
         **os.environ,
         **plan.env(),  # DS_ACCELERATOR, OMP_NUM_THREADS (the cores shared out), LMFORGE_DIST_BACKEND
+        **ranks,  # one process on one node: what torchrun would have set
         "PYTHONUNBUFFERED": "1",  # progress lines arrive as they are printed
         "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p),
         "PATH": worker_path(),
@@ -315,7 +333,7 @@ def launch(module: str, cfg: Any, output: str | os.PathLike, nproc: int = 2,
             code = proc.wait()
             err.join(timeout=10)
         finally:
-            if proc.poll() is None:  # we were interrupted: torchrun stops its workers on SIGTERM
+            if proc.poll() is None:  # we were interrupted: torchrun stops its workers on SIGTERM (a lone worker stops)
                 proc.terminate()
                 try:
                     proc.wait(timeout=30)
@@ -323,7 +341,7 @@ def launch(module: str, cfg: Any, output: str | os.PathLike, nproc: int = 2,
                     proc.kill()
     if code != 0:
         said = errors.first() or f"exit code {code}"
-        raise Failed(f"{said}  ({module} on {nproc} processes; the workers' tracebacks are in {output / log_name})")
+        raise Failed(f"{said}  ({module} on {nproc} process{'es' if nproc != 1 else ''}; the workers' tracebacks are in {output / log_name})")
     return output
 
 
@@ -333,7 +351,7 @@ def check_pretrain_inputs(cfg: Any) -> None:
     objective pretraining does not train, a tokenizer or init_from folder that is not there."""
     from schemas.hf import require_model_dir
     from schemas.objectives import OBJECTIVES
-    from training.pretraining.data import ShardSet
+    from training.pretraining.shard_set import ShardSet
 
     ShardSet.open(cfg.shards, verify=False).require_objective(OBJECTIVES, "pretrain")
     if not Path(cfg.tokenizer).is_dir():

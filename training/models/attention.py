@@ -17,8 +17,12 @@ long rows packed with short documents.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # torch is imported where a tensor is made: `lmforge pretrain` reads ATTENTION and launches workers
+    import torch
 
 ATTENTION = ("row", "document")
 KERNELS = ("sdpa", "flex")
@@ -60,6 +64,8 @@ def document_mask(doc_ids: torch.Tensor, kernel: str = "sdpa", causal: bool = Fa
         raise ValueError(f"kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
     same = doc_ids[:, None, :, None] == doc_ids[:, None, None, :]
     if causal:
+        import torch
+
         n = doc_ids.shape[-1]
         same = same & torch.ones(n, n, dtype=torch.bool, device=doc_ids.device).tril()
     return same

@@ -26,9 +26,10 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:  # torch is imported where it runs: the config reads this module's names and imports no torch
+    import torch
 
 log = logging.getLogger("lmforge.compile")
 
@@ -73,6 +74,8 @@ def eval_stance(mode: str):
     subsequent run". There the compiled regions run eagerly (torch.compiler.set_stance("force_eager"), which also
     spares compiling an eval-mode graph); in the other modes nothing changes."""
     if mode == "reduce-overhead":
+        import torch
+
         return torch.compiler.set_stance("force_eager")
     return contextlib.nullcontext()
 
@@ -80,6 +83,8 @@ def eval_stance(mode: str):
 def repeated_blocks(module: torch.nn.Module) -> list[torch.nn.Module]:
     """The entries of every ModuleList whose entries are all of one class (BERT's encoder.layer, GPT-2's h, T5's
     block): the transformer blocks."""
+    import torch
+
     blocks = []
     for sub in module.modules():
         if isinstance(sub, torch.nn.ModuleList) and len(sub) > 1 and len({type(m) for m in sub}) == 1:

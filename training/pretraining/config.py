@@ -10,7 +10,7 @@ from training.models.presets import MODEL_PRESETS, preset
 from training.pretraining.compiled import COMPILE_MODES, KERNEL_TUNING
 from training.pretraining.step_profile import parse_window
 from training.runtime.ds_config import apply_deepspeed_file
-from training.runtime.recipe import OPTIMIZERS, SCHEDULES, check_optimizer
+from training.runtime.optim_choices import OPTIMIZERS, SCHEDULES, check_optimizer
 
 TRAINABLE = OBJECTIVES
 """Every registered objective: MLM shards train a BERT, causal a GPT-2, t5_span a T5 (training.models.model.build_for_objective

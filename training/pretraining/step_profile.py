@@ -29,9 +29,10 @@ import time
 import warnings
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:  # torch is imported where it runs: the config reads parse_window and imports no torch
+    import torch
 
 log = logging.getLogger("lmforge.profile")
 
@@ -160,6 +161,8 @@ class StepProfiler:
 
     def _sync(self) -> None:
         if self.device.type == "cuda":
+            import torch
+
             torch.cuda.synchronize(self.device)
 
     def before(self, step: int) -> None:
@@ -207,10 +210,14 @@ class SyncWatch:
         self._caught = warnings.catch_warnings(record=True)
         self._log = self._caught.__enter__()
         warnings.simplefilter("always")
+        import torch
+
         torch.cuda.set_sync_debug_mode("warn")
         return self
 
     def stop(self) -> Counter:
+        import torch
+
         torch.cuda.set_sync_debug_mode("default")
         self._caught.__exit__(None, None, None)
         return Counter(f"{'/'.join(Path(w.filename).parts[-2:])}:{w.lineno}" for w in self._log

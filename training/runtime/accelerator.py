@@ -17,13 +17,28 @@ GPU; `lmforge pretrain --dry-run` prints the plan that a given machine would get
 """
 from __future__ import annotations
 
+import glob
 import os
+import sys
 from dataclasses import asdict, dataclass, field
 
 ACCELERATORS = ("auto", "cpu", "cuda")
 DEFAULT_CPU_PROCESSES = 2
 """Data-parallel processes on CPU when none are asked for: ZeRO's partitioning is exercised, and on 2 cores
 each process gets one."""
+
+
+GPU_DEVICE_NODES = ("/dev/nvidia[0-9]*", "/dev/nvidiactl", "/dev/dxg", "/dev/kfd")
+"""What a Linux machine shows where a GPU driver is: NVIDIA's device nodes, WSL's GPU paravirtualisation, ROCm's."""
+
+
+def cuda_possible() -> bool:
+    """False only where torch cannot see a CUDA (or ROCm) device: Linux with none of GPU_DEVICE_NODES. A launcher that
+    starts workers answers "which accelerator" without importing torch there (~2.5 s of CPU each launch); anywhere
+    else torch is asked (`torch.cuda.is_available()`)."""
+    if not sys.platform.startswith("linux"):
+        return True
+    return any(glob.glob(pattern) for pattern in GPU_DEVICE_NODES)
 
 
 @dataclass(frozen=True)
@@ -44,6 +59,8 @@ class Machine:
         gpus: tuple[tuple[int, int], ...] = ()
         memory: tuple[int, ...] = ()
         try:
+            if not cuda_possible():
+                raise LookupError("no GPU device nodes")
             import torch
 
             if torch.cuda.is_available():

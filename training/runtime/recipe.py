@@ -31,10 +31,8 @@ from typing import Any
 import torch
 
 from training.runtime.distributed import init_worker
+from training.runtime.optim_choices import OPTIMIZERS, SCHEDULES, check_optimizer  # noqa: F401 - re-exported
 from training.runtime.processes import die_with_parent
-
-SCHEDULES = ("linear", "cosine", "inverse_sqrt")
-OPTIMIZERS = ("adamw", "lamb")
 
 log = logging.getLogger("lmforge.recipe")
 
@@ -68,18 +66,6 @@ def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, 
         {"params": [p for p in params if p.ndim >= 2], "weight_decay": weight_decay},
         {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
     ]
-
-
-def check_optimizer(name: str, zero_stage: int, fp16: bool) -> None:
-    """LAMB scales each tensor's update by ||w|| / ||update|| of that tensor. ZeRO 1-3 and DeepSpeed's fp16
-    optimizer give the client optimizer flat partitions of many tensors, so the ratio would be per partition,
-    and the result would change with the world size: refused, with the way out. (bf16 at stage 0 is torch
-    autocast, training.runtime.ds_config: the optimizer sees the model's own tensors.)"""
-    if name == "lamb" and (zero_stage > 0 or fp16):
-        raise ValueError(f"--optimizer lamb needs per-tensor norms, but ZeRO-{zero_stage}"
-                         f"{' and fp16' if fp16 else ''} hand the optimizer flat partitions, so its "
-                         "trust ratio would be per partition and change with the number of processes; use "
-                         "--optimizer adamw, or --zero-stage 0 (fp32 or bf16) for LAMB")
 
 
 def deepspeed_arch_list(value: str) -> str:
