@@ -12,7 +12,9 @@ parameter; `-` and `_` alike, any case):
   `GITHUB_TOKEN`, `X-Amz-Security-Token`), or `token` alone: `bytes_per_token`, a tokenizer's `pad_token`,
   `mask_token_bits` or `tokens_column` are not credentials (a false match would mask data in a manifest);
 - a name ending in the words of a key or connection name (`s3_access_key_id`, `api_key`, `account_key`,
-  `azure_connection_string`, PREFECT_API_AUTH_STRING, Azure SAS `sig`).
+  AZURE_STORAGE_KEY, OPENAI_KEY, KAGGLE_KEY, `azure_connection_string`, PREFECT_API_AUTH_STRING, Azure SAS `sig`);
+- PGPASSWORD; `pwd` after another word (MYSQL_PWD: PWD alone is the working directory); `pass` after what it opens
+  (DB_PASS, SMTP_PASS); `pat` after a code host (GH_PAT).
 Its value is written as `***`. A URL's `user:password@` is written `***@`. And any value of a credential
 held in this process's environment (AWS_SECRET_ACCESS_KEY, a Prefect Secret block's variables once loaded)
 (and of the variables LMFORGE_SECRET_VARS names)
@@ -32,14 +34,22 @@ MASK = "***"
 SECRET_VARS_ENV = "LMFORGE_SECRET_VARS"
 """Comma-separated names of further environment variables whose values are credentials (flows/credentials.py)."""
 
-_WORDS = {"secret", "password", "passwd", "passphrase", "credential", "credentials", "apikey", "signature"}
+_WORDS = {"secret", "password", "passwd", "passphrase", "credential", "credentials", "apikey", "signature", "pgpassword",
+          "pgpass"}
+# `pwd` and `pass` are credentials only after a word saying what they open (MYSQL_PWD, DB_PASS): PWD alone is the
+# working directory, whose value would otherwise be masked in every line; `pat` after a code host's name (GH_PAT)
+_SHORT_SECRETS = {"pwd": None, "pass": {"db", "database", "sql", "mysql", "pg", "postgres", "redis", "smtp", "ftp",
+                                        "ldap", "mongo", "user", "admin", "root", "proxy", "rabbitmq", "amqp"},
+                  "pat": {"gh", "github", "gitlab", "ado", "azure", "devops", "bitbucket"}}
 # a token that is a credential is named by what it authenticates: `bytes_per_token`, `pad_token` and
 # `first_token` are not credentials, so the word before `token` must say so (or `token` stands alone)
 _TOKEN_KINDS = {"session", "access", "auth", "api", "hf", "sas", "bearer", "refresh", "id", "security", "oauth", "github",
                 "gh", "gitlab", "slack", "personal", "service", "client", "webhook", "registry", "npm", "pypi", "vault",
                 "jwt", "csrf", "x", "secret", "private", "prefect", "huggingface", "wandb", "hub"}
 _ENDINGS = (("access", "key", "id"), ("access", "key"), ("api", "key"), ("private", "key"), ("account", "key"),
-            ("connection", "string"), ("auth", "string"), ("sas",), ("sig",))
+            ("storage", "key"), ("openai", "key"), ("kaggle", "key"), ("anthropic", "key"), ("signing", "key"),
+            ("encryption", "key"), ("master", "key"), ("license", "key"), ("connection", "string"), ("auth", "string"),
+            ("sas",), ("sig",))
 
 
 def is_secret_name(name: str) -> bool:
@@ -51,6 +61,9 @@ def is_secret_name(name: str) -> bool:
         return True
     if words[-1] == "token":
         return len(words) == 1 or words[-2] in _TOKEN_KINDS
+    if words[-1] in _SHORT_SECRETS and len(words) > 1:
+        after = _SHORT_SECRETS[words[-1]]
+        return after is None or words[-2] in after
     return any(tuple(words[-len(e):]) == e for e in _ENDINGS)
 
 

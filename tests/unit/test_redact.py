@@ -11,14 +11,18 @@ from common.redact import MASK, is_secret_name, redact, redact_args, redact_text
 
 @pytest.mark.parametrize("name", ["--s3_secret_access_key", "s3_session_token", "s3_access_key_id", "hf_token",
                                   "X-Amz-Security-Token", "X-Amz-Signature", "azure_connection_string", "db-password",
-                                  "AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN", "api_key", "client_credentials", "sig"])
+                                  "AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN", "api_key", "client_credentials", "sig",
+                                  # issue 50's: names the rule missed
+                                  "PGPASSWORD", "MYSQL_PWD", "DB_PASS", "AZURE_STORAGE_KEY", "OPENAI_KEY", "KAGGLE_KEY",
+                                  "GH_PAT"])
 def test_credential_names(name):
     assert is_secret_name(name)
 
 
 @pytest.mark.parametrize("name", ["tokenizer", "tokens_column", "max_tokens", "mask_token_bits", "pad_token",
                                   "mask_token", "s3_endpoint_url", "key_column", "cache_dir", "runner",
-                                  "bytes_per_token", "flops_per_token", "first_token", "kansas", "key"])
+                                  "bytes_per_token", "flops_per_token", "first_token", "kansas", "key",
+                                  "PWD", "OLDPWD", "pass", "first_pass", "pat", "exact_key", "sort_key", "artifact_key"])
 def test_names_that_are_not_credentials(name):
     assert not is_secret_name(name)
 
