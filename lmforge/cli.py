@@ -168,17 +168,12 @@ def main(argv: list[str] | None = None) -> int:
 
         return doctor(rest)
     if command in ("pretrain", "finetune", "distill", "evaluate", "compress"):
-        # DeepSpeed (imported by transformers) warns when it has to guess the accelerator; tell it (without importing
-        # torch where no GPU can be: `lmforge pretrain` only launches its workers)
-        from training.runtime.accelerator import cuda_possible
-
+        # DeepSpeed (imported by transformers) warns when it has to guess the accelerator; tell it (Machine asks torch
+        # only where a GPU can be: `lmforge pretrain` only launches its workers)
         if "DS_ACCELERATOR" not in os.environ:
-            if cuda_possible():
-                import torch
+            from training.runtime.accelerator import Machine
 
-                os.environ["DS_ACCELERATOR"] = "cuda" if torch.cuda.is_available() else "cpu"
-            else:
-                os.environ["DS_ACCELERATOR"] = "cpu"
+            os.environ["DS_ACCELERATOR"] = "cuda" if Machine.here().gpus else "cpu"
         from common.cache import torch_extensions_dir
 
         os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(torch_extensions_dir()))  # this environment's own
