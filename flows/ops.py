@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -52,11 +53,28 @@ def command(line: str) -> list[str]:
     return argv
 
 
-def api(url: str, path: str, body: dict | None = None) -> Any:
-    req = urllib.request.Request(url + path, data=None if body is None else json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"}, method="GET" if body is None else "POST")
-    with urllib.request.urlopen(req, timeout=30) as r:
-        return json.loads(r.read() or b"null")
+RETRY_STATUS = (429, 502, 503)
+"""Answers Prefect's own client retries (PREFECT_CLIENT_RETRY_EXTRA_CODES aside): the server sends 503 for an error a
+client may retry, such as SQLite's `database is locked` while a worker and a flow write at once; nothing was written."""
+
+
+def api(url: str, path: str, body: dict | None = None, retries: int = 5) -> Any:
+    """One call to Prefect's REST API (GET, or POST with `body`); 429/502/503 retried `retries` times after
+    Retry-After or 1, 2, 4... s (at most 10), as Prefect's client does. Any other HTTP error is raised at once."""
+    data = None if body is None else json.dumps(body).encode()
+    for attempt in range(retries + 1):
+        req = urllib.request.Request(url + path, data=data, headers={"Content-Type": "application/json"},
+                                     method="GET" if body is None else "POST")
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return json.loads(r.read() or b"null")
+        except urllib.error.HTTPError as e:
+            if e.code not in RETRY_STATUS or attempt == retries:
+                raise
+            after = e.headers.get("Retry-After", "")
+            e.close()
+            time.sleep(min(10.0, float(after) if after.isdigit() else 2.0 ** attempt))
+    raise AssertionError("unreachable")
 
 
 @contextlib.contextmanager

@@ -209,8 +209,10 @@ def _stage(command: str, rest: list[str]) -> int:
             if isinstance(out, int):  # a file emitted, a cluster job followed, a plan printed
                 return out
         elif command in ("distill", "finetune") and ns.nproc > 1:
+            from flows.stage_table import check_inputs
             from training.launch.torchrun import launch
 
+            check_inputs(command, cfg)
             out = launch(STAGE_TABLE[command].module, cfg, cfg.output, nproc=ns.nproc)
         else:
             out = run_fn(cfg, beam_args) if beam else run_fn(cfg)

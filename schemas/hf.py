@@ -14,6 +14,8 @@ import json
 import os
 from pathlib import Path
 
+HF_DIR = "hf"
+"""A stage's transformers model folder under its output (pretrain, distill, compress)."""
 TOKENIZER_CONFIG = "tokenizer_config.json"
 LOAD_TIME_KEYS = ("backend", "is_local", "local_files_only")
 

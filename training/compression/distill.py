@@ -38,13 +38,12 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from transformers.utils import logging as hf_logging
 
-from common.config import add_config_args, config_from_args, config_to_dict, opt, require
+from common.config import add_config_args, config_from_args, config_to_dict
 from common.logs import setup as setup_logs
 from schemas.manifest import MANIFEST_NAME, Manifest, atomic_write_json, describe_outputs, input_ref, write_manifest
-from schemas.objectives import MLM_OBJECTIVES
+from training.compression.distill_config import DistillConfig, check_inputs
 from training.models.export import HF_DIR, METRICS_NAME, check_tokenizer, load_tokenizer, loss_summary, save_hf
 from training.models.model import num_parameters
-from training.models.model_formats import refuse_quantized
 from training.pretraining.data import IGNORE_INDEX, RankLoader, ShardSet
 from training.pretraining.step_stats import StepRows, log_window_steps
 from training.runtime.accelerator import dist_backend
@@ -60,44 +59,6 @@ from training.runtime.recipe import (
 )
 
 log = logging.getLogger("lmforge.distill")
-
-
-@dataclass
-class DistillConfig:
-    teacher: str = opt(help="The teacher: a pretrain stage's hf/ directory (or the stage directory holding it).", path=True)
-    shards: str = opt(help="Shards stage directory to train on (the teacher's tokenizer must match it).", path=True)
-    output: str = opt(help="Stage directory to write: hf/, metrics.json, manifest.json.", path=True)
-    steps: int = opt(0, help="Optimizer steps; 0 means run `epochs` full epochs.")
-    epochs: int = opt(1, help="Full passes over the train split when steps is 0.")
-    batch_size: int = opt(16, help="Sequences per optimizer step, over all processes (with --nproc N each takes "
-                                   "batch_size / N), so the recipe is the same whatever the process count.")
-    lr: float = opt(5e-4, help="Peak AdamW learning rate (DistilBERT used 5e-4).")
-    warmup_ratio: float = opt(0.05, help="Fraction of steps of linear warmup, then linear decay to 0 (DistilBERT: 5%).")
-    weight_decay: float = opt(0.01, help="AdamW weight decay on matrices.")
-    clip: float = opt(1.0, help="Max gradient norm (BERT's and DistilBERT's 1.0; fine-tuning's Recipe.clip).")
-    student_layers: int = opt(0, help="Student depth: this many teacher layers, spread over its depth with the first "
-                                      "and last (0: half the teacher's, rounded up).")
-    temperature: float = opt(2.0, help="Softmax temperature T for the KL term.")
-    alpha_ce: float = opt(5.0, help="Weight of KL(student/T || teacher/T) * T^2.")
-    alpha_mlm: float = opt(2.0, help="Weight of the student's own MLM cross-entropy.")
-    alpha_cos: float = opt(1.0, help="Weight of the cosine loss between last hidden states.")
-    restrict_ce_to_mask: bool = opt(False, help="KL only at masked positions, not every attended one (DistilBERT's default: off).")
-    seed: int = opt(1234, help="Seeds the shuffles and dropout.")
-    log_every: int = opt(10, help="Steps between progress lines.")
-    eval_batches: int = opt(10, help="Validation batches for student and teacher MLM loss at the end; 0 skips.")
-
-    def __post_init__(self) -> None:
-        require(self.steps >= 0, f"steps must be >= 0, got {self.steps}")
-        require(self.steps > 0 or self.epochs >= 1, f"epochs must be >= 1 when steps is 0, got {self.epochs}")
-        require(self.batch_size >= 1, f"batch_size must be >= 1, got {self.batch_size}")
-        require(self.lr > 0, f"lr must be > 0, got {self.lr}")
-        require(self.clip > 0, f"clip must be > 0, got {self.clip}")
-        require(0 <= self.warmup_ratio < 1, f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
-        require(self.temperature > 0, f"temperature must be > 0, got {self.temperature}")
-        require(min(self.alpha_ce, self.alpha_mlm, self.alpha_cos) >= 0, "loss weights must be >= 0")
-        require(self.alpha_ce + self.alpha_mlm + self.alpha_cos > 0, "at least one loss weight must be > 0")
-        require(self.log_every >= 1, f"log_every must be >= 1, got {self.log_every}")
-        require(self.eval_batches >= 0, f"eval_batches must be >= 0, got {self.eval_batches}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -197,17 +158,6 @@ def distill_step(student, teacher, batch: dict[str, torch.Tensor],
 # The shell: setup -> fit -> validate -> save.
 
 
-def resolve_teacher(path: str | Path) -> tuple[Path, Path]:
-    """(hf directory, directory whose manifest pins the teacher) for a stage dir or its hf/."""
-    p = Path(path)
-    hf = p / HF_DIR if (p / HF_DIR / "config.json").exists() else p
-    if not (hf / "config.json").exists():
-        raise ValueError(f"{path}: no config.json here or in {HF_DIR}/; expected a pretrain output")
-    refuse_quantized(hf, "distillation (the teacher's logits and gradients-free forward in fp32)")
-    stage = hf.parent if (hf.parent / MANIFEST_NAME).exists() else hf
-    return hf, stage
-
-
 def load_teacher(teacher_hf: Path):
     """The teacher as its own masked-LM class (the config's architecture), every weight loaded: a pre-LN model read
     as a BERT would silently start from random weights."""
@@ -280,9 +230,7 @@ def setup(cfg: DistillConfig) -> Setup:
     rank, world = init_data_parallel()
     if world > 1 and cfg.batch_size % world:
         raise SystemExit(f"distill: --batch-size {cfg.batch_size} does not split over {world} processes")
-    teacher_hf, teacher_stage = resolve_teacher(cfg.teacher)
-    shards = ShardSet.open(cfg.shards)
-    shards.require_objective(MLM_OBJECTIVES, "distill (a masked LM)")
+    teacher_hf, teacher_stage, shards = check_inputs(cfg)
     if rank == 0:
         out.mkdir(parents=True, exist_ok=True)
         (out / MANIFEST_NAME).unlink(missing_ok=True)  # a crashed rerun must not look finished

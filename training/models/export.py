@@ -12,9 +12,8 @@ from typing import Any
 
 from transformers import AutoTokenizer, PreTrainedModel
 
-from schemas.hf import portable_tokenizer_config
+from schemas.hf import HF_DIR, portable_tokenizer_config  # noqa: F401 (HF_DIR re-exported)
 
-HF_DIR = "hf"
 METRICS_NAME = "metrics.json"
 
 SPECIAL = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]", "mask_token": "[MASK]"}
