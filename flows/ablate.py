@@ -35,6 +35,7 @@ ends empty, a stage errs) fails its own subflow run with the reason; the others 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,8 +50,8 @@ from flows.ablation_arm import arm_task, cleaning_of, corpus_of
 from flows.ablation_arms import ARM_PRESETS, QUALITY_FAMILIES, changed, nest_options, resolve_arms
 from flows.ablation_cleaning import share_cleaning
 from flows.dag import corpus_task, labeled_task, shards_task, tokenizer_task
-from flows.data_root import check_option_paths, inside_root
-from flows.params import DEMO_CRAWL, NAME_PATTERN, ParamError, checked_types, flow_doc, no_secrets
+from flows.data_root import check_option_paths, inside_root, refuse_code_folder
+from flows.params import DEMO_CRAWL, NAME_PATTERN, ParamError, check_values, checked_types, flow_doc
 from flows.presets import RUN_PRESETS
 from pipelines.labeled.registry import SOURCES
 
@@ -265,11 +266,17 @@ def check_form(params: dict[str, Any]) -> None:
     own are trusted), corpus options a stage knows, no credential in any value. ParamError otherwise."""
     from pipelines.corpus.config import CorpusConfig
 
-    no_secrets(params)
+    check_values(params)
     for field in ("crawl", "reference", "runs_dir"):
         for value in params[field] if isinstance(params[field], list) else [params[field]]:
             inside_root(value, field)
     inside_root(str(Path(params["runs_dir"], params["name"])), "name")
+    refuse_code_folder(str(Path(params["runs_dir"], params["name"])), "name")
+    for arm in params["custom_arms"]:  # Prefect's form checks the pattern; a direct call or `lmforge ablate` here
+        name = arm.get("name", "") if isinstance(arm, dict) else ""
+        if not re.match(NAME_PATTERN, str(name)):
+            raise ParamError(f"custom_arms: arm name {name!r}: one folder's name (letters, digits, '.', '_', '-'; "
+                             "not dots alone)")
     try:  # an unknown option is named, with the closest one, before the paths of the known ones are checked
         resolve_arms([*params["arms"], *params["custom_arms"]], list(params["crawl"]))
     except ValueError as e:

@@ -24,6 +24,8 @@ import dataclasses
 import glob
 import os
 import re
+import shutil
+import subprocess
 import typing
 from collections.abc import Iterable
 from pathlib import Path
@@ -82,6 +84,47 @@ def inside_root(value: str, what: str) -> str:
                               "the worker's environment, or start the run with `lmforge run`, whose paths are the "
                               "user's own")
     return value
+
+
+CODE_MARKS = ("__init__.py", "pyproject.toml", "setup.py", "setup.cfg", ".git")
+"""Names that make a folder code, not data: a Python package, a project, a repository."""
+WALK_LIMIT = 20_000
+"""Entries a run folder's walk reads at most (a finished run holds a few hundred): a huge tree costs bounded time;
+git's list of tracked files covers what the walk leaves."""
+
+
+def refuse_code_folder(value: str, what: str) -> None:
+    """A folder a run will write (and replace stage folders in) that holds code is refused, whatever the data root:
+    a Python package, a project or a repository (CODE_MARKS; not any *.py: DeepSpeed writes zero_to_fp32.py beside
+    its checkpoints), or a file git tracks there. With the checkout as the root, `runs_dir=.` and
+    `run_name=pipelines` would otherwise let the corpus stage replace pipelines/corpus. A folder inside a package (a folder above it holds `__init__.py`) is refused as well, whether
+    or not it exists: pipelines/corpus/data holds no code itself."""
+    folder = Path(value).resolve()
+    package = next((p for p in folder.parents if (p / "__init__.py").is_file()), None)
+    if package is not None:
+        raise PathRefused(f"{what} {value!r} is inside the Python package {package}; a run's folder holds data only "
+                          "(name a folder of its own under the runs folder)")
+    if not folder.is_dir():
+        return
+    seen = 0
+    for top, dirs, files in os.walk(folder):
+        for name in (*dirs, *files):
+            if name in CODE_MARKS:
+                raise PathRefused(f"{what} {value!r}: {Path(top, name)} is code; a run's folder holds data only "
+                                  "(name a folder of its own under the runs folder)")
+        seen += len(dirs) + len(files)
+        if seen > WALK_LIMIT:
+            break
+    git = shutil.which("git")
+    if git:
+        try:
+            r = subprocess.run([git, "-C", str(folder), "ls-files", "-z", "--", "."], capture_output=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            return
+        tracked = r.stdout.split(b"\0", 1)[0].decode(errors="replace") if r.returncode == 0 else ""
+        if tracked:
+            raise PathRefused(f"{what} {value!r}: holds {tracked}, a file git tracks; a run's folder holds data "
+                              "only (name a folder of its own under the runs folder)")
 
 
 def trust_paths(values: Iterable[Any]) -> None:

@@ -15,6 +15,8 @@ symlinks, globs, `~` and URLs (object stores pass), is flows/data_root.py's.
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
+import os
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Annotated, Any, Literal
@@ -24,14 +26,16 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 from common.cli import closest
 from common.redact import is_secret_name, secret_in_value
 from flows import stage_table
-from flows.data_root import check_beam_paths, check_option_paths, data_roots, inside_root
+from flows.data_root import check_beam_paths, check_option_paths, data_roots, inside_root, refuse_code_folder
 from flows.presets import RUN_PRESETS
 from pipelines.tokenizer import MODELS
 from schemas.finetune import TASKS
 from schemas.objectives import MLM_OBJECTIVES
+from training.launch.cluster import CONTROL, ClusterSpec
 from training.launch.cluster import KINDS as CLUSTER_KINDS
 
-NAME_PATTERN = r"^[A-Za-z0-9._-]+$"
+NAME_PATTERN = r"^[A-Za-z0-9._-]*[A-Za-z0-9_-][A-Za-z0-9._-]*$"
+"""A run, snapshot, ablation or arm name: one folder's name, not `.`, `..` or dots alone (the folder above)."""
 # Choices, shared by the models and the flow signatures (the UI's form shows them as drop-downs).
 Preset = Literal[tuple(RUN_PRESETS)]
 # derived from the registries (schemas.objectives, pipelines.tokenizer MODELS), so a new objective or tokenizer
@@ -41,6 +45,7 @@ MaskObjective = Literal[("", *MLM_OBJECTIVES)]
 TaskKind = Literal[("", *TASKS)]
 ClusterKind = Literal[("local", *CLUSTER_KINDS)]
 DEMO_CRAWL = ["samples/crawl"]
+DEFAULT_IMAGE = ClusterSpec.image
 DEMO_LABELED = "vader"
 """The demo's inputs (the bundled crawl sample and its task): the only defaults that name the sample."""
 
@@ -135,11 +140,48 @@ def refuse_secret(field: str, value: Any) -> None:
                              "GOOGLE_APPLICATION_CREDENTIALS) or a Secret block named by credentials_block")
 
 
-def no_secrets(values: Any) -> Any:
-    """Every parameter's value checked by refuse_secret (a `mode="before"` validator of the parameter models)."""
+def refuse_control(field: str, value: Any) -> None:
+    """A control character (newline, NUL, escape...) anywhere in a parameter's value, dictionary keys included, is
+    refused: a path or name goes into launch scripts, manifests and log lines, where a newline starts a new line."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            refuse_control(field, k)
+            refuse_control(field, v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            refuse_control(field, v)
+    elif isinstance(value, str):
+        m = CONTROL.search(value)
+        if m:
+            raise ParamError(f"{field}: {value[:60]!r} holds a control character ({m.group()!r} at {m.start()})")
+
+
+def check_values(values: Any) -> Any:
+    """Every parameter's value checked by refuse_secret and refuse_control (a `mode="before"` validator of the
+    parameter models)."""
     for field, value in (values.items() if isinstance(values, dict) else ()):
+        refuse_control(field, value)
         refuse_secret(field, value)
     return values
+
+
+IMAGES_ENV = "LMFORGE_CLUSTER_IMAGES"
+"""The worker's setting (never a form field): the container images a flow run may start on the cluster, separated
+by commas, each a glob (`registry.example.com/lmforge:*`); unset: the default image alone."""
+
+
+def image_allowed(image: str) -> bool:
+    """`image` matches one of the worker's LMFORGE_CLUSTER_IMAGES globs (unset: it is the default image)."""
+    allowed = [g.strip() for g in os.environ.get(IMAGES_ENV, "").split(",") if g.strip()]
+    return any(fnmatch.fnmatchcase(image, g) for g in allowed) if allowed else image == DEFAULT_IMAGE
+
+
+def trust_image(image: Any) -> None:
+    """An image typed on this process's own command line (`lmforge run --param cluster_image=...`) is allowed in
+    this process, as its paths are (trust_paths): the allow-list guards a shared worker from the form."""
+    if isinstance(image, str) and image and not image_allowed(image):
+        os.environ[IMAGES_ENV] = ",".join(filter(None, [os.environ.get(IMAGES_ENV) or DEFAULT_IMAGE,
+                                                         image.replace(",", "")]))
 
 
 def check_beam_args(args: list[str]) -> None:
@@ -187,8 +229,9 @@ class TrainParams(BaseModel):
                                  "end on nnodes (>= 2) nodes: k8s (an indexed Job and a headless Service), pytorchjob "
                                  "(a Kubeflow PyTorchJob) or slurm (sbatch); the run folder, shards and tokenizer must "
                                  "be on a file system the nodes share (training/launch/cluster.py)")
-    cluster_image: str = Field("lmforge:0.1.0", description="k8s/pytorchjob: the container image built from "
-                               "infra/docker/Dockerfile")
+    cluster_image: str = Field(DEFAULT_IMAGE, description="k8s/pytorchjob: the container image built from "
+                               "infra/docker/Dockerfile; one of the worker's LMFORGE_CLUSTER_IMAGES (unset: "
+                               f"{DEFAULT_IMAGE} alone)")
     cluster_pvc: str = Field("lmforge-runs", description="k8s/pytorchjob: the ReadWriteMany claim mounted in every pod "
                              "at cluster_mount")
     cluster_mount: str = Field("", description="k8s/pytorchjob: where the claim is mounted, in the pods and on this "
@@ -222,8 +265,8 @@ class TrainParams(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _no_secrets(cls, values: Any) -> Any:
-        return no_secrets(values)
+    def _checked_values(cls, values: Any) -> Any:
+        return check_values(values)
 
     @model_validator(mode="after")
     def _nodes(self):
@@ -242,14 +285,17 @@ class TrainParams(BaseModel):
 
     def _cluster(self):
         """A cluster job: 2+ nodes the cluster places (no rendezvous or hostfile of ours), paths it can see."""
-        from training.launch.cluster import ClusterSpec
-
         if self.hostfile or self.rdzv_endpoint:
             raise ParamError(f"cluster {self.cluster}: the cluster places the nodes; leave hostfile and rdzv_endpoint empty")
         try:
-            ClusterSpec(self.nnodes, mount=self.cluster_mount_dir(), gpus_per_node=self.cluster_gpus)
+            ClusterSpec(self.nnodes, image=self.cluster_image, mount=self.cluster_mount_dir(),
+                        gpus_per_node=self.cluster_gpus)
         except ValueError as e:
             raise ParamError(f"cluster {self.cluster}: {e}") from None
+        if self.cluster != "slurm" and not image_allowed(self.cluster_image):
+            raise ParamError(f"cluster_image {self.cluster_image}: not among the images this worker runs "
+                             f"({os.environ.get(IMAGES_ENV) or self.model_fields['cluster_image'].default}); the "
+                             f"operator lists them in the worker's {IMAGES_ENV} (docs/SECURITY.md)")
         if self.cluster != "slurm":
             mount = Path(self.cluster_mount_dir())
             paths = {"runs_dir": self.run_dir, "init_from": self.init_from, "shards": getattr(self, "shards", ""),
@@ -287,10 +333,12 @@ class TrainParams(BaseModel):
 
     @model_validator(mode="after")
     def _run_folder_inside_root(self):
-        """The run's own folder as well: a symlink `<runs_dir>/<run_name>` would take every stage's writes elsewhere.
+        """The run's own folder as well: a symlink `<runs_dir>/<run_name>` would take every stage's writes elsewhere,
+        and a folder holding code (refuse_code_folder) would have its stage-named folders replaced.
         Checked when given, as the field validators are (the flows give every field; `DagParams()` gives none)."""
         if {"runs_dir", "run_name"} & self.model_fields_set:
             inside_root(str(Path(self.runs_dir, self.run_name)), "run_name")
+            refuse_code_folder(str(Path(self.runs_dir, self.run_name)), "run_name")
         return self
 
     @field_validator("overrides")
@@ -340,8 +388,8 @@ class CorpusParams(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _no_secrets(cls, values: Any) -> Any:
-        return no_secrets(values)
+    def _checked_values(cls, values: Any) -> Any:
+        return check_values(values)
 
     @field_validator("beam_args")
     @classmethod

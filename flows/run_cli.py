@@ -22,7 +22,7 @@ from common.config import read_json_object
 from flows import dag
 from flows.dag import lmforge_dag, lmforge_train
 from flows.data_root import trust_paths
-from flows.params import FLOW_PARAMS, PATH_PARAMS, check_params
+from flows.params import FLOW_PARAMS, PATH_PARAMS, check_params, trust_image
 from flows.refresh import lmforge_refresh
 from flows.stages import StageFailed, StagesFailed
 from pipelines.io import expand_inputs
@@ -176,6 +176,7 @@ def cli_main(argv: list[str]) -> int:
     fn = flows[a.flow]
     # Paths typed here are the user's own: the data root guards a shared worker against a form's parameters
     trust_paths(typed_paths(a.flow, kwargs))
+    trust_image(kwargs.get("cluster_image"))
     problem = check_params(a.flow, kwargs) or missing_inputs(a.flow, kwargs)  # before any task starts: one
     if problem:                                                               # line, not a flow's traceback
         ap.error(problem)

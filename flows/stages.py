@@ -57,6 +57,10 @@ class _TimeoutEnforced(logging.Filter):
 
 logging.getLogger("prefect.task_runs").addFilter(_TimeoutEnforced())
 
+OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+"""A flow's stages never ask a model hub: a name such as `someorg/somemodel` in a form's model field that is no
+folder under the data root fails as a missing path, it does not make the worker fetch (and run) a hub's files."""
+
 STOP_GRACE_SECONDS = 90
 """How long a stage gets to stop after SIGTERM: `lmforge pretrain --submit` cancels its cluster job (scancel,
 kubectl delete) and torchrun stops its workers in that time; then it is killed."""
@@ -191,7 +195,7 @@ def launch_stage(stage: str, opts: dict[str, Any], out: Path, log_dir: Path, arg
     log_path.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     print(f"[{stage}] {' '.join(redact_args(cmd[3:]))}", flush=True)
-    rc = run_logged(cmd, log_path, stage, timeout=task_time_limit())
+    rc = run_logged(cmd, log_path, stage, timeout=task_time_limit(), env=OFFLINE)
     if rc != 0:
         raise StageFailed(log_name or stage, failure_reason(log_path), log_path, rc)
     out.mkdir(parents=True, exist_ok=True)

@@ -187,6 +187,11 @@ def test_the_documented_deployment_runs_the_same_parameters_and_a_failed_refresh
     for bad in ({"parallel_arms": 0}, {"arms": ["baseline", "no-such-arm"]}, {"tasks": ["imdb"]}):  # the ablation's form
         with pytest.raises(urllib.error.HTTPError, match="409"):
             ops.api(url, f"/deployments/{deployments['ablate']['id']}/create_flow_run", {"parameters": bad})
+    # the pool (infra/prefect/process-pool.json) lets no run set how it runs (issue 50): the worker's data root,
+    # command and folder stay the worker's (tests/unit/test_work_pool.py: not applied even if one got through)
+    for job in ({"env": {"LMFORGE_DATA_ROOT": "/"}}, {"command": "touch /tmp/pwned"}, {"working_dir": "/"}):
+        with pytest.raises(urllib.error.HTTPError, match="422"):
+            ops.api(url, f"/deployments/{deployments['demo']['id']}/create_flow_run", {"job_variables": job})
     worker_line = next(line for line in rest if " worker start" in line)
     run_line = next(line for line in rest if " deployment run" in line)
     assert "--param preset=tiny" in run_line

@@ -10,6 +10,7 @@ def test_the_form_offers_the_presets_and_tasks_as_choices_and_bounds_the_numbers
 
     from flows.ablate import lmforge_ablate
     from flows.ablation_arms import ARM_PRESETS
+    from flows.params import NAME_PATTERN
     from pipelines.labeled.registry import SOURCES
 
     props = parameter_schema(lmforge_ablate).model_dump_for_openapi()
@@ -17,9 +18,9 @@ def test_the_form_offers_the_presets_and_tasks_as_choices_and_bounds_the_numbers
     assert p["arms"]["items"]["enum"] == list(ARM_PRESETS) and p["tasks"]["items"]["enum"] == list(SOURCES)
     assert p["preset"]["enum"] == ["demo", "full", "tiny"]
     assert (p["parallel_arms"]["minimum"], p["token_budget"]["minimum"], p["seeds"]["minItems"]) == (1, 0, 1)
-    assert p["name"]["pattern"] == "^[A-Za-z0-9._-]+$"
+    assert p["name"]["pattern"] == NAME_PATTERN
     arm = props["definitions"]["CustomArm"]["properties"]
-    assert set(arm) == {"name", "corpus", "crawl"} and arm["name"]["pattern"] == "^[A-Za-z0-9._-]+$"
+    assert set(arm) == {"name", "corpus", "crawl"} and arm["name"]["pattern"] == NAME_PATTERN
 
 
 @pytest.mark.parametrize("change, said", [
@@ -31,6 +32,13 @@ def test_the_form_offers_the_presets_and_tasks_as_choices_and_bounds_the_numbers
     ({"custom_arms": [{"name": "x", "corpus": {"gopher_qualty": {"enabled": False}}, "crawl": []}]},
      "did you mean 'gopher_quality_enabled'"),
     ({"crawl": ["s3://AKIAEXAMPLE:hunter2@bucket/x"]}, "carries a credential"),
+    # names that are no folder of their own (the outputs would land in the runs folder's parent), and a run folder
+    # that is the installation's code (issue 50: the corpus stage replaced pipelines/corpus)
+    ({"name": "."}, "name"), ({"name": ".."}, "name"),
+    ({"custom_arms": [{"name": "..", "corpus": {}, "crawl": []}]}, "custom_arms"),
+    ({"runs_dir": ".", "name": "pipelines"}, "a run's folder holds data only"),
+    ({"runs_dir": "pipelines/corpus", "name": "data"}, "is inside the Python package"),
+    ({"runs_dir": "runs\nx"}, "control character"),
 ])
 def test_a_run_from_the_form_is_refused_in_one_line_before_anything_runs(checkout_root, change, said):
     root = checkout_root

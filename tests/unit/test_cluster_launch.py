@@ -128,7 +128,7 @@ def test_kubeflow_pytorchjob_one_master_and_workers_reading_the_operators_env():
                                   {"name": "shm", "emptyDir": {"medium": "Memory"}}, {"name": "scratch", "emptyDir": {}}]
         assert {"name": "TORCH_EXTENSIONS_DIR", "value": "/data/.torch_extensions"} in c["env"]
         cmd = c["args"][0]
-        assert "--node-rank $RANK --master-addr $MASTER_ADDR --master-port $MASTER_PORT" in cmd
+        assert '--node-rank "$RANK" --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT"' in cmd
         assert "WORLD_SIZE" not in cmd  # operators disagree on it (pods, or pods x nprocPerNode): nnodes is written
         cfg, node = _parse_node_command(cmd, node_rank="2", master="pt-run-master-0")
         assert cfg == PretrainConfig(**{**OPTS, "output": "/data/x/pretrain"})

@@ -383,6 +383,7 @@ def test_the_pretrain_task_submits_the_job_and_follows_it(data_root, cluster, mo
     from flows.params import TrainOnlyParams
     from lmforge.cli import main
 
+    monkeypatch.setenv("LMFORGE_CLUSTER_IMAGES", "reg/lmforge:*")  # the worker's allow-list (docs/SECURITY.md)
     p = TrainOnlyParams(run_name="k8s-run", cluster="k8s", nnodes=3, cluster_image="reg/lmforge:1",
                         cluster_namespace="ml", cluster_gpus=2, stage_timeout_minutes=30)
     run = p.run_dir

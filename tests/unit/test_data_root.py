@@ -218,3 +218,77 @@ def test_paths_inside_the_root_and_object_stores_pass(root):
     assert check_params("dag", {"beam_args": ["--temp_location=gs://b/tmp", "--sdk_location=container"],
                                 "overrides": {"corpus": {"decontaminate": {"files": ["s3://b/eval.jsonl", "hosts"]}},
                                               "pretrain": {"deepspeed_config": ""}}}) is None
+
+
+@pytest.mark.parametrize("flow", ["dag", "train", "refresh"])
+def test_a_run_folder_that_holds_code_is_refused(flow, root, monkeypatch):
+    """Issue 50: with the checkout as the data root, `runs_dir=.` and `run_name=pipelines` let the corpus stage
+    replace pipelines/corpus. A run folder that is a package, a project or a repository, or lies inside a package,
+    is refused; one a run wrote before (DeepSpeed's zero_to_fp32.py beside its checkpoints) is not."""
+    import subprocess
+
+    from flows.params import check_params
+
+    (root / "pkg" / "corpus" / "data").mkdir(parents=True)
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "proj").mkdir()
+    (root / "proj" / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    (root / "repo" / "docs").mkdir(parents=True)
+    (root / "repo" / "docs" / "a.txt").write_text("tracked\n")
+    git = ["git", "-c", "user.email=t@example.com", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q", str(root / "repo")], check=True)
+    subprocess.run([*git, "-C", str(root / "repo"), "add", "docs/a.txt"], check=True)  # docs/ itself holds no marker
+    for runs_dir, run_name, said in ((".", "pkg", "is code"), ("pkg", "corpus", "inside the Python package"),
+                                     ("pkg/corpus", "data", "inside the Python package"), (".", "proj", "is code"),
+                                     ("repo", "docs", "a file git tracks")):
+        line = refused(flow, {"runs_dir": runs_dir, "run_name": run_name}, monkeypatch)
+        assert said in line and "run_name" in line, (runs_dir, run_name, line)
+    (root / "runs" / "old" / "pretrain" / "checkpoints").mkdir(parents=True)
+    (root / "runs" / "old" / "pretrain" / "checkpoints" / "zero_to_fp32.py").write_text("# DeepSpeed's\n")
+    assert check_params(flow, {"runs_dir": "runs", "run_name": "old"}) is None
+
+
+@pytest.mark.parametrize("flow", ["dag", "train", "refresh"])
+def test_a_control_character_in_any_value_is_refused(flow, root, monkeypatch):
+    """A newline in a path would end a line of a launch script or a manifest's log; refused in every parameter,
+    lists and override dictionaries (keys too) included."""
+    for params in ({"runs_dir": "runs\nx"}, {"labeled": "a\x00b"}, {"crawl": ["ok", "x\ry"]},
+                   {"overrides": {"pretrain": {"steps": 5, "model": "bert\x1b[2J"}}},
+                   {"overrides": {"pretrain\n": {"steps": 5}}}):
+        if not set(params) <= set(_parameters(flow)):
+            continue  # train reads no crawl
+        line = refused(flow, params, monkeypatch)
+        assert "control character" in line, (params, line)
+
+
+def test_the_cluster_image_is_one_the_worker_allows(root, monkeypatch):
+    """The form's cluster_image is free text; the worker's LMFORGE_CLUSTER_IMAGES (globs) says which images its runs
+    may start (unset: the default alone). `lmforge run` typing one allows it for that run."""
+    from flows.params import IMAGES_ENV, check_params, trust_image
+
+    k8s = {"cluster": "k8s", "nnodes": 2, "runs_dir": "runs"}
+    monkeypatch.delenv(IMAGES_ENV, raising=False)
+    assert check_params("train", {**k8s, "cluster_image": "lmforge:0.1.0"}) is None
+    line = refused("train", {**k8s, "cluster_image": "evil.example.com/miner:latest"}, monkeypatch)
+    assert "not among the images this worker runs" in line and IMAGES_ENV in line
+    assert "image reference" in refused("train", {**k8s, "cluster_image": "x --privileged"}, monkeypatch)
+    monkeypatch.setenv(IMAGES_ENV, "registry.example.com/lmforge:*, registry.example.com/lmforge@sha256:*")
+    assert check_params("train", {**k8s, "cluster_image": "registry.example.com/lmforge:v2"}) is None
+    assert "not among" in refused("train", {**k8s, "cluster_image": "lmforge:0.1.0"}, monkeypatch)
+    assert "not among" in refused("train", {**k8s, "cluster_image": "registry.example.com/lmforge2:v2"}, monkeypatch)
+    monkeypatch.delenv(IMAGES_ENV)
+    trust_image("registry.example.com/mine:1")
+    assert check_params("train", {**k8s, "cluster_image": "registry.example.com/mine:1"}) is None
+
+
+def test_a_flows_stages_ask_no_model_hub(root, monkeypatch, tmp_path):
+    """`init_from=someorg/somemodel` that is no folder under the root must not make the worker fetch a hub's files:
+    every stage a flow launches runs with the hub libraries offline."""
+    import flows.stages as stages
+
+    seen = {}
+    monkeypatch.setattr(stages, "run_logged", lambda cmd, log, stage, **k: seen.update(k["env"]) or 0)
+    stages.launch_stage("tokenizer", {"from_model": "someorg/somemodel"}, tmp_path / "out", tmp_path / "logs",
+                        cache=False)
+    assert {k: seen[k] for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")} == \
+        {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}

@@ -87,7 +87,7 @@ def test_pull_step_finds_the_checkout_or_says_what_to_set(tmp_path, monkeypatch)
 
 @pytest.mark.parametrize("bad, match", [
     ({"run_name": ""}, "run_name"),
-    ({"run_name": ".."}, "names no folder"),
+    ({"run_name": ".."}, "run_name\n  String should match pattern"),
     ({"run_name": "a/b"}, "run_name"),
     ({"runs_dir": "/"}, "outside the data root"),
     ({"runs_dir": "../elsewhere"}, "outside the data root"),

@@ -54,6 +54,8 @@ from training.runtime.accelerator import ACCELERATORS
 KINDS = ("k8s", "pytorchjob", "slurm")
 DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,50}[a-z0-9])?"  # 52 at most: pod names add "-worker-NNN" within 63
 QUANTITY = r"\d+(\.\d+)?([EPTGMk]i?|m|Ki)?"  # Kubernetes resource quantities: 4, 500m, 16Gi, 64G
+IMAGE = r"([A-Za-z0-9.-]+(:[0-9]+)?/)?[a-z0-9][a-z0-9._/-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?"
+"""An image reference: [REGISTRY[:PORT]/]NAME[:TAG][@sha256:DIGEST], nothing a YAML or shell line could break on."""
 RESOURCE = r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"  # domain/name: rdma/hca
 # variables besides NCCL_* that tune the collectives: gloo's interface, PyTorch's NCCL watchdog and debug output
 ENV_ALLOWED = ("GLOO_SOCKET_IFNAME", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_BLOCKING_WAIT",
@@ -99,6 +101,9 @@ class ClusterSpec:
             raise ValueError(f"job name {self.job!r}: lower-case letters, digits and '-' (a Kubernetes DNS label)")
         if self.cpus_per_task < 0:
             raise ValueError(f"--cpus-per-task must be >= 0 (0: all the node's CPUs), got {self.cpus_per_task}")
+        if not re.fullmatch(IMAGE, self.image):
+            raise ValueError(f"image {self.image[:80]!r}: an image reference such as REGISTRY/lmforge:0.1.0 or "
+                             "REGISTRY/lmforge@sha256:DIGEST")
         if not self.mount.startswith("/"):
             raise ValueError(f"mount {self.mount!r}: an absolute path")
         for name in ("cpu", "memory"):
@@ -153,18 +158,44 @@ def job_name(text: str) -> str:
     return name or "lmforge-pretrain"
 
 
+class NodeVar(str):
+    """A variable the node's shell expands into the command (`NodeVar("SLURM_NODEID")` is written "$SLURM_NODEID"):
+    the launcher's own placeholders. Every other argument is quoted, whatever it holds: a path such as `$(touch x)`
+    from a run's form stays that path."""
+
+    def __new__(cls, name: str) -> NodeVar:
+        if not re.fullmatch(r"[A-Z_][A-Z0-9_]*", name):
+            raise ValueError(f"{name!r}: a shell variable name")
+        return super().__new__(cls, name)
+
+
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def refuse_control(name: str, value: str) -> None:
+    """A value that goes into a launch file or a manifest is one line of printable characters: a newline in a path
+    would end an `#SBATCH` line and start a command."""
+    m = CONTROL.search(value)
+    if m:
+        raise ValueError(f"{name} {value[:60]!r}: holds a control character ({m.group()!r} at {m.start()})")
+
+
 def pretrain_argv(cfg_opts: dict[str, Any], spec: ClusterSpec, node_rank: str, master_addr: str,
                   master_port: str = "") -> list[str]:
     """`lmforge pretrain` with the run's options and this node's place; `node_rank`, `master_addr` and `master_port`
-    may be shell expressions the node expands (e.g. $JOB_COMPLETION_INDEX)."""
-    return ["lmforge", "pretrain", *options_to_argv(cfg_opts), "--accelerator", spec.device, "--nproc",
+    are values or NodeVar placeholders the node expands (e.g. NodeVar("JOB_COMPLETION_INDEX")). A run option holding
+    a control character is refused."""
+    argv = options_to_argv(cfg_opts)
+    for i, a in enumerate(argv):
+        refuse_control(argv[i - 1] if i and not a.startswith("--") else "option", a)
+    return ["lmforge", "pretrain", *argv, "--accelerator", spec.device, "--nproc",
             str(spec.procs), "--nnodes", str(spec.nnodes), "--node-rank", node_rank, "--master-addr", master_addr,
             "--master-port", master_port or str(spec.port)]
 
 
 def _shell(argv: list[str]) -> str:
-    """Quoted for a shell, leaving "$VAR" and "$(...)" expansions to it."""
-    return " ".join(a if a.startswith("$") else shlex.quote(a) for a in argv)
+    """A command line for `sh -c`: each argument quoted, NodeVar placeholders as "$NAME" (expanded by the node)."""
+    return " ".join(f'"${a}"' if isinstance(a, NodeVar) else shlex.quote(a) for a in argv)
 
 
 def render(kind: str, cfg_opts: dict[str, Any], spec: ClusterSpec) -> str:
@@ -285,7 +316,7 @@ def _header_note(spec: ClusterSpec) -> str:
 
 
 def _k8s(cfg_opts: dict[str, Any], spec: ClusterSpec) -> str:
-    cmd = _shell(pretrain_argv(cfg_opts, spec, "$JOB_COMPLETION_INDEX", f"{spec.job}-0.{spec.job}"))
+    cmd = _shell(pretrain_argv(cfg_opts, spec, NodeVar("JOB_COMPLETION_INDEX"), f"{spec.job}-0.{spec.job}"))
     return f"""# lmforge pretraining on {spec.nnodes} nodes: a headless Service for node 0's address, an indexed Job
 # with one pod per node (JOB_COMPLETION_INDEX = node rank). Shards, tokenizer and output live on the
 # ReadWriteMany claim {spec.shared_pvc} mounted at {spec.mount}.
@@ -322,7 +353,7 @@ metadata:
 
 
 def _pytorchjob(cfg_opts: dict[str, Any], spec: ClusterSpec) -> str:
-    cmd = _shell(pretrain_argv(cfg_opts, spec, "$RANK", "$MASTER_ADDR", "$MASTER_PORT"))
+    cmd = _shell(pretrain_argv(cfg_opts, spec, NodeVar("RANK"), NodeVar("MASTER_ADDR"), NodeVar("MASTER_PORT")))
     # the operator finds the rendezvous port by these names: container `pytorch`, port `pytorchjob-port`
     pod = _pod(spec, "pytorch", cmd, "pytorchjob-port", 10)
     replicas = "".join(f"""    {role}:
@@ -361,7 +392,7 @@ PLAIN = r"[^\s'\"]+"  # an #SBATCH value sbatch reads as it is; others are quote
 
 
 def _slurm(cfg_opts: dict[str, Any], spec: ClusterSpec) -> str:
-    argv = pretrain_argv(cfg_opts, spec, "$SLURM_NODEID", "$MASTER_ADDR")
+    argv = pretrain_argv(cfg_opts, spec, NodeVar("SLURM_NODEID"), NodeVar("MASTER_ADDR"))
     exe = _interpreter()
     cmd = _shell([*exe, *argv[1:]] if argv[0] == "lmforge" else argv)
     quoted = "'" + cmd.replace("'", "'\\''") + "'"  # for bash -c, single-quoted: each node expands the variables
