@@ -37,15 +37,197 @@ from operator import itemgetter
 CACHE_CHUNKS = 200_000
 
 
+def alternatives(pattern: str) -> list[str]:
+    """The top-level alternatives of a regular expression, as text (a '|' inside a group or a class splits nothing)."""
+    out, depth, start, i, in_class = [], 0, 0, 0, False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            if c == "]":
+                in_class = False
+        elif c == "[":
+            in_class = True
+            if pattern[i + 1:i + 2] == "^":
+                i += 1
+            if pattern[i + 1:i + 2] == "]":  # a ']' first in a class is a character
+                i += 1
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "|" and depth == 0:
+            out.append(pattern[start:i])
+            start = i + 1
+        i += 1
+    out.append(pattern[start:])
+    return out
+
+
+def _reach(pattern: str) -> tuple[int, int]:
+    """(characters a match of `pattern` reads from its start onwards, lookaheads included, at most UNBOUNDED;
+    characters its lookbehinds read before the start). Lookarounds must be at the top level of the pattern."""
+    from re import _constants as sre
+    from re import _parser as parser
+
+    looks = (sre.ASSERT, sre.ASSERT_NOT)
+
+    def nested(x) -> bool:
+        if isinstance(x, parser.SubPattern):
+            return any(nested(item) for item in x.data)
+        if isinstance(x, (tuple, list)):
+            return any(v in looks for v in x if isinstance(v, sre._NamedIntConstant)) or any(nested(v) for v in x)
+        return False
+
+    tree = parser.parse(pattern)
+    pos = ahead = behind = 0
+    for op, av in tree.data:
+        if op in looks:
+            direction, sub = av
+            if nested(sub):
+                raise ValueError(f"rule {pattern!r}: a lookaround inside a lookaround")
+            width = sub.getwidth()[1]
+            if direction < 0:
+                behind = max(behind, width - pos)
+            else:
+                ahead = max(ahead, pos + width)
+        else:
+            if nested(av):
+                raise ValueError(f"rule {pattern!r}: a lookaround inside a group")
+            pos += parser.SubPattern(tree.state, [(op, av)]).getwidth()[1]
+    return min(max(ahead, pos), UNBOUNDED), behind
+
+
+UNBOUNDED = 1 << 30
+
+
+class Affixes:
+    """spaCy's prefix and suffix searches over a position range [lo, hi) of a chunk, each in time bounded by the
+    rules, not by hi - lo (EnglishWords._chunk).
+
+    - Prefix: every alternative is anchored (`^`), so the search is a `match` at lo of the alternatives without
+      their `^`; none looks behind. The bounded ones read at most `prefix_reach` characters; the unbounded ones
+      must be a run of one character (`\\.\\.+`: the run is taken whole in one pass).
+    - Suffix: every alternative ends at `$`, which `endpos` = hi makes the slice's end. The bounded ones start at
+      most `suffix_width` characters before hi and look at most `suffix_behind` further back; searched from
+      hi - suffix_width with the full expression's order kept. An unbounded one must be a run of one character
+      (`\\.\\.+$`), found by scanning the run. A slice too short for the window is searched as spaCy does,
+      on the slice itself (its lookbehinds see nothing before it).
+    A rule of another shape is refused at load time, naming it: the rules are data (infra/tools/export_word_rules.py),
+    and a new export must not quietly fall back to quadratic time."""
+
+    def __init__(self, prefix: str, suffix: str) -> None:
+        pre_alts, suf_alts = alternatives(prefix), alternatives(suffix)
+        if not all(a.startswith("^") for a in pre_alts):
+            raise ValueError(f"prefix rule {next(a for a in pre_alts if not a.startswith('^'))!r} is not anchored at ^")
+        if not all(a.endswith("$") and not a.endswith("\\$") for a in suf_alts):
+            raise ValueError(f"suffix rule {next(a for a in suf_alts if not a.endswith('$'))!r} does not end at $")
+        pre_alts = [a[1:] for a in pre_alts]
+        self._prefix_at = re.compile("|".join(pre_alts)).match
+        self.prefix_reach, self._prefix_runs = 0, ""
+        for a in pre_alts:
+            ahead, behind = _reach(a)
+            if behind:
+                raise ValueError(f"prefix rule {a!r} looks behind")
+            if ahead >= UNBOUNDED:
+                self._prefix_runs += _run_char(a, "prefix")
+            else:
+                self.prefix_reach = max(self.prefix_reach, ahead)
+        bounded, self._suffix_runs = [], ""
+        self.suffix_width = self.suffix_behind = 0
+        for a in suf_alts:
+            ahead, behind = _reach(a)
+            if ahead >= UNBOUNDED:
+                self._suffix_runs += _run_char(a[:-1], "suffix")
+            else:
+                bounded.append(a)
+                self.suffix_width, self.suffix_behind = max(self.suffix_width, ahead), max(self.suffix_behind, behind)
+        self._suffix_any = re.compile(suffix).search
+        self._suffix_at = re.compile(suffix).match
+        self._suffix_bounded = re.compile("|".join(bounded)).search
+        self._repeats: dict[str, re.Pattern] = {}
+
+    def prefix_len(self, s: str, lo: int, hi: int) -> int:
+        m = self._prefix_at(s, lo, hi)
+        return m.end() - lo if m else 0
+
+    def suffix_len(self, s: str, lo: int, hi: int) -> int:
+        """Length of spaCy's suffix of s[lo:hi] (`suffix_search` on the slice: the leftmost match)."""
+        if hi - lo <= self.suffix_width + self.suffix_behind + 1 or s[hi - 1] == "\n":  # `$` also before a last \n
+            m = self._suffix_any(s[lo:hi])
+            return m.end() - m.start() if m else 0
+        m = self._suffix_bounded(s, hi - self.suffix_width, hi)
+        start = m.start() if m else hi
+        c = s[hi - 1]
+        if c in self._suffix_runs:
+            run = hi - 1
+            while run > lo and s[run - 1] == c:
+                run -= 1
+            if hi - run >= 2:
+                start = min(start, run)
+        if start == hi:
+            return 0
+        if start - self.suffix_behind < lo:  # a lookbehind would see before the slice: as spaCy, on the slice
+            m = self._suffix_any(s[lo:hi])
+            return m.end() - m.start() if m else 0
+        m = self._suffix_at(s, start, hi)
+        return m.end() - m.start() if m else 0
+
+    def same_passes(self, s: str, lo: int, hi: int, pre: str, suf: str, short: int) -> int:
+        """How many more passes of the affix loop, from [lo, hi), would strip `pre` and `suf` again (either may be
+        empty, not both) and look up no special case (each slice, and the slice less one affix, longer than
+        `short`): their windows read the same characters of a periodic stretch."""
+        p, q = len(pre), len(suf)
+        if (p and not s.startswith(pre, lo)) or (q and not s.endswith(suf, 0, hi)):  # the next pass strips another
+            return 0
+        if (p and pre[0] in self._prefix_runs) or (q and suf[-1] in self._suffix_runs) or s[lo:lo + 1] in self._prefix_runs \
+                or "\n" in pre or "\n" in suf or s[hi - 1:hi] == "\n":
+            return 0
+        width = self.suffix_width + self.suffix_behind
+        need = max(short + max(p, q), width + 2 + p, self.prefix_reach)
+        if hi - lo < need:
+            return 0
+        passes = (hi - lo - need) // (p + q) + 1
+        if p:
+            run = self._repeat(pre).match(s, lo - p, hi)
+            passes = min(passes, (run.end() - (lo - p) - self.prefix_reach) // p)
+        if q:
+            top = hi + q
+            start = top - q
+            while start - q >= lo and s[start - q:start] == suf:
+                start -= q
+            passes = min(passes, (top - start - width) // q)
+        return max(0, passes)
+
+    def _repeat(self, text: str) -> re.Pattern:
+        pat = self._repeats.get(text)
+        if pat is None:
+            pat = self._repeats[text] = re.compile(f"(?:{re.escape(text)})+")
+        return pat
+
+
+def _run_char(alternative: str, kind: str) -> str:
+    """The character of an unbounded rule that is a run of one character (`\\.\\.+`, `xx+`); else refused."""
+    m = re.fullmatch(r"(\\?.)\1\+", alternative)
+    if not m:
+        raise ValueError(f"{kind} rule {alternative!r} is unbounded and not a run of one character: words.py's "
+                         "linear-time search does not cover it")
+    return m.group(1)[-1]
+
+
 class EnglishWords:
     """spaCy 3.8's English tokenizer algorithm over the exported rules."""
 
     def __init__(self, rules: dict) -> None:
         self._prefix = re.compile(rules["prefix"]).search
         self._suffix = re.compile(rules["suffix"]).search
+        self._affixes = Affixes(rules["prefix"], rules["suffix"])
         self._infix = re.compile(rules["infix"]).finditer
         self._url = re.compile(rules["url"], rules["url_flags"]).match
         self.specials: dict[str, tuple[str, ...]] = {s: tuple(t) for s, t in rules["specials"].items()}
+        self._max_special = max(map(len, self.specials), default=0)
         self.sentence_ends = frozenset(rules["sentence_ends"])
         self.punctuation = frozenset(rules["punctuation"])
         # spaCy's special-case matcher: a special case whose text has an affix or infix is also
@@ -55,6 +237,8 @@ class EnglishWords:
             if not rules["faster_heuristics"] or self._prefix(s) or self._suffix(s) or next(self._infix(s), None) or " " in s:
                 self._matched[tuple(self._chunk(s, False))] = toks
         self._max_matched = max(map(len, self._matched), default=0)
+        self._matched_firsts = frozenset(k[0] for k in self._matched)
+        self._matched_pairs = frozenset(k[:2] for k in self._matched)  # a one-token key never matches: runs are 2+
         self._cache: dict[str, tuple[str, ...]] = {}
         self._flags: dict[str, tuple[int, int, int]] = {}
         self._sent: dict[str, tuple[int, bool, int, bool]] = {}
@@ -69,40 +253,52 @@ class EnglishWords:
         return m.end() - m.start() if m else 0
 
     def _chunk(self, s: str, specials: bool) -> list[str]:
-        """One whitespace-free chunk -> its tokens (tokenizer.pyx `_split_affixes` + `_attach_tokens`)."""
+        """One whitespace-free chunk -> its tokens (tokenizer.pyx `_split_affixes` + `_attach_tokens`).
+
+        spaCy strips one prefix and one suffix a pass and searches the rest again, which is quadratic in a chunk of
+        affixes (`((((...x`: 0.35 s for 990 characters, minutes for a crafted page). This is the same loop over
+        positions [lo, hi) of the chunk, in linear time (`Affixes`): the suffix is searched only where a match can
+        start, the special cases are looked up only at lengths one can have, and a run of passes that strip the
+        same affixes from a periodic stretch (`((((`) is taken in one step."""
         if specials and s in self.specials:
             return list(self.specials[s])
         prefixes: list[str] = []
         suffixes: list[str] = []
+        aff, big = self._affixes, self._max_special
+        lo, hi = 0, len(s)
         last = -1
-        while s and len(s) != last:
-            if specials and s in self.specials:
+        while lo < hi and hi - lo != last:
+            n = hi - lo
+            if specials and n <= big and s[lo:hi] in self.specials:
                 break
-            last = len(s)
-            pre = self._find_prefix(s)
-            if pre:
-                minus_pre = s[pre:]
-                if minus_pre and specials and minus_pre in self.specials:
-                    prefixes.append(s[:pre])
-                    s = minus_pre
-                    break
-            suf = self._find_suffix(s[pre:])
-            if suf:
-                minus_suf = s[:-suf]
-                if minus_suf and specials and minus_suf in self.specials:
-                    suffixes.append(s[-suf:])
-                    s = minus_suf
-                    break
-            if pre and suf and pre + suf <= len(s):
-                prefixes.append(s[:pre])
-                suffixes.append(s[-suf:])
-                s = s[pre:-suf]
+            last = n
+            pre = aff.prefix_len(s, lo, hi)
+            if pre and specials and 0 < n - pre <= big and s[lo + pre:hi] in self.specials:
+                prefixes.append(s[lo:lo + pre])
+                lo += pre
+                break
+            suf = aff.suffix_len(s, lo + pre, hi)
+            if suf and specials and 0 < n - suf <= big and s[lo:hi - suf] in self.specials:
+                suffixes.append(s[hi - suf:hi])
+                hi -= suf
+                break
+            if pre and suf and pre + suf <= n:
+                pass
             elif pre:
-                prefixes.append(s[:pre])
-                s = s[pre:]
-            elif suf:
-                suffixes.append(s[-suf:])
-                s = s[:-suf]
+                suf = 0
+            elif not suf:
+                continue  # nothing stripped: the loop ends on the unchanged length
+            else:
+                pre = 0
+            p_text, s_text = s[lo:lo + pre], s[hi - suf:hi]
+            lo, hi = lo + pre, hi - suf
+            repeat = 1 + aff.same_passes(s, lo, hi, p_text, s_text, big + 1)
+            if pre:
+                prefixes.extend([p_text] * repeat)
+            if suf:
+                suffixes.extend([s_text] * repeat)
+            lo, hi = lo + (repeat - 1) * pre, hi - (repeat - 1) * suf
+        s = s[lo:hi]
         out = prefixes
         if s:
             if specials and s in self.specials:
@@ -130,9 +326,16 @@ class EnglishWords:
         first, leftmost; spaCy's `_filter_special_spans`)."""
         if len(toks) < 2 or not self._matched:
             return toks
+        firsts, pairs = self._matched_firsts, self._matched_pairs
+        if not any(t in firsts for t in toks[:-1]):  # no run can start here: a set lookup a token
+            return toks
         out: list[str] = []
         i = 0
         while i < len(toks):
+            if toks[i] not in firsts or (toks[i], toks[i + 1] if i + 1 < len(toks) else None) not in pairs:
+                out.append(toks[i])
+                i += 1
+                continue
             for n in range(min(self._max_matched, len(toks) - i), 1, -1):
                 rep = self._matched.get(tuple(toks[i:i + n]))
                 if rep is not None:

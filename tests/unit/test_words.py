@@ -144,3 +144,107 @@ def test_letters_alone_are_one_token_as_the_affix_rules_say():
         for chunk in (ch, f"a{ch}b"):
             if chunk not in en.specials:
                 assert en._match_specials(en._chunk(chunk, True)) == [chunk], chunk
+
+
+def reference_affixes(words, s: str, specials: bool) -> tuple[list[str], str, list[str]]:
+    """spaCy's `_split_affixes` as written there (tokenizer.pyx): one prefix and one suffix a pass, each searched on
+    the rest of the chunk again. Quadratic in a chunk of affixes; the oracle for words.py's linear-time loop."""
+    prefixes, suffixes, last = [], [], -1
+    while s and len(s) != last:
+        if specials and s in words.specials:
+            break
+        last = len(s)
+        m = words._prefix(s)
+        pre = m.end() - m.start() if m else 0
+        if pre and s[pre:] and specials and s[pre:] in words.specials:
+            prefixes.append(s[:pre])
+            s = s[pre:]
+            break
+        m = words._suffix(s[pre:])
+        suf = m.end() - m.start() if m else 0
+        if suf and s[:-suf] and specials and s[:-suf] in words.specials:
+            suffixes.append(s[-suf:])
+            s = s[:-suf]
+            break
+        if pre and suf and pre + suf <= len(s):
+            prefixes.append(s[:pre])
+            suffixes.append(s[-suf:])
+            s = s[pre:-suf]
+        elif pre:
+            prefixes.append(s[:pre])
+            s = s[pre:]
+        elif suf:
+            suffixes.append(s[-suf:])
+            s = s[:-suf]
+    return prefixes, s, suffixes
+
+
+def crafted_chunks(seed: int, n: int) -> list[str]:
+    """Chunks of affixes, special cases and letters, many of them periodic runs (`((((x`, `x.).).)`)."""
+    import random
+
+    rnd = random.Random(seed)
+    pieces = [*"()[]{}<>\"'.,;:!?-+$%&*/\\#@~_`…“”‘’«»", "..", "...", "US$", "C$", "km", "kg", "'s", "n't", "e.g.",
+              "U.S.", "Mr.", "°F", "°C.", "$5", "5%", "1st", "A.", "x", "ab", "12", "é", "中", "—", "--",
+              "http://a.b/c", "a@b.c", ":)", "<3", "''"]
+    specials = sorted(english().specials)
+    out = []
+    for _ in range(n):
+        parts = [rnd.choice(pieces) if rnd.random() < 0.85 else rnd.choice(specials)
+                 for _ in range(rnd.choice([1, 2, 3, 5, 8, 15, 30]))]
+        if rnd.random() < 0.4:
+            parts = [rnd.choice(pieces)] * rnd.randint(1, 60) + parts + [rnd.choice(pieces)] * rnd.randint(0, 60)
+        chunk = "".join("".join(parts).split())
+        if chunk:
+            out.append(chunk)
+    return out
+
+
+def test_the_linear_affix_loop_splits_as_spacys_quadratic_one():
+    """words.py strips affixes over positions, skipping runs of identical passes (issue 50: `((((...x` words cost
+    minutes a page); every split must stay spaCy's. 8,000 crafted chunks, with and without special cases, and the
+    chunks of the tiny WARC's real pages."""
+    from pipelines.corpus.words import EnglishWords
+
+    words = EnglishWords.__new__(EnglishWords)  # the rules without __init__'s own use of _chunk
+    words.__dict__.update(english().__dict__)
+    real = sorted({c for page in tiny_pages() for c in page.split()})
+    for chunk in [*crafted_chunks(0, 8000), *real]:
+        for specials in (True, False):
+            prefixes, rest, suffixes = reference_affixes(words, chunk, specials)
+            got = words._chunk(chunk, specials)
+            middle = got[len(prefixes):len(got) - len(suffixes)]
+            assert got[:len(prefixes)] == prefixes and got[len(got) - len(suffixes):] == suffixes[::-1], chunk
+            assert "".join(middle) == rest or (specials and tuple(middle) == words.specials.get(rest)), chunk
+
+
+def test_a_run_of_affixes_is_stripped_in_few_passes():
+    """A 990-character `((((...x` chunk, as C4's word cap lets through: its prefix is searched a few times, not 990
+    (each search spaCy's way reads the whole rest of the chunk: 0.35 s for the chunk, minutes for a page of them)."""
+    from pipelines.corpus.words import EnglishWords
+
+    words = EnglishWords.__new__(EnglishWords)
+    words.__dict__.update(english().__dict__)
+    aff = words._affixes
+    calls = []
+    real = aff._prefix_at
+    words._affixes._prefix_at = lambda *a: calls.append(a[1]) or real(*a)
+    try:
+        for chunk in ("(" * 989 + "x7", "7x" + ")" * 989, "(" * 495 + "x" + ")" * 495, "'" * 990 + "x"):
+            calls.clear()
+            toks = words._chunk(chunk, True)
+            assert "".join(toks) == chunk and len(calls) < 20, (chunk[:5], len(calls))
+    finally:
+        words._affixes._prefix_at = real
+
+
+def test_a_rule_the_linear_loop_cannot_bound_is_refused():
+    from pipelines.corpus.words import Affixes
+
+    with pytest.raises(ValueError, match="unbounded and not a run of one character"):
+        Affixes(r"^\(|^[a-z]+\(", r"\)$")
+    with pytest.raises(ValueError, match="not anchored"):
+        Affixes(r"^\(|\[", r"\)$")
+    with pytest.raises(ValueError, match="does not end at"):
+        Affixes(r"^\(", r"\)$|\]")
+    assert Affixes(r"^\(|^\.\.+", r"\)$|\.\.+$")._suffix_runs == "."
