@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipelines.corpus import budget
 from pipelines.corpus.config import CorpusConfig
 from pipelines.corpus.steps.base import Page
 from pipelines.corpus.steps.registry import STEPS
@@ -46,13 +47,23 @@ def process_document(doc: RawDocument, cfg: CorpusConfig) -> tuple[str, Any]:
     page: Page | None = Page(normalize_text(text), url=doc.url or "")
     if not page.text:
         return DROPPED, (doc, "empty_text")
-    for step in STEPS:
-        if step.name in cfg.applied_steps:  # the input went through it already
-            continue
-        options = step.options(cfg)
-        if step.enabled(options):
-            page, reason = step.apply(page, options)
-            if page is None:
-                return DROPPED, (doc, reason)
+    size, name = len(page.text), "normalise"
+    budget.start(cfg.document_seconds)
+    try:
+        for step in STEPS:
+            if step.name in cfg.applied_steps:  # the input went through it already
+                continue
+            name = step.name
+            options = step.options(cfg)
+            if step.enabled(options):
+                page, reason = step.apply(page, options)
+                if page is None:
+                    return DROPPED, (doc, reason)
+                budget.check()
+    except budget.TooSlow:
+        return QUARANTINED, Quarantined(doc.source, doc.offset, "too_slow", f"cleaning went over document_seconds "
+                                        f"{cfg.document_seconds:g} in step {name}: {size} characters", doc.id)
+    finally:
+        budget.stop()
     return KEPT, {"id": doc.id, "url": doc.url, "text": page.text, "language": page.language,
                   "language_score": page.language_score, "source": doc.source, "notes": page.notes}

@@ -244,3 +244,33 @@ def test_every_filter_family_can_be_switched_off_for_dedup_only_runs():
     status, rec = process_document(short, cfg)
     assert status == KEPT and rec["language"] == "und" and rec["text"] == short.text
     assert process_document(short, CorpusConfig(input=["-"], output="-"))[0] == DROPPED
+
+
+def test_a_page_over_the_cleaning_budget_is_quarantined_as_too_slow(monkeypatch):
+    """Issue 50: a page crafted to make a rule slow (here a page of `<>(<>(...x` words, affix cycles the word
+    splitter takes one pass a character for) goes over `document_seconds` and is quarantined with its size and the
+    step it was in; real text under the same budget is kept, and a budget of 0 switches the check off."""
+    import random
+
+    from pipelines.corpus import budget
+    from tests.fixtures import vader_texts
+
+    rnd = random.Random(0)
+    prose = "\n\n".join(vader_texts("nytEditorialSnippets", 60))
+    crafted = prose + "\n\n" + "\n".join(f"The word {'<>(' * 300}x{rnd.randrange(10**9)} is long." for _ in range(300))
+    cfg = CorpusConfig(input=["x"], output="o", document_seconds=0.05, language_id=False)
+    warm = CorpusConfig(input=["x"], output="o", document_seconds=0, language_id=False)
+    assert process_document(RawDocument("w", "http://example.com/w", "f", 6, text=prose), warm)[0] == KEPT  # rules loaded
+    status, q = process_document(RawDocument("c", "http://example.com/c", "f", 7, text=crafted), cfg)
+    assert status == QUARANTINED and isinstance(q, Quarantined) and q.reason == "too_slow", (status, q)
+    assert (q.source, q.offset, q.id) == ("f", 7, "c") and f"{len(crafted)} characters" in q.detail
+    assert "in step " in q.detail
+    # the budget is the document's: the next one starts afresh, and no budget is left running after it
+    assert process_document(RawDocument("p", "http://example.com/p", "f", 8, text=prose), cfg)[0] == KEPT
+    assert getattr(budget._state, "deadline", None) is None
+    # a budget of 0: none
+    monkeypatch.setattr(budget, "CHECK_EVERY", 1)
+    off = CorpusConfig(input=["x"], output="o", document_seconds=0, language_id=False)
+    assert process_document(RawDocument("p", "http://example.com/p", "f", 8, text=prose), off)[0] == KEPT
+    with pytest.raises(ValueError, match="document_seconds must be >= 0"):
+        CorpusConfig(input=["x"], output="o", document_seconds=-1)

@@ -2,6 +2,8 @@
 pattern, length and choice the flows' parameter models enforce."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 # the JSON-schema keys of a check on one value; pydantic writes them for the model, Prefect for the flow
@@ -40,7 +42,9 @@ def test_nproc_and_friends_are_bounded_in_the_form():
     dag = _deployment_schema(_flows()[0][0])["properties"]
     assert (dag["nproc"]["minimum"], dag["nproc"]["maximum"]) == (1, 64)
     assert dag["stage_timeout_minutes"]["exclusiveMinimum"] == 0
-    assert dag["run_name"]["pattern"] == "^[A-Za-z0-9._-]+$"
+    from flows.params import NAME_PATTERN
+
+    assert dag["run_name"]["pattern"] == NAME_PATTERN and not re.match(NAME_PATTERN, "..")
     assert dag["crawl"]["minItems"] == 1
     assert dag["preset"]["enum"] == ["demo", "full", "tiny"]
     refresh = _deployment_schema(_flows()[2][0])["properties"]
