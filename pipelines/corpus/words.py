@@ -35,7 +35,6 @@ from itertools import chain
 from operator import itemgetter
 
 from pipelines.corpus import budget
-from pipelines.corpus.budget import CHECK_EVERY
 
 CACHE_CHUNKS = 200_000
 
@@ -270,11 +269,8 @@ class EnglishWords:
         aff, big = self._affixes, self._max_special
         lo, hi = 0, len(s)
         last = -1
-        passes = 0
         while lo < hi and hi - lo != last:
-            passes += 1
-            if not passes % CHECK_EVERY:
-                budget.check()
+            budget.tick()
             n = hi - lo
             if specials and n <= big and s[lo:hi] in self.specials:
                 break
@@ -357,6 +353,7 @@ class EnglishWords:
     def chunk_tokens(self, chunk: str) -> tuple[str, ...]:
         toks = self._cache.get(chunk)
         if toks is None:
+            budget.tick()  # the document's time budget (pipelines/corpus/budget.py)
             if chunk.isalpha() and chunk not in self.specials:
                 # No prefix, suffix, infix or URL rule of spaCy's English matches letters alone: checked
                 # on every alphabetic code point alone and beside letters, and on the 393,842 distinct
@@ -370,12 +367,6 @@ class EnglishWords:
             self._cache[chunk] = toks
         return toks
 
-    def _budgeted(self, chunk: str, i: int) -> tuple[str, ...]:
-        """chunk_tokens, reading the document's time budget every CHECK_EVERY chunks (pipelines/corpus/budget.py)."""
-        if not i % CHECK_EVERY:
-            budget.check()
-        return self.chunk_tokens(chunk)
-
     def tokens(self, text: str) -> list[str]:
         """spaCy's tokens of `text` without whitespace tokens: datatrove's `split_into_words(text, "en")`.
         The last text's tokens are kept, as the rule families of one page ask for the same text in
@@ -386,7 +377,7 @@ class EnglishWords:
         chunks = text.split()
         per_chunk = list(map(self._cache.get, chunks))
         if None in per_chunk:
-            per_chunk = [t if t is not None else self._budgeted(c, i) for i, (c, t) in enumerate(zip(chunks, per_chunk))]
+            per_chunk = [t if t is not None else self.chunk_tokens(c) for c, t in zip(chunks, per_chunk)]
         out = list(chain.from_iterable(per_chunk))
         self._last = (text, out)
         return out
