@@ -160,8 +160,8 @@ def check_values(values: Any) -> Any:
     """Every parameter's value checked by refuse_secret and refuse_control (a `mode="before"` validator of the
     parameter models)."""
     for field, value in (values.items() if isinstance(values, dict) else ()):
+        refuse_secret(field, value)  # first: a refusal of a control character quotes the value
         refuse_control(field, value)
-        refuse_secret(field, value)
     return values
 
 
