@@ -135,6 +135,56 @@ def _crash_after(run, step: int, to):
     return to
 
 
+class _Payload:
+    """Pickles as a call that writes `marker`: what a planted checkpoint file would run when unpickled."""
+
+    def __init__(self, marker: str):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (exec, (f"open({self.marker!r}, 'w').write('ran')",))
+
+
+def test_a_planted_checkpoint_runs_no_code_on_resume_or_conversion(zero2, tmp_path):
+    """Issue 50: a run folder's checkpoint is a pickle whoever can write the folder can replace, digests and all.
+    A copy of the shared run's global_step4 with rank 0's optimizer file holding its real state plus a payload,
+    its digests rewritten. The resume's load (pretrain.restore, with DeepSpeed's own checkpoint engine doing the
+    torch.load its engine does) stops with one line naming the file; the universal conversion that another world
+    size runs (DeepSpeed's ds_to_universal, in its own process) refuses it too; the payload's marker never
+    appears. The real checkpoints of the resume tests above and below load through the same rule."""
+    from types import SimpleNamespace
+
+    import torch
+    from deepspeed.runtime.checkpoint_engine.torch_checkpoint_engine import TorchCheckpointEngine
+
+    from training.pretraining import checkpoint
+    from training.pretraining.pretrain import restore
+    from training.pretraining.safe_load import weights_only_loads
+
+    tok, shards, full = zero2
+    planted = _crash_after(full, 4, tmp_path / "planted")
+    victim = planted / "checkpoints" / "global_step4" / "zero_pp_rank_0_mp_rank_00_optim_states.pt"
+    marker = tmp_path / "PAYLOAD_RAN"
+    state = torch.load(victim, weights_only=False)  # the test's own, trusted copy
+    state["planted"] = _Payload(str(marker))
+    torch.save(state, victim)
+    checkpoint.write_digests(victim.parent)
+    assert checkpoint.verify_tag(victim.parent) is None  # the digests pass: they are no signature
+
+    engine = SimpleNamespace(load_checkpoint=lambda folder, tag: (TorchCheckpointEngine().load(str(victim)), None))
+    s = SimpleNamespace(resumed=SimpleNamespace(load_tag="global_step4", state={}), engine=engine,
+                        ckpt_dir=planted / "checkpoints")
+    with pytest.raises(SystemExit) as e:
+        restore(s, None)
+    assert str(e.value).startswith(f"pretrain --resume: {victim}: not loaded, it holds more than weights")
+    assert "(Unsupported global: GLOBAL exec)" in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(RuntimeError, match="not loaded, it holds more than weights"):
+        checkpoint.to_universal(planted / "checkpoints", "global_step4", workers=1)
+    assert not marker.exists()
+    with weights_only_loads():  # the file as DeepSpeed wrote it loads under the rule
+        assert "optimizer_state_dict" in TorchCheckpointEngine().load(str(full / "checkpoints" / "global_step4" / victim.name))
+
+
 @pytest.mark.parametrize("before,after", [(2, 1), (1, 2)])
 def test_resume_on_another_world_size_continues_the_loss_curve(tmp_path, before, after):
     """A checkpoint saved on `before` processes resumes on `after` through DeepSpeed's universal checkpoint. The

@@ -16,8 +16,9 @@ unpickled, and lmforge's options and world-size check reads the JSON state befor
 asked to load anything. What the digests protect against: a checkpoint damaged on disk or in a
 copy (disk full, a crash mid-save, storage corruption, a partial rsync) being loaded and training
 going on from garbage. They are not a signature: whoever can write the checkpoint directory can
-rewrite the digest file too, and DeepSpeed unpickles its files with `weights_only=False`, so load
-checkpoints only from storage you trust.
+rewrite the digest file too. What keeps a planted file from running code is the load itself: DeepSpeed
+unpickles its files with `weights_only=False`, and lmforge makes every such load weights-only
+(training/pretraining/safe_load.py), for the resume and for the universal conversion alike.
 
 Another world size: a tag saved on N processes is converted once with DeepSpeed's universal
 checkpoint (`ds_to_universal`, into `global_step<N>_universal/`, itself digested) and loaded with
@@ -166,8 +167,8 @@ def to_universal(ckpt_dir: Path, tag: str, workers: int = 0) -> str:
         import shutil
 
         shutil.rmtree(out)
-    cmd = [sys.executable, "-m", "deepspeed.checkpoint.ds_to_universal", "--input_folder", str(ckpt_dir / tag),
-           "--output_folder", str(out), "--num_extract_workers", str(workers), "--num_merge_workers", str(workers)]
+    cmd = [sys.executable, "-m", "training.pretraining.safe_load", "ds_to_universal",  # weights-only loads
+           "--input_folder", str(ckpt_dir / tag), "--output_folder", str(out), "--num_extract_workers", str(workers), "--num_merge_workers", str(workers)]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"ds_to_universal failed on {ckpt_dir / tag} (exit {done.returncode}):\n"

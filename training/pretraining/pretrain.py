@@ -98,9 +98,14 @@ def restore(s: Setup, stats: StepStats) -> int:
     """A --resume run's state from its checkpoint (s.resumed): weights, optimizer, loader, counters, RNG, budget
     clock; the step it continues after."""
     from training.pretraining import checkpoint
+    from training.pretraining.safe_load import UnsafeCheckpoint, weights_only_loads
 
     plan, state = s.resumed, s.resumed.state
-    path, _ = s.engine.load_checkpoint(str(s.ckpt_dir), tag=plan.load_tag)
+    try:
+        with weights_only_loads():  # DeepSpeed's pickles: tensors and its own state, never code
+            path, _ = s.engine.load_checkpoint(str(s.ckpt_dir), tag=plan.load_tag)
+    except UnsafeCheckpoint as e:
+        raise SystemExit(f"pretrain --resume: {e}") from None
     if path is None:
         raise SystemExit(f"pretrain --resume: DeepSpeed could not load {s.ckpt_dir / plan.load_tag}")
     s.loader.load_state_dict(state["loader"])
