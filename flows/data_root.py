@@ -1,7 +1,9 @@
 """The data root: where a flow run started from the Prefect UI or a deployment may read and write.
 
 Every local path such a run names must resolve inside a data root: the worker's `LMFORGE_DATA_ROOT`
-(several roots separated by `:`), by default its working directory. The root is the worker's setting,
+(several roots separated by `:`), by default the `runs` and `samples` folders of its working directory (the
+flows' default runs folder and the bundled sample data), never the working directory itself: a worker runs in
+the checkout, whose code and configuration a run could otherwise read into its outputs. The root is the worker's setting,
 never a form field. Three kinds of value name paths: a flow's path parameters (flows/params.py
 PATH_PARAMS), a stage option that `overrides` sets and whose config declares it a path
 (`opt(..., path=True)`), and a Beam option named like one (`--temp_location`, `--requirements_file`).
@@ -46,9 +48,13 @@ class PathRefused(ValueError):
     """A path a flow run may not use: outside the data root, a URL no stage reads, or spelled like an option."""
 
 
+DEFAULT_ROOTS = ("runs", "samples")
+"""The data roots when LMFORGE_DATA_ROOT is unset, under the working directory."""
+
+
 def data_roots() -> list[Path]:
     raw = os.environ.get(DATA_ROOT_ENV, "")
-    return [Path(r).resolve() for r in raw.split(":") if r] or [Path.cwd().resolve()]
+    return [Path(r).resolve() for r in raw.split(":") if r] or [(Path.cwd() / d).resolve() for d in DEFAULT_ROOTS]
 
 
 def local_paths(value: str, what: str) -> list[Path]:

@@ -7,10 +7,10 @@ and index. A nested object would be replaced whole.
 
 Paths a parameter names (crawl inputs, runs folder, band index, models, labelled data, hostfile, cluster
 mount), and those an override gives a stage, must resolve inside a data root: the worker's `LMFORGE_DATA_ROOT`
-(several roots separated by `:`), by default its working directory. The root is the worker's setting, never a
-form field, so the form cannot point a run at `/` or `../elsewhere`. Paths typed on `lmforge run`'s command line
-are the user's own (trust_paths): a local user owns the machine. The rule, with what "resolves" means for
-symlinks, globs, `~` and URLs (object stores pass), is flows/data_root.py's.
+(several roots separated by `:`), by default the `runs` and `samples` folders of its working directory. The root
+is the worker's setting, never a form field, so the form cannot point a run at `/` or `../elsewhere`. Paths typed
+on `lmforge run`'s command line are the user's own (trust_paths): a local user owns the machine. The rule, with
+what "resolves" means for symlinks, globs, `~` and URLs (object stores pass), is flows/data_root.py's.
 """
 from __future__ import annotations
 

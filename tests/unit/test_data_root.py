@@ -292,3 +292,22 @@ def test_a_flows_stages_ask_no_model_hub(root, monkeypatch, tmp_path):
                         cache=False)
     assert {k: seen[k] for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")} == \
         {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+def test_without_a_configured_root_a_run_reaches_the_runs_and_samples_folders_not_the_checkout(monkeypatch):
+    """Issue 50: the default data root (LMFORGE_DATA_ROOT unset) is the working directory's `runs` and `samples`
+    folders; the checkout itself, its code and configuration, is outside it. The flows' defaults pass."""
+    from flows.data_root import DATA_ROOT_ENV, data_roots
+    from flows.params import check_params
+
+    checkout = Path(__file__).resolve().parents[2]
+    monkeypatch.chdir(checkout)
+    monkeypatch.delenv(DATA_ROOT_ENV, raising=False)
+    assert data_roots() == [checkout / "runs", checkout / "samples"]
+    for flow in ("dag", "train", "refresh"):
+        assert check_params(flow, {}) is None, flow  # runs/ and samples/crawl: the defaults
+    assert check_params("dag", {"crawl": ["samples/crawl/news-000.warc.gz"], "runs_dir": "runs/mine"}) is None
+    for value in ("pyproject.toml", "pipelines/corpus/data", ".", "runs/../flows"):
+        line = check_params("dag", {"crawl": [value]})
+        assert line and "outside the data root" in line and f"{checkout / 'runs'}, {checkout / 'samples'}" in line, line
+    assert "outside the data root" in check_params("train", {"init_from": "tests/data"})
