@@ -35,188 +35,11 @@ from itertools import chain
 from operator import itemgetter
 
 from pipelines.corpus import budget
+from pipelines.corpus.affixes import MAX_CYCLE, Affixes
 
 CACHE_CHUNKS = 200_000
-
-
-def alternatives(pattern: str) -> list[str]:
-    """The top-level alternatives of a regular expression, as text (a '|' inside a group or a class splits nothing)."""
-    out, depth, start, i, in_class = [], 0, 0, 0, False
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\":
-            i += 2
-            continue
-        if in_class:
-            if c == "]":
-                in_class = False
-        elif c == "[":
-            in_class = True
-            if pattern[i + 1:i + 2] == "^":
-                i += 1
-            if pattern[i + 1:i + 2] == "]":  # a ']' first in a class is a character
-                i += 1
-        elif c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-        elif c == "|" and depth == 0:
-            out.append(pattern[start:i])
-            start = i + 1
-        i += 1
-    out.append(pattern[start:])
-    return out
-
-
-def _reach(pattern: str) -> tuple[int, int]:
-    """(characters a match of `pattern` reads from its start onwards, lookaheads included, at most UNBOUNDED;
-    characters its lookbehinds read before the start). Lookarounds must be at the top level of the pattern."""
-    from re import _constants as sre
-    from re import _parser as parser
-
-    looks = (sre.ASSERT, sre.ASSERT_NOT)
-
-    def nested(x) -> bool:
-        if isinstance(x, parser.SubPattern):
-            return any(nested(item) for item in x.data)
-        if isinstance(x, (tuple, list)):
-            return any(v in looks for v in x if isinstance(v, sre._NamedIntConstant)) or any(nested(v) for v in x)
-        return False
-
-    tree = parser.parse(pattern)
-    pos = ahead = behind = 0
-    for op, av in tree.data:
-        if op in looks:
-            direction, sub = av
-            if nested(sub):
-                raise ValueError(f"rule {pattern!r}: a lookaround inside a lookaround")
-            width = sub.getwidth()[1]
-            if direction < 0:
-                behind = max(behind, width - pos)
-            else:
-                ahead = max(ahead, pos + width)
-        else:
-            if nested(av):
-                raise ValueError(f"rule {pattern!r}: a lookaround inside a group")
-            pos += parser.SubPattern(tree.state, [(op, av)]).getwidth()[1]
-    return min(max(ahead, pos), UNBOUNDED), behind
-
-
-UNBOUNDED = 1 << 30
-
-
-class Affixes:
-    """spaCy's prefix and suffix searches over a position range [lo, hi) of a chunk, each in time bounded by the
-    rules, not by hi - lo (EnglishWords._chunk).
-
-    - Prefix: every alternative is anchored (`^`), so the search is a `match` at lo of the alternatives without
-      their `^`; none looks behind. The bounded ones read at most `prefix_reach` characters; the unbounded ones
-      must be a run of one character (`\\.\\.+`: the run is taken whole in one pass).
-    - Suffix: every alternative ends at `$`, which `endpos` = hi makes the slice's end. The bounded ones start at
-      most `suffix_width` characters before hi and look at most `suffix_behind` further back; searched from
-      hi - suffix_width with the full expression's order kept. An unbounded one must be a run of one character
-      (`\\.\\.+$`), found by scanning the run. A slice too short for the window is searched as spaCy does,
-      on the slice itself (its lookbehinds see nothing before it).
-    A rule of another shape is refused at load time, naming it: the rules are data (infra/tools/export_word_rules.py),
-    and a new export must not quietly fall back to quadratic time."""
-
-    def __init__(self, prefix: str, suffix: str) -> None:
-        pre_alts, suf_alts = alternatives(prefix), alternatives(suffix)
-        if not all(a.startswith("^") for a in pre_alts):
-            raise ValueError(f"prefix rule {next(a for a in pre_alts if not a.startswith('^'))!r} is not anchored at ^")
-        if not all(a.endswith("$") and not a.endswith("\\$") for a in suf_alts):
-            raise ValueError(f"suffix rule {next(a for a in suf_alts if not a.endswith('$'))!r} does not end at $")
-        pre_alts = [a[1:] for a in pre_alts]
-        self._prefix_at = re.compile("|".join(pre_alts)).match
-        self.prefix_reach, self._prefix_runs = 0, ""
-        for a in pre_alts:
-            ahead, behind = _reach(a)
-            if behind:
-                raise ValueError(f"prefix rule {a!r} looks behind")
-            if ahead >= UNBOUNDED:
-                self._prefix_runs += _run_char(a, "prefix")
-            else:
-                self.prefix_reach = max(self.prefix_reach, ahead)
-        bounded, self._suffix_runs = [], ""
-        self.suffix_width = self.suffix_behind = 0
-        for a in suf_alts:
-            ahead, behind = _reach(a)
-            if ahead >= UNBOUNDED:
-                self._suffix_runs += _run_char(a[:-1], "suffix")
-            else:
-                bounded.append(a)
-                self.suffix_width, self.suffix_behind = max(self.suffix_width, ahead), max(self.suffix_behind, behind)
-        self._suffix_any = re.compile(suffix).search
-        self._suffix_at = re.compile(suffix).match
-        self._suffix_bounded = re.compile("|".join(bounded)).search
-        self._repeats: dict[str, re.Pattern] = {}
-
-    def prefix_len(self, s: str, lo: int, hi: int) -> int:
-        m = self._prefix_at(s, lo, hi)
-        return m.end() - lo if m else 0
-
-    def suffix_len(self, s: str, lo: int, hi: int) -> int:
-        """Length of spaCy's suffix of s[lo:hi] (`suffix_search` on the slice: the leftmost match)."""
-        if hi - lo <= self.suffix_width + self.suffix_behind + 1 or s[hi - 1] == "\n":  # `$` also before a last \n
-            m = self._suffix_any(s[lo:hi])
-            return m.end() - m.start() if m else 0
-        m = self._suffix_bounded(s, hi - self.suffix_width, hi)
-        start = m.start() if m else hi
-        c = s[hi - 1]
-        if c in self._suffix_runs:
-            run = hi - 1
-            while run > lo and s[run - 1] == c:
-                run -= 1
-            if hi - run >= 2:
-                start = min(start, run)
-        if start == hi:
-            return 0
-        if start - self.suffix_behind < lo:  # a lookbehind would see before the slice: as spaCy, on the slice
-            m = self._suffix_any(s[lo:hi])
-            return m.end() - m.start() if m else 0
-        m = self._suffix_at(s, start, hi)
-        return m.end() - m.start() if m else 0
-
-    def same_passes(self, s: str, lo: int, hi: int, pre: str, suf: str, short: int) -> int:
-        """How many more passes of the affix loop, from [lo, hi), would strip `pre` and `suf` again (either may be
-        empty, not both) and look up no special case (each slice, and the slice less one affix, longer than
-        `short`): their windows read the same characters of a periodic stretch."""
-        p, q = len(pre), len(suf)
-        if (p and not s.startswith(pre, lo)) or (q and not s.endswith(suf, 0, hi)):  # the next pass strips another
-            return 0
-        if (p and pre[0] in self._prefix_runs) or (q and suf[-1] in self._suffix_runs) or s[lo:lo + 1] in self._prefix_runs \
-                or "\n" in pre or "\n" in suf or s[hi - 1:hi] == "\n":
-            return 0
-        width = self.suffix_width + self.suffix_behind
-        need = max(short + max(p, q), width + 2 + p, self.prefix_reach)
-        if hi - lo < need:
-            return 0
-        passes = (hi - lo - need) // (p + q) + 1
-        if p:
-            run = self._repeat(pre).match(s, lo - p, hi)
-            passes = min(passes, (run.end() - (lo - p) - self.prefix_reach) // p)
-        if q:
-            top = hi + q
-            start = top - q
-            while start - q >= lo and s[start - q:start] == suf:
-                start -= q
-            passes = min(passes, (top - start - width) // q)
-        return max(0, passes)
-
-    def _repeat(self, text: str) -> re.Pattern:
-        pat = self._repeats.get(text)
-        if pat is None:
-            pat = self._repeats[text] = re.compile(f"(?:{re.escape(text)})+")
-        return pat
-
-
-def _run_char(alternative: str, kind: str) -> str:
-    """The character of an unbounded rule that is a run of one character (`\\.\\.+`, `xx+`); else refused."""
-    m = re.fullmatch(r"(\\?.)\1\+", alternative)
-    if not m:
-        raise ValueError(f"{kind} rule {alternative!r} is unbounded and not a run of one character: words.py's "
-                         "linear-time search does not cover it")
-    return m.group(1)[-1]
+CYCLE_EVERY = 16
+"""The long-slice loop looks for a cycle (and ticks the document's time budget) every this many passes."""
 
 
 class EnglishWords:
@@ -260,16 +83,17 @@ class EnglishWords:
         spaCy strips one prefix and one suffix a pass and searches the rest again, which is quadratic in a chunk of
         affixes (`((((...x`: 0.35 s for 990 characters, minutes for a crafted page). This is the same loop over
         positions [lo, hi) of the chunk, in linear time (`Affixes`): the suffix is searched only where a match can
-        start, the special cases are looked up only at lengths one can have, and a run of passes that strip the
-        same affixes from a periodic stretch (`((((`) is taken in one step."""
+        start, and while the slice is long (`_long_passes`) no special case is looked up, a side that found nothing
+        is not searched again, and a cycle of passes a periodic stretch repeats (`((((`, `<>(<>(`) is taken in one
+        step; spaCy's loop itself takes the last few dozen characters."""
         if specials and s in self.specials:
             return list(self.specials[s])
         prefixes: list[str] = []
         suffixes: list[str] = []
         aff, big = self._affixes, self._max_special
-        lo, hi = 0, len(s)
+        lo, hi = self._long_passes(s, prefixes, suffixes)
         last = -1
-        while lo < hi and hi - lo != last:
+        while lo < hi and hi - lo != last:  # spaCy's loop, for what is left: at most a few dozen characters
             budget.tick()
             n = hi - lo
             if specials and n <= big and s[lo:hi] in self.specials:
@@ -293,14 +117,11 @@ class EnglishWords:
                 continue  # nothing stripped: the loop ends on the unchanged length
             else:
                 pre = 0
-            p_text, s_text = s[lo:lo + pre], s[hi - suf:hi]
-            lo, hi = lo + pre, hi - suf
-            repeat = 1 + aff.same_passes(s, lo, hi, p_text, s_text, big + 1)
             if pre:
-                prefixes.extend([p_text] * repeat)
+                prefixes.append(s[lo:lo + pre])
             if suf:
-                suffixes.extend([s_text] * repeat)
-            lo, hi = lo + (repeat - 1) * pre, hi - (repeat - 1) * suf
+                suffixes.append(s[hi - suf:hi])
+            lo, hi = lo + pre, hi - suf
         s = s[lo:hi]
         out = prefixes
         if s:
@@ -324,6 +145,75 @@ class EnglishWords:
         out.extend(reversed(suffixes))
         return out
 
+    def _long_passes(self, s: str, prefixes: list[str], suffixes: list[str]) -> tuple[int, int]:
+        """The affix loop's passes while the slice [lo, hi) is long (returns where they stop): longer than every
+        special case and every window, so no special case can be looked up (spaCy looks one up only for a slice or
+        a slice less one affix no longer than the longest), the prefix and the suffix each read only their own end,
+        and a side that found nothing finds nothing while the slice stays long (its window is unchanged). So a pass
+        is one prefix match and one suffix search, and nothing for a side that is done. Every CYCLE_EVERY passes,
+        the last MAX_CYCLE are looked at as a cycle that a periodic stretch repeats (`((((`, `<>(<>(`,
+        Affixes.same_cycles), which is then taken in one step. A pass that would leave the slice short is left to
+        spaCy's loop."""
+        aff, short = self._affixes, self._max_special + 1
+        prefix_at, suffix_len = aff._prefix_at, aff.suffix_len
+        floor = max(short, aff.prefix_reach, aff.suffix_width + aff.suffix_behind + 1) + 1
+        lo, hi = 0, len(s)
+        pre_done = suf_done = False
+        history: list[tuple[int, int, str, str]] = []  # the last MAX_CYCLE passes before a look
+        count, look = 0, CYCLE_EVERY
+        while hi - lo > floor:
+            if suf_done:  # prefixes alone: one match a pass
+                if pre_done or not (m := prefix_at(s, lo, hi)):
+                    break
+                end = m.end()
+                if hi - end <= floor:
+                    break  # spaCy's loop takes this pass
+                text = s[lo:end]
+                if count >= look - MAX_CYCLE:
+                    history.append((lo, hi, text, ""))
+                prefixes.append(text)
+                lo = end
+            elif pre_done:  # suffixes alone
+                suf = suffix_len(s, lo, hi)
+                if not suf or hi - lo - suf <= floor:
+                    suf_done = not suf
+                    break
+                text = s[hi - suf:hi]
+                if count >= look - MAX_CYCLE:
+                    history.append((lo, hi, "", text))
+                suffixes.append(text)
+                hi -= suf
+            else:
+                m = prefix_at(s, lo, hi)
+                pre = m.end() - lo if m else 0
+                pre_done = not pre
+                suf = suffix_len(s, lo + pre, hi)
+                suf_done = not suf
+                if hi - lo - pre - suf <= floor or not (pre or suf):
+                    break  # spaCy's loop takes this pass (or ends)
+                if count >= look - MAX_CYCLE:
+                    history.append((lo, hi, s[lo:lo + pre], s[hi - suf:hi]))
+                if pre:
+                    prefixes.append(s[lo:lo + pre])
+                    lo += pre
+                if suf:
+                    suffixes.append(s[hi - suf:hi])
+                    hi -= suf
+            count += 1
+            if count >= look:
+                look += CYCLE_EVERY
+                budget.tick()
+                k, cycles = aff.same_cycles(s, history, lo, hi, short)
+                if cycles:
+                    for _, _, p_text, s_text in history[-k:] * cycles:
+                        if p_text:
+                            prefixes.append(p_text)
+                        if s_text:
+                            suffixes.append(s_text)
+                    lo, hi = lo + cycles * (lo - history[-k][0]), hi - cycles * (history[-k][1] - hi)
+                history.clear()
+        return lo, hi
+
     def _match_specials(self, toks: list[str]) -> list[str]:
         """Replace token runs that spell a special case's affix split by the special case (longest
         first, leftmost; spaCy's `_filter_special_spans`)."""
@@ -332,22 +222,22 @@ class EnglishWords:
         firsts, pairs = self._matched_firsts, self._matched_pairs
         if not any(t in firsts for t in toks[:-1]):  # no run can start here: a set lookup a token
             return toks
+        starts = [i for i, pair in enumerate(zip(toks, toks[1:])) if pair in pairs]  # where a run can start
+        if not starts:
+            return toks
         out: list[str] = []
         i = 0
-        while i < len(toks):
-            if toks[i] not in firsts or (toks[i], toks[i + 1] if i + 1 < len(toks) else None) not in pairs:
-                out.append(toks[i])
-                i += 1
-                continue
-            for n in range(min(self._max_matched, len(toks) - i), 1, -1):
-                rep = self._matched.get(tuple(toks[i:i + n]))
+        for j in starts:
+            if j < i:
+                continue  # inside a run replaced already
+            for n in range(min(self._max_matched, len(toks) - j), 1, -1):
+                rep = self._matched.get(tuple(toks[j:j + n]))
                 if rep is not None:
+                    out.extend(toks[i:j])
                     out.extend(rep)
-                    i += n
+                    i = j + n
                     break
-            else:
-                out.append(toks[i])
-                i += 1
+        out.extend(toks[i:])
         return out
 
     def chunk_tokens(self, chunk: str) -> tuple[str, ...]:

@@ -180,7 +180,8 @@ def reference_affixes(words, s: str, specials: bool) -> tuple[list[str], str, li
 
 
 def crafted_chunks(seed: int, n: int) -> list[str]:
-    """Chunks of affixes, special cases and letters, many of them periodic runs (`((((x`, `x.).).)`)."""
+    """Chunks of affixes, special cases and letters, many of them periodic runs (`((((x`, `x.).).)`) or runs of a few
+    pieces repeated (`<>(<>(x`)."""
     import random
 
     rnd = random.Random(seed)
@@ -194,6 +195,9 @@ def crafted_chunks(seed: int, n: int) -> list[str]:
                  for _ in range(rnd.choice([1, 2, 3, 5, 8, 15, 30]))]
         if rnd.random() < 0.4:
             parts = [rnd.choice(pieces)] * rnd.randint(1, 60) + parts + [rnd.choice(pieces)] * rnd.randint(0, 60)
+        elif rnd.random() < 0.5:  # cycles of passes: `<>(<>(...x...)><)><`
+            parts = (rnd.sample(pieces, rnd.randint(2, 4)) * rnd.randint(1, 40) + parts
+                     + rnd.sample(pieces, rnd.randint(1, 4)) * rnd.randint(0, 40))
         chunk = "".join("".join(parts).split())
         if chunk:
             out.append(chunk)
@@ -220,7 +224,8 @@ def test_the_linear_affix_loop_splits_as_spacys_quadratic_one():
 
 def test_a_run_of_affixes_is_stripped_in_few_passes():
     """A 990-character `((((...x` chunk, as C4's word cap lets through: its prefix is searched a few times, not 990
-    (each search spaCy's way reads the whole rest of the chunk: 0.35 s for the chunk, minutes for a page of them)."""
+    (each search spaCy's way reads the whole rest of the chunk: 0.35 s for the chunk, minutes for a page of them);
+    so is one of a cycle of affixes (`<>(<>(...x`, `x.).)...`)."""
     from pipelines.corpus.words import EnglishWords
 
     words = EnglishWords.__new__(EnglishWords)
@@ -230,16 +235,19 @@ def test_a_run_of_affixes_is_stripped_in_few_passes():
     real = aff._prefix_at
     words._affixes._prefix_at = lambda *a: calls.append(a[1]) or real(*a)
     try:
-        for chunk in ("(" * 989 + "x7", "7x" + ")" * 989, "(" * 495 + "x" + ")" * 495, "'" * 990 + "x"):
-            calls.clear()
-            toks = words._chunk(chunk, True)
-            assert "".join(toks) == chunk and len(calls) < 20, (chunk[:5], len(calls))
+        for mult in (1, 100):  # a few dozen searches, growing with the log of the length at most
+            for chunk in ("(" * 989 * mult + "x7", "7x" + ")" * 989 * mult, "(" * 495 * mult + "x" + ")" * 495 * mult,
+                          "'" * 990 * mult + "x", "<>(" * 330 * mult + "x", "x" + ".)" * 495 * mult,
+                          "<>(" * 165 * mult + "x" + ".)" * 247 * mult, "[{<" * 200 * mult + "ab" + "'s)" * 100 * mult):
+                calls.clear()
+                toks = words._chunk(chunk, True)
+                assert "".join(toks) == chunk and len(calls) < 150, (chunk[:5], mult, len(calls))
     finally:
         words._affixes._prefix_at = real
 
 
 def test_a_rule_the_linear_loop_cannot_bound_is_refused():
-    from pipelines.corpus.words import Affixes
+    from pipelines.corpus.affixes import Affixes
 
     with pytest.raises(ValueError, match="unbounded and not a run of one character"):
         Affixes(r"^\(|^[a-z]+\(", r"\)$")
