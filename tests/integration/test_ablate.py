@@ -29,11 +29,23 @@ def ablate(*args: str) -> subprocess.CompletedProcess:
 
 
 def ablate_here(capsys, *args: str) -> subprocess.CompletedProcess:
-    """`lmforge ablate ARGS` in this process (no interpreter, torch and Prefect start-up): its exit code and output."""
+    """`lmforge ablate ARGS` in this process (no interpreter, torch and Prefect start-up): its exit code and output.
+    The data root the command widens with its typed paths (flows/data_root.py trust_paths) is put back after it, as
+    its process's exit would."""
+    import os
+
+    from flows.data_root import DATA_ROOT_ENV
     from lmforge.cli import main
 
     capsys.readouterr()
-    code = main(["ablate", *args])
+    before = os.environ.get(DATA_ROOT_ENV)
+    try:
+        code = main(["ablate", *args])
+    finally:
+        if before is None:
+            os.environ.pop(DATA_ROOT_ENV, None)
+        else:
+            os.environ[DATA_ROOT_ENV] = before
     out, err = capsys.readouterr()
     return subprocess.CompletedProcess(["lmforge", "ablate", *args], code, out, err)
 

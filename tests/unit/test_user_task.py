@@ -94,7 +94,7 @@ def test_failure_reason_is_the_stages_own_error_line(tmp_path):
     assert str(StageFailed("finetune", "boom", log, 1)) == f"stage finetune failed: boom (log: {log})"
 
 
-def test_defaults_name_no_sample_unless_the_run_is_the_demo():
+def test_defaults_name_no_sample_unless_the_run_is_the_demo(checkout_root):
     from flows.params import DEMO_CRAWL, DEMO_LABELED, DagParams, RefreshParams, TrainOnlyParams
     from flows.presets import RUN_PRESETS
     from training.evaluation.evaluate import EvaluateConfig
