@@ -74,6 +74,73 @@ def _reach(pattern: str) -> tuple[int, int]:
     return min(max(ahead, pos), UNBOUNDED), behind
 
 
+def _chars(op, av) -> set[str] | None:
+    """The characters one parsed item matches (a literal or a class), None when it is not one of those or the set
+    is not listed (a category such as \\d, a negated class)."""
+    from re import _constants as sre
+
+    if op == sre.LITERAL:
+        return {chr(av)}
+    if op != sre.IN:
+        return None
+    out: set[str] = set()
+    for kind, value in av:
+        if kind == sre.LITERAL:
+            out.add(chr(value))
+        elif kind == sre.RANGE:
+            out.update(map(chr, range(value[0], value[1] + 1)))
+        else:
+            return None
+    return out
+
+
+def _last_chars(items: list) -> set[str] | None:
+    """The characters a match of the parsed `items` can end with; None when that is not known."""
+    from re import _constants as sre
+    from re import _parser as parser
+
+    if not items:
+        return None
+    op, av = items[-1]
+    if op in (sre.LITERAL, sre.IN):
+        return _chars(op, av)
+    if op == sre.SUBPATTERN:
+        return _last_chars(list(av[-1].data))
+    if op == sre.BRANCH:
+        found: set[str] = set()
+        for branch in av[1]:
+            last = _last_chars(list(branch.data if isinstance(branch, parser.SubPattern) else branch))
+            if last is None:
+                return None
+            found |= last
+        return found
+    if op in (sre.MAX_REPEAT, sre.MIN_REPEAT) and av[0] >= 1:
+        return _last_chars(list(av[2].data))
+    return None
+
+
+def single_suffixes(alternatives_: list[str]) -> frozenset[str]:
+    """The characters c for which the suffix search on any text that ends in c finds c alone: an alternative is c by
+    itself (a literal or a class, no lookaround), and no other alternative can end in c (a longer match would start
+    further left, and the search takes the leftmost). Alternatives whose last character is not known block every
+    character."""
+    from re import _parser as parser
+
+    single: set[str] = set()
+    blocked: set[str] = set()
+    for a in alternatives_:
+        items = list(parser.parse(a[:-1]).data)  # without its `$`
+        chars = _chars(*items[0]) if len(items) == 1 else None
+        if chars is not None:
+            single |= chars
+            continue
+        last = _last_chars(items)
+        if last is None:
+            return frozenset()
+        blocked |= last
+    return frozenset(single - blocked)
+
+
 UNBOUNDED = 1 << 30
 MAX_CYCLE = 6
 """The longest cycle of affix passes the loop recognises and takes in one step (EnglishWords._long_passes)."""
@@ -101,7 +168,8 @@ class Affixes:
         if not all(a.endswith("$") and not a.endswith("\\$") for a in suf_alts):
             raise ValueError(f"suffix rule {next(a for a in suf_alts if not a.endswith('$'))!r} does not end at $")
         pre_alts = [a[1:] for a in pre_alts]
-        self._prefix_at = re.compile("|".join(pre_alts)).match
+        compiled = re.compile("|".join(pre_alts))
+        self._prefix_at, self._prefix_iter = compiled.match, compiled.finditer
         self.prefix_reach, self._prefix_runs = 0, ""
         for a in pre_alts:
             ahead, behind = _reach(a)
@@ -120,6 +188,8 @@ class Affixes:
             else:
                 bounded.append(a)
                 self.suffix_width, self.suffix_behind = max(self.suffix_width, ahead), max(self.suffix_behind, behind)
+        self.single_suffix = single_suffixes(suf_alts)
+        """Characters that are a suffix alone at the end of any text (`,` `)` `]`...): no search needed."""
         self._suffix_any = re.compile(suffix).search
         self._suffix_at = re.compile(suffix).match
         self._suffix_bounded = re.compile("|".join(bounded)).search
@@ -130,6 +200,8 @@ class Affixes:
 
     def suffix_len(self, s: str, lo: int, hi: int) -> int:
         """Length of spaCy's suffix of s[lo:hi] (`suffix_search` on the slice: the leftmost match)."""
+        if s[hi - 1] in self.single_suffix:
+            return 1
         if hi - lo <= self.suffix_width + self.suffix_behind + 1 or s[hi - 1] == "\n":  # `$` also before a last \n
             m = self._suffix_any(s[lo:hi])
             return m.end() - m.start() if m else 0

@@ -40,6 +40,9 @@ from pipelines.corpus.affixes import MAX_CYCLE, Affixes
 CACHE_CHUNKS = 200_000
 CYCLE_EVERY = 16
 """The long-slice loop looks for a cycle (and ticks the document's time budget) every this many passes."""
+RUN_LOOK = 256
+"""The one-scan prefix run (EnglishWords._prefix_run) looks for a cycle, and ticks the document's time budget, after
+its first MAX_CYCLE matches and every this many after."""
 
 
 class EnglishWords:
@@ -150,30 +153,33 @@ class EnglishWords:
         special case and every window, so no special case can be looked up (spaCy looks one up only for a slice or
         a slice less one affix no longer than the longest), the prefix and the suffix each read only their own end,
         and a side that found nothing finds nothing while the slice stays long (its window is unchanged). So a pass
-        is one prefix match and one suffix search, and nothing for a side that is done. Every CYCLE_EVERY passes,
+        is one prefix match and one suffix search, and nothing for a side that is done; once the suffixes are done,
+        the prefixes left are found in one scan (`_prefix_run`). Every CYCLE_EVERY passes,
         the last MAX_CYCLE are looked at as a cycle that a periodic stretch repeats (`((((`, `<>(<>(`,
         Affixes.same_cycles), which is then taken in one step. A pass that would leave the slice short is left to
         spaCy's loop."""
         aff, short = self._affixes, self._max_special + 1
-        prefix_at, suffix_len = aff._prefix_at, aff.suffix_len
+        prefix_at, suffix_len, single = aff._prefix_at, aff.suffix_len, aff.single_suffix
         floor = max(short, aff.prefix_reach, aff.suffix_width + aff.suffix_behind + 1) + 1
         lo, hi = 0, len(s)
         pre_done = suf_done = False
         history: list[tuple[int, int, str, str]] = []  # the last MAX_CYCLE passes before a look
         count, look = 0, CYCLE_EVERY
         while hi - lo > floor:
-            if suf_done:  # prefixes alone: one match a pass
-                if pre_done or not (m := prefix_at(s, lo, hi)):
-                    break
-                end = m.end()
-                if hi - end <= floor:
-                    break  # spaCy's loop takes this pass
-                text = s[lo:end]
-                if count >= look - MAX_CYCLE:
-                    history.append((lo, hi, text, ""))
-                prefixes.append(text)
-                lo = end
-            elif pre_done:  # suffixes alone
+            if suf_done:  # prefixes alone: found in one scan
+                if not pre_done:
+                    lo = self._prefix_run(s, lo, hi, floor, prefixes)
+                break
+            elif pre_done:  # suffixes alone; a run of one-character suffixes (`,` `)`...) at once
+                j, stop = hi, lo + floor + 1
+                while j > stop and s[j - 1] in single:
+                    j -= 1
+                if j < hi:
+                    suffixes.extend(s[j:hi][::-1])
+                    hi = j
+                    history.clear()
+                    budget.tick()
+                    continue
                 suf = suffix_len(s, lo, hi)
                 if not suf or hi - lo - suf <= floor:
                     suf_done = not suf
@@ -214,13 +220,47 @@ class EnglishWords:
                 history.clear()
         return lo, hi
 
+    def _prefix_run(self, s: str, lo: int, hi: int, floor: int, prefixes: list[str]) -> int:
+        """The prefixes stripped one a pass from lo while the slice stays longer than `floor`, once the suffix side is
+        done (returns where they stop): the prefix expression's matches that follow each other from lo, as finditer
+        finds them in one scan. Each is the match at its position (the first alternative that matches there), as
+        spaCy's prefix search on the rest of the chunk; none reads as far as hi (the slice is longer than every
+        window), and one that would leave the slice short is left to spaCy's loop. After the first MAX_CYCLE matches
+        and every RUN_LOOK after, the last MAX_CYCLE are looked at as a cycle a periodic stretch repeats."""
+        aff, short = self._affixes, self._max_special + 1
+        while True:
+            history: list[tuple[int, int, str, str]] = []
+            n, look, jumped = 0, MAX_CYCLE, False
+            for m in aff._prefix_iter(s, lo, hi):
+                end = m.end()
+                if m.start() != lo or end == lo or hi - end <= floor:
+                    return lo
+                text = m.group()
+                prefixes.append(text)
+                n += 1
+                if n > look - MAX_CYCLE:
+                    history.append((lo, hi, text, ""))
+                lo = end
+                if n == look:
+                    look += RUN_LOOK
+                    budget.tick()
+                    k, cycles = aff.same_cycles(s, history, lo, hi, short)
+                    if cycles:
+                        prefixes.extend([text for _, _, text, _ in history[-k:]] * cycles)
+                        lo += cycles * (lo - history[-k][0])
+                        jumped = True
+                        break  # a new scan from where the cycles end
+                    history.clear()
+            if not jumped:
+                return lo
+
     def _match_specials(self, toks: list[str]) -> list[str]:
         """Replace token runs that spell a special case's affix split by the special case (longest
         first, leftmost; spaCy's `_filter_special_spans`)."""
         if len(toks) < 2 or not self._matched:
             return toks
         firsts, pairs = self._matched_firsts, self._matched_pairs
-        if not any(t in firsts for t in toks[:-1]):  # no run can start here: a set lookup a token
+        if firsts.isdisjoint(toks):  # no run can start here
             return toks
         starts = [i for i, pair in enumerate(zip(toks, toks[1:])) if pair in pairs]  # where a run can start
         if not starts:
