@@ -16,6 +16,7 @@ BENCHES = [
     ("bench.attention", [], "--stesp", "--steps", "steps", 7),
     ("bench.corpus", [], "--dosc", "--docs", "docs", 50),
     ("bench.extraction", [], "--gold-dri", "--gold", "gold", "some/gold"),
+    ("bench.hostile", [], "--peer-secnods", "--peer-seconds", "size", 200_000),
     ("bench.langid", [], "--per-sorce", "--per-source", "per_source", 9),
     ("bench.scale", [], "--szies", "--sizes", "sizes", [10, 20]),
     ("bench.tokenizer", [], "--vocab-szie", "--vocab-size", "vocab_size", 4000),
