@@ -9,6 +9,9 @@ The pages (text, as the steps see it after extraction; seeded, so each run times
   dots and brackets    `x.).)...`: suffixes that alternate, one of them a run rule's character
   affixes, one side    `<[(<{>...x123`, the five characters in no periodic order
   affixes, both sides  the same before and `)]}>.,;` after the word
+  affix pieces         prefixes and suffixes of one character and of several (`..`, `US$`, `'s`, `km`, `…`) in no
+                       order on both sides of the word
+  dots in no order     `..(.(...(x.)..…`: the dot run rule's pieces, where no one-character shortcut applies
   e-mail shapes        `a-a-a-...@` runs, the shape that made the PII expression backtrack
   one long word        a single 1 MB word
   repeated line        one 20-word English line over and over (Gopher's repetition rules)
@@ -71,6 +74,21 @@ def _words(rnd: random.Random, size: int, word) -> str:
     return "\n".join(out)
 
 
+PRE_PIECES = [*"<>([{\"'$#&*!?", "..", "...", "US$", "+", "-", "..(", "$(", "C$", "…", "«"]
+SUF_PIECES = [*")]}>.,;:!?\"'", "..", "'s", "km", "%", "$", ".)", ").", "…", "n't", "»"]
+"""Prefixes and suffixes of one character and of several (runs, currency, units, contractions) for the pages of
+affix pieces in no order."""
+
+
+def _pieces(rnd: random.Random, pieces: list[str], n: int) -> str:
+    """`n` characters of `pieces` picked at random."""
+    out, k = [], 0
+    while k < n:
+        out.append(rnd.choice(pieces))
+        k += len(out[-1])
+    return "".join(out)[:n]
+
+
 def real_page(crawl: str, size: int) -> str:
     from pipelines.corpus.readers import read_file
     from pipelines.corpus.text import decode_html, html_to_text, normalize_text
@@ -103,6 +121,10 @@ def pages(cfg: HostileBenchConfig) -> dict[str, str]:
                                                 + tail(r)),
         "affixes in no order, both sides": _words(rnd, size, lambda r: "".join(r.choice("<>([{") for _ in range(495))
                                                   + tail(r) + "".join(r.choice(")]}>.,;") for _ in range(495))),
+        "affix pieces in no order, both sides": _words(rnd, size, lambda r: _pieces(r, PRE_PIECES, 495) + tail(r)
+                                                       + _pieces(r, SUF_PIECES, 495)),
+        "dots in no order `..(.(...x.)..`": _words(rnd, size, lambda r: _pieces(r, ["..", ".", "(", ".(", "...("], 495)
+                                                   + "x" + _pieces(r, [".", "..", ").", "…"], 495)),
         "e-mail shapes `a-a-a-...`": _words(rnd, size, lambda r: "a-" * r.randrange(200, 500) + "@"),
         "one long word": "".join(rnd.choice("abcdefghij") for _ in range(size)),
         "repeated line": "\n".join([line] * (size // (len(line) + 1))),

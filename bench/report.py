@@ -14,13 +14,25 @@ HEADER = ("# Benchmarks\n\nWritten by `lmforge bench <name>`; each section is re
           "again. Peers are measured in the same run on the same machine, so compare ratios.\n")
 
 
+def cpu_model() -> str:
+    """The processor's name and its widest vector unit (hosts differ about 2x between AVX-512 and AVX2 alone)."""
+    try:
+        info = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return platform.processor() or "processor unknown"
+    name = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")),
+                platform.processor() or "processor unknown")
+    flags = next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), [])
+    return f"{name}, {'AVX-512' if 'avx512f' in flags else 'AVX2' if 'avx2' in flags else 'no AVX2'}"
+
+
 def write_section(path: Path, title: str, body: str, data: dict[str, Any], measured: str | None = None,
                   where: str | None = None) -> None:
     """Replace the section `title`; `measured` (e.g. "2026-11-23 18:41 UTC") when the numbers are older than now;
     `where` names the machine when it is not this one (a report rendered here from a device's results)."""
     import os
 
-    where = where or f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    where = where or f"{platform.machine()} ({cpu_model()}), {os.cpu_count()} cores, Python {platform.python_version()}"
     stamp = f"_Measured {measured or time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {where}._\n\n"
     section = f"## {title}\n\n{stamp}{body}\n"
     text = path.read_text() if path.exists() else HEADER

@@ -94,29 +94,53 @@ def _chars(op, av) -> set[str] | None:
     return out
 
 
-def _last_chars(items: list) -> set[str] | None:
-    """The characters a match of the parsed `items` can end with; None when that is not known."""
+def _end_chars(items: list, last: bool = True) -> set[str] | None:
+    """The characters a match of the parsed `items` can end with (`last`) or start with; None when that is not
+    known."""
     from re import _constants as sre
     from re import _parser as parser
 
     if not items:
         return None
-    op, av = items[-1]
+    op, av = items[-1 if last else 0]
     if op in (sre.LITERAL, sre.IN):
         return _chars(op, av)
     if op == sre.SUBPATTERN:
-        return _last_chars(list(av[-1].data))
+        return _end_chars(list(av[-1].data), last)
     if op == sre.BRANCH:
         found: set[str] = set()
         for branch in av[1]:
-            last = _last_chars(list(branch.data if isinstance(branch, parser.SubPattern) else branch))
-            if last is None:
+            chars = _end_chars(list(branch.data if isinstance(branch, parser.SubPattern) else branch), last)
+            if chars is None:
                 return None
-            found |= last
+            found |= chars
         return found
     if op in (sre.MAX_REPEAT, sre.MIN_REPEAT) and av[0] >= 1:
-        return _last_chars(list(av[2].data))
+        return _end_chars(list(av[2].data), last)
     return None
+
+
+def single_prefixes(alternatives_: list[str]) -> frozenset[str]:
+    """The characters c for which the prefix match on any text that starts with c is c alone: an alternative is c by
+    itself (a literal or a class, no lookaround), and no alternative before it can start with c (the match takes the
+    first alternative that matches). An alternative whose first character is not known blocks every later one. The
+    alternatives are given without their `^`."""
+    from re import _parser as parser
+
+    single: set[str] = set()
+    blocked: set[str] = set()
+    for a in alternatives_:
+        items = list(parser.parse(a).data)
+        chars = _chars(*items[0]) if len(items) == 1 else None
+        if chars is not None:
+            single |= chars - blocked
+            blocked |= chars
+            continue
+        first = _end_chars(items, last=False)
+        if first is None:
+            break
+        blocked |= first
+    return frozenset(single)
 
 
 def single_suffixes(alternatives_: list[str]) -> frozenset[str]:
@@ -134,7 +158,7 @@ def single_suffixes(alternatives_: list[str]) -> frozenset[str]:
         if chars is not None:
             single |= chars
             continue
-        last = _last_chars(items)
+        last = _end_chars(items)
         if last is None:
             return frozenset()
         blocked |= last
@@ -190,9 +214,17 @@ class Affixes:
                 self.suffix_width, self.suffix_behind = max(self.suffix_width, ahead), max(self.suffix_behind, behind)
         self.single_suffix = single_suffixes(suf_alts)
         """Characters that are a suffix alone at the end of any text (`,` `)` `]`...): no search needed."""
+        self.single_prefix = single_prefixes(pre_alts)
+        """Characters that are a prefix alone at the start of any text (`(` `<` `[`...)."""
+        self.single_prefix_run = re.compile(
+            "[" + "".join(re.escape(c) for c in sorted(self.single_prefix)) + "]+").match if self.single_prefix else None
+        """Matches a run of single prefixes: spaCy's loop strips them one a pass, this takes the run in one scan."""
         self._suffix_any = re.compile(suffix).search
-        self._suffix_at = re.compile(suffix).match
-        self._suffix_bounded = re.compile("|".join(bounded)).search
+        self._by_last = _by_last_char(suf_alts, bounded)
+        """A slice's last character -> (the bounded alternatives' search, every alternative's match), each over the
+        alternatives that can end in that character, in the rule's order: an alternative ends at the slice's end, so
+        one that can not end in its last character can not match there, and leaving it out changes no match. The
+        suffix rule is about a hundred alternatives; the ones that can end in `.` are four."""
 
     def prefix_len(self, s: str, lo: int, hi: int) -> int:
         m = self._prefix_at(s, lo, hi)
@@ -205,9 +237,13 @@ class Affixes:
         if hi - lo <= self.suffix_width + self.suffix_behind + 1 or s[hi - 1] == "\n":  # `$` also before a last \n
             m = self._suffix_any(s[lo:hi])
             return m.end() - m.start() if m else 0
-        m = self._suffix_bounded(s, hi - self.suffix_width, hi)
-        start = m.start() if m else hi
         c = s[hi - 1]
+        rules = self._by_last.get(c)
+        if rules is None:
+            return 0  # no alternative ends in c
+        bounded, at = rules
+        m = bounded(s, hi - self.suffix_width, hi) if bounded else None
+        start = m.start() if m else hi
         if c in self._suffix_runs:
             run = hi - 1
             while run > lo and s[run - 1] == c:
@@ -219,7 +255,7 @@ class Affixes:
         if start - self.suffix_behind < lo:  # a lookbehind would see before the slice: as spaCy, on the slice
             m = self._suffix_any(s[lo:hi])
             return m.end() - m.start() if m else 0
-        m = self._suffix_at(s, start, hi)
+        m = at(s, start, hi)
         return m.end() - m.start() if m else 0
 
     def same_cycles(self, s: str, passes: list[tuple[int, int, str, str]], lo: int, hi: int, short: int
@@ -261,6 +297,34 @@ class Affixes:
             if cycles >= 1:
                 return k, cycles
         return 0, 0
+
+
+def _by_last_char(alternatives_: list[str], bounded: list[str]) -> dict[str, tuple]:
+    """Affixes._by_last: for each character some alternative can end in, (search over the bounded alternatives that can
+    end in it, or None; match over every alternative that can). Characters that select the same alternatives share
+    one pair, so the expressions compiled are as many as the rules' distinct groups, whatever a page holds."""
+    from re import _parser as parser
+
+    lasts = []
+    for a in alternatives_:
+        last = _end_chars(list(parser.parse(a[:-1]).data))  # without its `$`
+        if last is None:
+            raise ValueError(f"suffix rule {a!r}: the characters it can end in are not known")
+        lasts.append(last)
+    by_char: dict[str, list[int]] = {}
+    for i, last in enumerate(lasts):
+        for c in last:
+            by_char.setdefault(c, []).append(i)
+    compiled: dict[tuple[int, ...], tuple] = {}
+    out = {}
+    for c, idx in by_char.items():
+        key = tuple(idx)
+        if key not in compiled:
+            some = [alternatives_[i] for i in idx if alternatives_[i] in bounded]
+            compiled[key] = (re.compile("|".join(some)).search if some else None,
+                             re.compile("|".join(alternatives_[i] for i in idx)).match)
+        out[c] = compiled[key]
+    return out
 
 
 def _run_char(alternative: str, kind: str) -> str:

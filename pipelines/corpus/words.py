@@ -41,8 +41,10 @@ CACHE_CHUNKS = 200_000
 CYCLE_EVERY = 16
 """The long-slice loop looks for a cycle (and ticks the document's time budget) every this many passes."""
 RUN_LOOK = 256
-"""The one-scan prefix run (EnglishWords._prefix_run) looks for a cycle, and ticks the document's time budget, after
-its first MAX_CYCLE matches and every this many after."""
+"""The prefix-only loop (EnglishWords._prefix_run) looks for a cycle, and ticks the document's time budget, after
+its first MAX_CYCLE passes and every this many after."""
+PAIR_RUN = 64
+"""The long-slice loop takes at most this many passes of one-character prefixes in one tight loop (_pair_passes)."""
 
 
 class EnglishWords:
@@ -154,16 +156,18 @@ class EnglishWords:
         a slice less one affix no longer than the longest), the prefix and the suffix each read only their own end,
         and a side that found nothing finds nothing while the slice stays long (its window is unchanged). So a pass
         is one prefix match and one suffix search, and nothing for a side that is done; once the suffixes are done,
-        the prefixes left are found in one scan (`_prefix_run`). Every CYCLE_EVERY passes,
-        the last MAX_CYCLE are looked at as a cycle that a periodic stretch repeats (`((((`, `<>(<>(`,
-        Affixes.same_cycles), which is then taken in one step. A pass that would leave the slice short is left to
-        spaCy's loop."""
+        the prefixes left are found in one scan (`_prefix_run`). Runs of one-character affixes (`(` `<` at the
+        start, `)` `,` at the end: Affixes.single_prefix and single_suffix) are taken in one step, a pass a pair of
+        them while both sides strip. After every CYCLE_EVERY passes, the last MAX_CYCLE are looked at as a cycle
+        that a periodic stretch repeats (`<>(<>(`, `x.).)`, Affixes.same_cycles), which is then taken in one step.
+        A pass that would leave the slice short is left to spaCy's loop."""
         aff, short = self._affixes, self._max_special + 1
         prefix_at, suffix_len, single = aff._prefix_at, aff.suffix_len, aff.single_suffix
+        single_pre = aff.single_prefix
         floor = max(short, aff.prefix_reach, aff.suffix_width + aff.suffix_behind + 1) + 1
         lo, hi = 0, len(s)
         pre_done = suf_done = False
-        history: list[tuple[int, int, str, str]] = []  # the last MAX_CYCLE passes before a look
+        history: list[tuple[int, int, str, str]] = []  # the last passes, at most MAX_CYCLE
         count, look = 0, CYCLE_EVERY
         while hi - lo > floor:
             if suf_done:  # prefixes alone: found in one scan
@@ -176,19 +180,23 @@ class EnglishWords:
                     j -= 1
                 if j < hi:
                     suffixes.extend(s[j:hi][::-1])
+                    history.extend((lo, e, "", s[e - 1]) for e in range(min(hi, j + MAX_CYCLE), j, -1))
+                    count += hi - j
                     hi = j
-                    history.clear()
-                    budget.tick()
-                    continue
-                suf = suffix_len(s, lo, hi)
-                if not suf or hi - lo - suf <= floor:
-                    suf_done = not suf
-                    break
-                text = s[hi - suf:hi]
-                if count >= look - MAX_CYCLE:
+                else:
+                    suf = suffix_len(s, lo, hi)
+                    if not suf or hi - lo - suf <= floor:
+                        suf_done = not suf
+                        break
+                    text = s[hi - suf:hi]
                     history.append((lo, hi, "", text))
-                suffixes.append(text)
-                hi -= suf
+                    suffixes.append(text)
+                    hi -= suf
+                    count += 1
+            elif s[lo] in single_pre and (k := self._pair_passes(s, lo, hi, floor, suffixes, history)):
+                prefixes.extend(s[lo:lo + k])  # passes of a one-character prefix each, in a tight loop
+                lo, hi = lo + k, history[-1][1] - len(history[-1][3])  # where the last pass left the slice
+                count += k
             else:
                 m = prefix_at(s, lo, hi)
                 pre = m.end() - lo if m else 0
@@ -197,19 +205,19 @@ class EnglishWords:
                 suf_done = not suf
                 if hi - lo - pre - suf <= floor or not (pre or suf):
                     break  # spaCy's loop takes this pass (or ends)
-                if count >= look - MAX_CYCLE:
-                    history.append((lo, hi, s[lo:lo + pre], s[hi - suf:hi]))
+                history.append((lo, hi, s[lo:lo + pre], s[hi - suf:hi]))
                 if pre:
                     prefixes.append(s[lo:lo + pre])
                     lo += pre
                 if suf:
                     suffixes.append(s[hi - suf:hi])
                     hi -= suf
-            count += 1
+                count += 1
+            if len(history) > 2 * MAX_CYCLE:
+                del history[:-MAX_CYCLE]
             if count >= look:
-                look += CYCLE_EVERY
-                budget.tick()
-                k, cycles = aff.same_cycles(s, history, lo, hi, short)
+                look = count + CYCLE_EVERY
+                k, cycles = self._look(s, history, lo, hi)
                 if cycles:
                     for _, _, p_text, s_text in history[-k:] * cycles:
                         if p_text:
@@ -217,42 +225,87 @@ class EnglishWords:
                         if s_text:
                             suffixes.append(s_text)
                     lo, hi = lo + cycles * (lo - history[-k][0]), hi - cycles * (history[-k][1] - hi)
-                history.clear()
+                    history.clear()
         return lo, hi
+
+    def _look(self, s: str, history: list[tuple[int, int, str, str]], lo: int, hi: int) -> tuple[int, int]:
+        """Tick the document's budget and look at the last MAX_CYCLE passes as a cycle (Affixes.same_cycles)."""
+        budget.tick()
+        del history[:-MAX_CYCLE]
+        return self._affixes.same_cycles(s, history, lo, hi, self._max_special + 1)
+
+    def _pair_passes(self, s: str, lo: int, hi: int, floor: int, suffixes: list[str],
+                     history: list[tuple[int, int, str, str]]) -> int:
+        """Up to PAIR_RUN passes of the long-slice loop while each strips a one-character prefix (Affixes.single_prefix:
+        no search) and a suffix (a one-character one without a search too), in one tight loop (returns how many; the
+        last MAX_CYCLE are appended to `history`, every suffix to `suffixes`). Stops before a pass whose prefix is
+        another, whose suffix side finds nothing or that would leave the slice short: the loop's general pass decides
+        those. (Matching both sides' runs in C instead was measured slower: the runs an attacker mixes are short.)"""
+        aff = self._affixes
+        single, suffix_len, append = aff.single_suffix, aff.suffix_len, suffixes.append
+        run = aff.single_prefix_run(s, lo, min(lo + PAIR_RUN, hi))  # the prefixes: one scan in C
+        j, first, short = hi, len(suffixes), lo + floor + 1  # a pass must leave more than floor characters
+        i = 0
+        for i in range(run.end() - lo if run else 0):
+            c = s[j - 1]
+            if c in single:
+                if j - 1 - i <= short:
+                    break
+                append(c)
+                j -= 1
+            else:
+                q = suffix_len(s, lo + i + 1, j)
+                if not q or j - q - i <= short:
+                    break
+                append(s[j - q:j])
+                j -= q
+        else:
+            i = run.end() - lo if run else 0
+        last = []  # the last passes, rebuilt from the end: each pass's slice ended where the next one's suffix ends
+        for t in range(i - 1, max(-1, i - 1 - MAX_CYCLE), -1):
+            suf = suffixes[first + t]
+            last.append((lo + t, j + len(suf), s[lo + t], suf))
+            j += len(suf)
+        history.extend(reversed(last))
+        return i
 
     def _prefix_run(self, s: str, lo: int, hi: int, floor: int, prefixes: list[str]) -> int:
         """The prefixes stripped one a pass from lo while the slice stays longer than `floor`, once the suffix side is
-        done (returns where they stop): the prefix expression's matches that follow each other from lo, as finditer
-        finds them in one scan. Each is the match at its position (the first alternative that matches there), as
-        spaCy's prefix search on the rest of the chunk; none reads as far as hi (the slice is longer than every
-        window), and one that would leave the slice short is left to spaCy's loop. After the first MAX_CYCLE matches
-        and every RUN_LOOK after, the last MAX_CYCLE are looked at as a cycle a periodic stretch repeats."""
-        aff, short = self._affixes, self._max_special + 1
+        done (returns where they stop). Each is the prefix expression's match at its position, as spaCy's prefix
+        search on the rest of the chunk; none reads as far as hi (the slice is longer than every window), and one
+        that would leave the slice short is left to spaCy's loop. A run of one-character prefixes (`((((`) is one
+        scan (Affixes.single_prefix_run); after every RUN_LOOK passes the last MAX_CYCLE are looked at as a cycle a
+        periodic stretch repeats (`$<$<`), taken in one step."""
+        aff = self._affixes
+        prefix_at, pre_run = aff._prefix_at, aff.single_prefix_run
+        history: list[tuple[int, int, str, str]] = []
+        count, look = 0, MAX_CYCLE
         while True:
-            history: list[tuple[int, int, str, str]] = []
-            n, look, jumped = 0, MAX_CYCLE, False
-            for m in aff._prefix_iter(s, lo, hi):
-                end = m.end()
-                if m.start() != lo or end == lo or hi - end <= floor:
+            r = pre_run(s, lo, hi - floor - 1) if pre_run else None
+            if r:
+                end = r.end()
+                prefixes.extend(r.group())
+                history.extend((i, hi, s[i], "") for i in range(max(lo, end - MAX_CYCLE), end))
+                count += end - lo
+            else:
+                m = prefix_at(s, lo, hi)
+                end = m.end() if m else lo
+                if end == lo or hi - end <= floor:
                     return lo
                 text = m.group()
                 prefixes.append(text)
-                n += 1
-                if n > look - MAX_CYCLE:
-                    history.append((lo, hi, text, ""))
-                lo = end
-                if n == look:
-                    look += RUN_LOOK
-                    budget.tick()
-                    k, cycles = aff.same_cycles(s, history, lo, hi, short)
-                    if cycles:
-                        prefixes.extend([text for _, _, text, _ in history[-k:]] * cycles)
-                        lo += cycles * (lo - history[-k][0])
-                        jumped = True
-                        break  # a new scan from where the cycles end
+                history.append((lo, hi, text, ""))
+                count += 1
+            lo = end
+            if len(history) > 2 * MAX_CYCLE:
+                del history[:-MAX_CYCLE]
+            if count >= look:
+                look = count + RUN_LOOK
+                k, cycles = self._look(s, history, lo, hi)
+                if cycles:
+                    prefixes.extend([text for _, _, text, _ in history[-k:]] * cycles)
+                    lo += cycles * (lo - history[-k][0])
                     history.clear()
-            if not jumped:
-                return lo
 
     def _match_specials(self, toks: list[str]) -> list[str]:
         """Replace token runs that spell a special case's affix split by the special case (longest
@@ -359,8 +412,9 @@ class EnglishWords:
     def word_stats(self, toks: list[str]) -> tuple[int, int, int]:
         """(tokens that are words, i.e. not all punctuation; their characters; tokens with a letter)."""
         flags = list(map(self._flags.get, toks))
-        if None in flags:
-            flags = [f if f is not None else self._token_flags(t) for t, f in zip(toks, flags)]
+        if None in flags:  # each new token once (a crafted page repeats a few tokens a million times)
+            new = {t: self._token_flags(t) for t in {t for t, f in zip(toks, flags) if f is None}}
+            flags = [f if f is not None else new[t] for t, f in zip(toks, flags)]
         return sum(map(itemgetter(0), flags)), sum(map(itemgetter(1), flags)), sum(map(itemgetter(2), flags))
 
     def _token_flags(self, t: str) -> tuple[int, int, int]:

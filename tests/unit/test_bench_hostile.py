@@ -12,13 +12,13 @@ def test_bench_hostile_times_every_step_on_every_page(tmp_path):
     from bench.hostile import HostileBenchConfig, main, pages
 
     made = pages(HostileBenchConfig(size=20_000, crawl=str(ROOT / "samples" / "crawl")))
-    assert len(made) == 9 and all(19_000 <= len(t) <= 21_000 for t in made.values()), {k: len(v) for k, v in made.items()}
+    assert len(made) == 11 and all(19_000 <= len(t) <= 21_000 for t in made.values()), {k: len(v) for k, v in made.items()}
     assert made["one long word"].split() == [made["one long word"]]
     out = tmp_path / "BENCHMARKS.md"
     assert main(["--size", "20000", "--peer-seconds", "0", "--crawl", str(ROOT / "samples" / "crawl"),
                  "--out", str(out)]) == 0
     text = out.read_text()
-    assert "## corpus: cleaning steps on crafted pages" in text and text.count("\n| ") == 1 + 9
+    assert "## corpus: cleaning steps on crafted pages" in text and text.count("\n| ") == 1 + 11
     data = json.loads((tmp_path / "benchmarks" / "corpus-cleaning-steps-on-crafted-pages.json").read_text())
     assert set(data) == set(made)
     for name, row in data.items():

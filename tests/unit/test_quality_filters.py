@@ -24,6 +24,7 @@ from pipelines.corpus.steps.fineweb import FineWebConfig, fineweb_quality
 from pipelines.corpus.steps.gopher_quality import GopherQualityConfig, gopher_quality
 from pipelines.corpus.steps.gopher_repetition import (
     GopherRepetitionConfig,
+    _dup_ngram_chars,
     dup_ngram_chars,
     gopher_repetition,
     top_ngram_chars,
@@ -199,7 +200,11 @@ def test_ngram_counts_equal_datatrove_loops_on_shuffled_real_words(pages):
         keys = NGramKeys(words)
         for n in rng.sample(range(1, 12), 11):  # any order: the keys restart when n goes down
             assert top_ngram_chars(words, n, keys) == dt_top(words, n), (words, n)
-            assert dup_ngram_chars(words, n, keys) == dt_dup(words, n), (words, n)
+            exact = dt_dup(words, n)
+            assert dup_ngram_chars(words, n, keys) == exact, (words, n)
+            limit = rng.choice([0, exact // 2, exact, exact + 1])  # the rule's threshold: the scan may stop past it
+            got = _dup_ngram_chars(words, n, keys, limit) or 0
+            assert (got > limit) == (exact > limit) and got <= exact, (words, n, limit)
 
 
 def test_gopher_repetition_keeps_real_prose(pages):

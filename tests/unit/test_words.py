@@ -201,6 +201,10 @@ def crafted_chunks(seed: int, n: int) -> list[str]:
         chunk = "".join("".join(parts).split())
         if chunk:
             out.append(chunk)
+    for _ in range(n // 20):  # long chunks of affixes in no order on both sides, one character or a few each
+        side = [rnd.choice(pieces[:40]) for _ in range(rnd.randint(30, 300))]
+        other = [rnd.choice(pieces[:40]) for _ in range(rnd.randint(0, 300))]
+        out.append("".join("".join(side).split()) + rnd.choice(["x", "ab", "12", "e.g.", ""]) + "".join("".join(other).split()))
     return out
 
 
@@ -256,3 +260,35 @@ def test_a_rule_the_linear_loop_cannot_bound_is_refused():
     with pytest.raises(ValueError, match="does not end at"):
         Affixes(r"^\(", r"\)$|\]")
     assert Affixes(r"^\(|^\.\.+", r"\)$|\.\.+$")._suffix_runs == "."
+
+
+def test_one_character_affixes_and_the_rules_by_last_character_are_spacys():
+    """The shortcuts words.py takes without a search: a character in Affixes.single_prefix is the whole prefix of any
+    text it starts (single_suffix: the whole suffix of any text it ends), and the suffix search over only the
+    alternatives that can end in the slice's last character finds what the whole expression finds."""
+    import random
+
+    from pipelines.corpus.words import EnglishWords
+
+    words = EnglishWords.__new__(EnglishWords)
+    words.__dict__.update(english().__dict__)
+    aff = words._affixes
+    assert {"(", "<", "[", "{", "$"} <= aff.single_prefix and "." not in aff.single_prefix
+    assert {")", "]", ",", ";"} <= aff.single_suffix and "." not in aff.single_suffix
+    rnd = random.Random(3)
+    tails = ["x", "..", "...", "US$", "$5", "(", "7", "e.g.", "+1", "-", "'s"]
+    for c in aff.single_prefix:
+        for tail in rnd.sample(tails, 4):
+            m = words._prefix(c + tail)
+            assert m and m.group() == c, (c, tail)
+    for c in aff.single_suffix:
+        for head in rnd.sample(["x", "5", "..", "U.S", ")", "°C", "ab'", "A"], 4):
+            m = words._suffix(head + c)
+            assert m and m.group() == c, (head, c)
+    chars = list("abcXYZ0123456789.,;:!?()[]{}<>'\"$%&*+-/#@~_`…°’«»") + ["km", "'s", "US$", "°C", "n't"]
+    for _ in range(20000):
+        s = "".join(rnd.choice(chars) for _ in range(rnd.randint(1, 20)))
+        lo, hi = rnd.randint(0, len(s) - 1), len(s)
+        lo = min(lo, hi - 1)
+        m = words._suffix(s[lo:hi])
+        assert aff.suffix_len(s, lo, hi) == (m.end() - m.start() if m else 0), (s, lo)

@@ -113,8 +113,10 @@ def dup_ngram_chars(words: list[str], n: int, keys: NGramKeys | None = None) -> 
     return _dup_ngram_chars(words, n, keys or NGramKeys(words)) or 0
 
 
-def _dup_ngram_chars(words: list[str], n: int, keys: NGramKeys) -> int | None:
-    """dup_ngram_chars, or None if no n-gram occurs twice (then no longer one does either)."""
+def _dup_ngram_chars(words: list[str], n: int, keys: NGramKeys, limit: float = float("inf")) -> int | None:
+    """dup_ngram_chars, or None if no n-gram occurs twice (then no longer one does either). With `limit`, the scan
+    stops once the count passes it (the rule has decided): on a page of repeats it walks the first `limit` characters
+    of them, not the page."""
     grams = keys(n)
     codes, distinct = _first_seen_codes(grams)
     if distinct == len(grams):
@@ -134,6 +136,8 @@ def _dup_ngram_chars(words: list[str], n: int, keys: NGramKeys) -> int | None:
         seen.update(g[i:j])
         if g[j] in seen:
             chars += cum[j + n] - cum[j]
+            if chars > limit:
+                return chars
             i = j + n
             k = bisect_left(repeats, i, k + 1)  # repeats inside this one are skipped, as datatrove's jump skips them
         else:  # its earlier occurrence was skipped: it is new to the scan
@@ -169,7 +173,7 @@ def gopher_repetition(text: str, cfg: GopherRepetitionConfig) -> str | None:
     for n, frac in zip(cfg.dup_ngram_sizes, cfg.dup_ngram_max_frac):
         if unrepeated is not None and n >= unrepeated:
             continue
-        chars = _dup_ngram_chars(words, n, keys)
+        chars = _dup_ngram_chars(words, n, keys, frac * total)
         if chars is None:
             unrepeated = n
         elif chars / total > frac:
