@@ -18,7 +18,9 @@ Every task launches one stage's entry point as a subprocess (flows/stages.py) an
 directory; nothing is computed here. With `cluster` other than local, the pretrain stage's entry point
 (`lmforge pretrain --submit KIND`) submits the job to the cluster and follows it to its end. A stage whose
 options and inputs did not change since it last finished is skipped. Each task has a timeout; retries only where a rerun is safe (every stage writes
-its manifest last, and pretraining resumes from its last checkpoint). Fine-tuning and distillation
+its manifest last, and pretraining resumes from its last checkpoint) and only a failure a second try can get past
+(flows/stages.py `worth_retrying`: a lost worker or node, the network, a lock another run held): a stage that named bad
+input fails once, in one line. Fine-tuning and distillation
 run independently: evaluate reports whatever finished, then the flow fails if either did.
 """
 from __future__ import annotations
@@ -48,7 +50,7 @@ from flows.params import (
     TrainParams,
     flow_doc,
 )
-from flows.stages import StageFailed, StagesFailed, launch_stage
+from flows.stages import StageFailed, StagesFailed, launch_stage, retry_if_transient
 from pipelines.labeled.registry import SOURCES
 from training.finetuning.readers import TooFewRows
 from training.launch.cluster import job_name
@@ -63,7 +65,7 @@ def flow_run_name() -> str:
     return f"{p.get('run_name', 'run')}-{stamp}"
 
 
-@task(name="corpus", retries=1, retry_delay_seconds=10)
+@task(name="corpus", retries=1, retry_delay_seconds=10, retry_condition_fn=retry_if_transient)
 def corpus_task(crawl: list[str], run: Path, index: Path, own_index: bool, opts: dict, beam_args: list[str],
                 index_wait: float, snapshot: str = "", upstream: list[str] | None = None) -> str:
     """`upstream`: stages the crawl lies in (an ablation's shared cleaning): their manifests, not the files, decide
@@ -77,7 +79,7 @@ def corpus_task(crawl: list[str], run: Path, index: Path, own_index: bool, opts:
                         upstream=upstream or [], before_run=before)[0]
 
 
-@task(name="tokenizer", retries=1, retry_delay_seconds=10)
+@task(name="tokenizer", retries=1, retry_delay_seconds=10, retry_condition_fn=retry_if_transient)
 def tokenizer_task(corpus: str, run: Path, opts: dict, adopt_from: str = "") -> str:
     out = run / "tokenizer"
     if adopt_from:  # the model's tokenizer; the training options do not apply
@@ -86,7 +88,7 @@ def tokenizer_task(corpus: str, run: Path, opts: dict, adopt_from: str = "") -> 
     return launch_stage("tokenizer", {"corpus": corpus, "output": out, **opts}, out, run / "logs", upstream=[corpus])[0]
 
 
-@task(name="shards", retries=1, retry_delay_seconds=10)
+@task(name="shards", retries=1, retry_delay_seconds=10, retry_condition_fn=retry_if_transient)
 def shards_task(corpus: str, tokenizer: str, run: Path, opts: dict, beam_args: list[str],
                 replay: list[str] = ()) -> str:
     out = run / "shards"
@@ -94,7 +96,7 @@ def shards_task(corpus: str, tokenizer: str, run: Path, opts: dict, beam_args: l
                         argv=beam_args, upstream=[corpus, tokenizer, *replay])[0]
 
 
-@task(name="pretrain", retries=1, retry_delay_seconds=10)
+@task(name="pretrain", retries=1, retry_delay_seconds=10, retry_condition_fn=retry_if_transient)
 def pretrain_task(shards: str, tokenizer: str, run: Path, opts: dict, nproc: int, init_from: str = "",
                   nnodes: int = 1, rdzv_endpoint: str = "", hostfile: str = "", cluster: dict | None = None) -> str:
     """Pretraining here under torchrun (as one of `nnodes`, or node 0 of `hostfile`), or, with `cluster` (the
@@ -123,7 +125,7 @@ def pretrain_task(shards: str, tokenizer: str, run: Path, opts: dict, nproc: int
                         raw_inputs=[init_from] if init_from else [])[0]
 
 
-@task(name="labeled", retries=1, retry_delay_seconds=10)
+@task(name="labeled", retries=1, retry_delay_seconds=10, retry_condition_fn=retry_if_transient)
 def labeled_task(name: str, run: Path) -> str:
     """A known source turned into files finetune reads (data.jsonl and the finetune.json that names them)."""
     out = run / "labeled" / name
@@ -162,7 +164,7 @@ def _labeled_source(labeled: str) -> tuple[dict, bool]:
     return source, prepared.exists()
 
 
-@task(name="finetune", retries=1, retry_delay_seconds=10)
+@task(name="finetune", retries=1, retry_delay_seconds=10, retry_condition_fn=retry_if_transient)
 def finetune_task(pretrain: str, labeled: str, run: Path, opts: dict) -> str:
     out = run / "finetune"
     source, stage_input = _labeled_source(labeled)
@@ -171,7 +173,7 @@ def finetune_task(pretrain: str, labeled: str, run: Path, opts: dict) -> str:
                         raw_inputs=[] if stage_input else [labeled])[0]
 
 
-@task(name="student-finetune", retries=1, retry_delay_seconds=10)
+@task(name="student-finetune", retries=1, retry_delay_seconds=10, retry_condition_fn=retry_if_transient)
 def student_finetune_task(distill: str, finetune: str, labeled: str, run: Path, opts: dict) -> str:
     """The distilled student fine-tuned on the same data with task-level distillation from the fine-tuned teacher
     (`finetune --teacher`), so the card has the student's task score beside the teacher's."""
@@ -183,14 +185,14 @@ def student_finetune_task(distill: str, finetune: str, labeled: str, run: Path, 
                         raw_inputs=[] if stage_input else [labeled], log_name="student-finetune")[0]
 
 
-@task(name="distill", retries=1, retry_delay_seconds=10)
+@task(name="distill", retries=1, retry_delay_seconds=10, retry_condition_fn=retry_if_transient)
 def distill_task(pretrain: str, shards: str, run: Path, opts: dict) -> str:
     out = run / "distill"
     return launch_stage("distill", {"teacher": Path(pretrain) / "hf", "shards": shards, "output": out, **opts}, out,
                         run / "logs", upstream=[pretrain, shards])[0]
 
 
-@task(name="evaluate", retries=1, retry_delay_seconds=10)
+@task(name="evaluate", retries=1, retry_delay_seconds=10, retry_condition_fn=retry_if_transient)
 def evaluate_task(run: Path, opts: dict, shards: str, pretrain: str, finetune: str | None, distill: str | None,
                   previous: str = "") -> str:
     out = run / "eval"
@@ -202,7 +204,7 @@ def evaluate_task(run: Path, opts: dict, shards: str, pretrain: str, finetune: s
                         raw_inputs=[previous] if previous else [])[0]
 
 
-@task(name="compress", retries=1, retry_delay_seconds=10)
+@task(name="compress", retries=1, retry_delay_seconds=10, retry_condition_fn=retry_if_transient)
 def compress_task(stage: str, run: Path, name: str, opts: dict) -> str:
     """The fine-tuned model int8-quantized or head-pruned (training/compression/compress.py) into run/<name>."""
     out = run / name
@@ -211,7 +213,7 @@ def compress_task(stage: str, run: Path, name: str, opts: dict) -> str:
                         log_name=f"compress-{name}")[0]
 
 
-@task(name="card", retries=1, retry_delay_seconds=10)
+@task(name="card", retries=1, retry_delay_seconds=10, retry_condition_fn=retry_if_transient)
 def card_task(run: Path, models: dict[str, str], shards: str, task_config: str, probe_corpus: str, opts: dict) -> str:
     """`lmforge evaluate --model ...`: every model's quality and cost together (training/evaluation/card.py)."""
     out = run / "card"

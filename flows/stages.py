@@ -15,6 +15,7 @@ import glob
 import json
 import logging
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -160,6 +161,30 @@ class StagesFailed(RuntimeError):
     def __init__(self, failures: list[BaseException], after: str = ""):
         self.failures = failures
         super().__init__("; ".join(map(str, failures)) + (f"; {after}" if after else ""))
+
+
+TRANSIENT = ("ConnectionError", "ConnectionRefusedError", "ConnectionResetError", "ConnectionAbortedError",
+             "BrokenPipeError", "StageBusy", "KilledWorker", "DistNetworkError", "DistStoreError",
+             "Temporary failure in name resolution", "Connection refused", "Connection reset", "Network is unreachable",
+             "SIGKILL", "Signal 9")
+"""What in a failed stage's reason marks a failure a second try can get past: the network, a peer or a worker lost, a
+lock another run held. Anything else (bad input, a missing file, a bug) fails the same way again."""
+
+
+def worth_retrying(exc: BaseException | None) -> bool:
+    """Whether a task's failure may pass on a second try: a stage killed by a signal (a lost worker or node, the
+    out-of-memory killer), a reason naming one of TRANSIENT, or a network error in the flow process itself. A stage
+    past its time limit, one that named bad input, and every other error are not retried."""
+    if isinstance(exc, StageFailed):
+        return exc.rc < 0 or exc.rc in (137, 143) or any(t in exc.reason for t in TRANSIENT)
+    return isinstance(exc, (ConnectionError, socket.gaierror))
+
+
+def retry_if_transient(task, task_run, state) -> bool:
+    """A Prefect task's `retry_condition_fn`: retries (the task's `retries`) only worth_retrying failures, so a
+    deterministic one ends the run in one line, once, instead of again after the retry delay."""
+    data = state.data
+    return worth_retrying(data if isinstance(data, BaseException) else None)
 
 
 def failure_reason(log_path: Path, width: int = 300) -> str:

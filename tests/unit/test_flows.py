@@ -433,3 +433,40 @@ def test_a_cancelled_flow_run_stops_its_stage_which_cancels_its_job(tmp_path):
     assert marker.read_text() == "scancel", (out, err[-2000:])
     assert "stopping: SIGTERM to the stage" in out, (out, err[-2000:])  # sent by run_logged, not by chance
     assert flow.returncode != 0  # Prefect ends the run with the signal once the stage has stopped
+
+
+def test_only_a_failure_a_second_try_can_pass_is_retried(tmp_path):
+    """issue 51: a stage that named bad input (rc 2, a ValueError) fails once; a lost worker (a signal), the network
+    or another run's lock gets the task's retry. Real Prefect tasks with the DAG's retry condition, run in a flow."""
+    from prefect import flow, task
+
+    from flows import dag
+    from flows.stages import StageFailed, retry_if_transient, worth_retrying
+
+    log = tmp_path / "x.log"
+    bad = StageFailed("corpus", "ValueError: crawl.jsonl line 1: no `text` field", log, 2)
+    lost = StageFailed("pretrain", "rank 1 exited: Signal 9 (SIGKILL) received", log, 1)
+    assert not worth_retrying(bad) and not worth_retrying(TimeoutError("stage corpus ran past its time limit"))
+    assert worth_retrying(lost) and worth_retrying(StageFailed("corpus", "killed", log, -9))
+    assert worth_retrying(StageFailed("corpus", "StageBusy: runs/x/corpus is held by pid 7", log, 2))
+    assert worth_retrying(ConnectionRefusedError("127.0.0.1:4200")) and not worth_retrying(ValueError("x"))
+    assert all(t.retry_condition_fn is retry_if_transient for t in (dag.corpus_task, dag.pretrain_task, dag.card_task)
+               if t.retries)
+
+    tries = []
+
+    @task(retries=1, retry_delay_seconds=0, retry_condition_fn=retry_if_transient)
+    def stage(exc):
+        tries.append(exc.reason)
+        raise exc
+
+    @flow
+    def both():
+        for exc in (bad, lost):
+            try:
+                stage(exc)
+            except StageFailed:
+                pass
+
+    both()
+    assert tries == [bad.reason, lost.reason, lost.reason]
