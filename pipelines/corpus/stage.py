@@ -234,7 +234,42 @@ def _run(cfg: CorpusConfig, beam_args: list[str] | None, files: list[str], decon
         wall_seconds=round(time.time() - t0, 2),
     )
     write_manifest(out, manifest)
+    why = nothing_kept(out, counts)
+    if why:  # the manifest and report are written: they say the rest
+        raise ValueError(f"corpus {out}: {why}")
     return out if storage.is_remote(out) else Path(out)
+
+
+def nothing_kept(out: str, counts: dict) -> str | None:
+    """Why a corpus that kept none of its documents fails, in one line: its reasons with their counts, the commonest
+    first, and the first record of the commonest with its file and position. None when it kept some, had no input, or
+    lost documents only as duplicates of an indexed generation (a refresh with nothing new)."""
+    if not counts["in"] or counts["kept"] or counts["duplicates"]:
+        return None
+    reasons = Counter({("quarantined", k): v for k, v in counts["quarantined_by_reason"].items()})
+    reasons.update({("dropped", k): v for k, v in counts["dropped"].items()})
+    top = ", ".join(f"{kind} {reason} {n:,}" for (kind, reason), n in reasons.most_common(4))
+    (kind, reason), _ = reasons.most_common(1)[0]
+    first = _first_record(out, kind, reason)
+    return (f"kept none of its {counts['in']:,} documents ({top}){first}; report.html beside the manifest lists them "
+            "(check the input's format and field names, or the filters' options)")
+
+
+def _first_record(out: str, kind: str, reason: str) -> str:
+    """`; the first: FILE, position N: DETAIL` for the first record left out as (kind, reason); "" if none is found."""
+    if kind == "quarantined":
+        for f in storage.files_under(storage.join(out, "quarantine"), "*.jsonl"):
+            for line in storage.read_text(f).splitlines():
+                r = json.loads(line)
+                if r["reason"] == reason:
+                    return f"; the first: {r['source']}, position {r['offset']}: {r.get('detail') or reason}"
+        return ""
+    for f in storage.files_under(storage.join(out, "dropped"), "*.parquet"):
+        rows = storage.parquet_file(f).read(columns=["source", "reason", "detail"]).to_pylist()
+        for r in rows:
+            if r["reason"] == reason:
+                return f"; the first: {r['source']}: {r.get('detail') or reason}"
+    return ""
 
 
 def _direct_args(given: list[str], files: list[str]) -> list[str]:

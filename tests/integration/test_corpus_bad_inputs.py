@@ -50,3 +50,27 @@ def test_bad_inputs_are_quarantined_with_reasons(tmp_path):
             ("binary.jsonl", "unreadable_line"), ("a.jsonl.gz", "payload_too_large")} <= reasons  # the 10 MB line
     assert all(r["offset"] is not None for r in q)
     assert c["kept"] == 1 and c["dropped"].get("empty_text") == 1
+
+
+@pytest.mark.slow
+def test_a_corpus_that_keeps_nothing_fails_in_one_line_naming_the_file_and_field(tmp_path):
+    """issue 51: a crawl of JSON lines without `text` (a user's own export with another field name) is not a finished
+    corpus of nothing: `lmforge corpus` fails with one line giving the counts, the file and the missing field; the
+    manifest and report are still written, and counts reconcile."""
+    import subprocess
+    import sys
+
+    from schemas.manifest import read_manifest
+
+    src = tmp_path / "crawl.jsonl"
+    src.write_text("".join(json.dumps({"id": f"p{i}", "body": PROSE}) + "\n" for i in range(20)))
+    out = tmp_path / "out"
+    p = subprocess.run([sys.executable, "-m", "lmforge.cli", "corpus", "--input", str(src), "--output", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2
+    errors = [line for line in p.stderr.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1, p.stderr[-3000:]
+    assert ("kept none of its 20 documents (quarantined missing_text 20); the first: " in errors[0]
+            and f"{src}, position 1: line has no string field 'text'" in errors[0]), errors[0]
+    c = read_manifest(out)["counts"]
+    assert c["in"] == c["quarantined"] == 20 and c["kept"] == 0
