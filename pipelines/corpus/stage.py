@@ -257,19 +257,15 @@ def nothing_kept(out: str, counts: dict) -> str | None:
 
 def _first_record(out: str, kind: str, reason: str) -> str:
     """`; the first: FILE, position N: DETAIL` for the first record left out as (kind, reason); "" if none is found."""
-    if kind == "quarantined":
-        for f in storage.files_under(storage.join(out, "quarantine"), "*.jsonl"):
-            for line in storage.read_text(f).splitlines():
-                r = json.loads(line)
-                if r["reason"] == reason:
-                    return f"; the first: {r['source']}, position {r['offset']}: {r.get('detail') or reason}"
-        return ""
-    for f in storage.files_under(storage.join(out, "dropped"), "*.parquet"):
-        rows = storage.parquet_file(f).read(columns=["source", "reason", "detail"]).to_pylist()
-        for r in rows:
-            if r["reason"] == reason:
-                return f"; the first: {r['source']}: {r.get('detail') or reason}"
-    return ""
+    if kind == "quarantined":  # the workers wrote their parts in any order: the first by file and position
+        rows = (json.loads(line) for f in storage.files_under(storage.join(out, "quarantine"), "*.jsonl")
+                for line in storage.read_text(f).splitlines())
+        r = min((r for r in rows if r["reason"] == reason), key=lambda r: (r["source"], r["offset"] or 0), default=None)
+        return f"; the first: {r['source']}, position {r['offset']}: {r.get('detail') or reason}" if r else ""
+    rows = (r for f in storage.files_under(storage.join(out, "dropped"), "*.parquet")
+            for r in storage.parquet_file(f).read(columns=["id", "source", "reason", "detail"]).to_pylist())
+    r = min((r for r in rows if r["reason"] == reason), key=lambda r: (r["source"] or "", r["id"]), default=None)
+    return f"; the first: {r['source']} (id {r['id']}): {r.get('detail') or reason}" if r else ""
 
 
 def _direct_args(given: list[str], files: list[str]) -> list[str]:
