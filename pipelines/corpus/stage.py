@@ -236,7 +236,7 @@ def _run(cfg: CorpusConfig, beam_args: list[str] | None, files: list[str], decon
     write_manifest(out, manifest)
     why = nothing_kept(out, counts)
     if why:  # the manifest and report are written: they say the rest
-        raise ValueError(f"corpus {out}: {why}")
+        raise ValueError(why)
     return out if storage.is_remote(out) else Path(out)
 
 
@@ -251,8 +251,7 @@ def nothing_kept(out: str, counts: dict) -> str | None:
     top = ", ".join(f"{kind} {reason} {n:,}" for (kind, reason), n in reasons.most_common(4))
     (kind, reason), _ = reasons.most_common(1)[0]
     first = _first_record(out, kind, reason)
-    return (f"kept none of its {counts['in']:,} documents ({top}){first}; report.html beside the manifest lists them "
-            "(check the input's format and field names, or the filters' options)")
+    return f"kept none of its {counts['in']:,} documents ({top}){first} (report.html beside the manifest lists them)"
 
 
 def _first_record(out: str, kind: str, reason: str) -> str:

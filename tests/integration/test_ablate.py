@@ -76,7 +76,8 @@ def test_arms_compare_on_equal_tokens_one_tokenizer_a_decontaminated_reference_a
     (tmp_path / "ablation.json").write_text(json.dumps(cfg))
     monkeypatch.chdir(ROOT)
     r = ablate_here(capsys, "--config", str(tmp_path / "ablation.json"))
-    assert r.returncode == 1 and "lmforge ablate: arm empty failed (arm empty: its corpus kept no document of 1" in r.stderr, (
+    assert r.returncode == 1 and ("lmforge ablate: arm empty failed (stage corpus failed: ValueError: kept none of its 1 "
+                                  "documents (dropped c4_no_lines_left 1); the first: ") in r.stderr, (
         r.stdout + r.stderr)[-4000:]
     root = tmp_path / "runs" / "abl"
     report = json.loads((root / "report.json").read_text())
@@ -84,7 +85,7 @@ def test_arms_compare_on_equal_tokens_one_tokenizer_a_decontaminated_reference_a
     # each arm its own subflow run
     assert {a: arms[a]["flow_run"]["name"] for a in arms} == {a: f"abl-{a}" for a in arms}
     assert len({arms[a]["flow_run"]["id"] for a in arms}) == 3
-    assert set(arms) == {"baseline", "no-near-dedup", "empty"} and "kept no document" in arms["empty"]["error"]
+    assert set(arms) == {"baseline", "no-near-dedup", "empty"} and "kept none of its 1 documents" in arms["empty"]["error"]
     # the same tokens for every arm and seed, one tokenizer, the reference held out of every arm's corpus
     assert arms["baseline"]["positions_trained"] == arms["no-near-dedup"]["positions_trained"] > 0
     test_sets = set()
@@ -132,11 +133,12 @@ def test_arms_compare_on_equal_tokens_one_tokenizer_a_decontaminated_reference_a
     assert read_manifest(tmp_path / "direct")["counts"]["dropped"] == arms["baseline"]["dropped_by_reason"]
     md = (root / "report.md").read_text()
     assert "baseline, no-near-dedup read one cleaning of the crawl" in md
-    assert "| no-near-dedup |" in md and "| control: TF-IDF + LR (vader) |" in md and "failed: arm empty" in md
+    assert "| no-near-dedup |" in md and "| control: TF-IDF + LR (vader) |" in md and "| empty | failed: stage corpus failed: ValueError: kept none of its 1 documents" in md
     assert "<table>" in (root / "report.html").read_text() and (root / "report.png").read_bytes()[:4] == b"\x89PNG"
 
-    # the same command again: every stage is skipped, nothing is rewritten
-    stages = sorted(root.rglob("manifest.json"))
+    # the same command again: every stage that finished is skipped, nothing of it is rewritten (the empty arm's corpus
+    # failed, so it runs again and fails again)
+    stages = sorted(p for p in root.rglob("manifest.json") if "arms/empty/" not in p.as_posix())
     before = {p: p.stat().st_mtime_ns for p in stages}
     r = ablate_here(capsys, "--config", str(tmp_path / "ablation.json"))
     assert r.returncode == 1 and "arm empty failed" in r.stderr, (r.stdout + r.stderr)[-4000:]
