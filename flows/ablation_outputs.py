@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from flows.ablation_report import render, table
-from flows.artifacts import artifact_key, image_data_uri
+from flows.artifacts import artifact_key, image_data_uri, inline_images
 from schemas.manifest import atomic_write_bytes
 
 CONTROL_STYLES = (("scratch", "random init", ":"), ("majority", "majority class", "--"), ("tfidf_lr", "TF-IDF + LR", "-."))
@@ -99,7 +99,8 @@ def publish_report(name: str, root: Path) -> None:
     if FlowRunContext.get() is None:
         return
     report = json.loads((root / "report.json").read_text())
-    create_markdown_artifact(key=artifact_key(name, "ablation-report"), markdown=(root / "report.md").read_text(),
+    create_markdown_artifact(key=artifact_key(name, "ablation-report"),
+                             markdown=inline_images((root / "report.md").read_text(), root),
                              description=f"corpus ablation {name}: {root / 'report.md'}")
     header, rows = table(report)
     create_table_artifact(key=artifact_key(name, "ablation-table"), table=[dict(zip(header, r)) for r in rows],

@@ -14,30 +14,11 @@ clear its 95% interval if the spread stayed as observed (None if the difference 
 from __future__ import annotations
 
 import math
-from statistics import mean, stdev
 from typing import Any
 
-LEVEL = 0.95
+from common.stats import LEVEL, interval, t_quantile
 
-
-def t_quantile(dof: int, level: float = LEVEL) -> float:
-    """The two-sided Student's t quantile (scipy's, which scikit-learn brings)."""
-    from scipy.stats import t
-
-    return float(t.ppf(0.5 + level / 2, dof))
-
-
-def interval(values: list[float], level: float = LEVEL) -> dict[str, Any]:
-    """Mean and its `level` confidence interval over independent values (seeds)."""
-    if not values:
-        raise ValueError("interval: no values")
-    m = mean(values)
-    if len(values) < 2:
-        return {"mean": m, "ci_low": None, "ci_high": None, "n": len(values), "sd": None}
-    sd = stdev(values)
-    half = t_quantile(len(values) - 1, level) * sd / math.sqrt(len(values))
-    return {"mean": m, "ci_low": m - half, "ci_high": m + half, "n": len(values), "sd": sd}
-
+__all__ = ["LEVEL", "interval", "paired", "seeds_to_resolve", "sentence", "steps_for_budget", "t_quantile"]
 
 def seeds_to_resolve(diff_mean: float, diff_sd: float | None, n: int, level: float = LEVEL,
                      most: int = 1000) -> int | None:

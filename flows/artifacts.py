@@ -160,7 +160,8 @@ def publish_lineage(run_name: str, model_stage: Path) -> None:
 
 
 def publish_eval(run_name: str, eval_dir: Path) -> None:
-    create_markdown_artifact(key=artifact_key(run_name, "eval-report"), markdown=(eval_dir / "report.md").read_text(),
+    create_markdown_artifact(key=artifact_key(run_name, "eval-report"),
+                             markdown=inline_images((eval_dir / "report.md").read_text(), eval_dir),
                              description=f"lmforge evaluation ({eval_dir})")
     report = json.loads((eval_dir / "report.json").read_text())
     rows = [{"model": who, "params": report[who]["params"], "held-out MLM loss": report[who]["mlm_loss"],
@@ -182,7 +183,8 @@ def publish_card(run_name: str, card: Path, models: dict[str, str]) -> None:
     """The evaluation card: markdown, a table of every model's quality and cost, and its plots."""
     report = Card.read(card / "report.json")
     where = f"\n\nThe card with its plots, on the worker: `{(card / 'report.html').resolve()}`.\n"
-    create_markdown_artifact(key=artifact_key(run_name, "card"), markdown=(card / "report.md").read_text() + where,
+    create_markdown_artifact(key=artifact_key(run_name, "card"), markdown=inline_images((card / "report.md").read_text(), card)
+                             + where,
                              description=f"quality and cost of every model of the run ({card})")
     rows = table_rows(report.models, {v: k for k, v in models.items()})  # the headline columns of schemas.card
     create_table_artifact(key=artifact_key(run_name, "card-table"), table=rows,
@@ -194,3 +196,15 @@ def image_data_uri(png: Path) -> str:
     import base64
 
     return "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode("ascii")
+
+
+def inline_images(markdown: str, folder: Path) -> str:
+    """A report.md's pictures (`![alt](name.png)`, beside it in `folder`) as data: URIs, so a markdown artifact shows
+    them in the UI on any machine, where the file's relative name would show a broken image."""
+    import re
+
+    def inline(m: re.Match) -> str:
+        png = folder / m.group(2)
+        return f"![{m.group(1)}]({image_data_uri(png)})" if png.is_file() else m.group(0)
+
+    return re.sub(r"!\[([^\]]*)\]\(([\w.-]+\.png)\)", inline, markdown)

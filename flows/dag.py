@@ -56,6 +56,9 @@ from training.finetuning.readers import TooFewRows
 from training.launch.cluster import job_name
 
 D, T = DagParams(), TrainOnlyParams()
+NO_TASK = DagParams.model_fields["labeled"].default
+"""The flow's `labeled` default: none. D.labeled is the demo's task (DagParams gives the bundled crawl VADER), which a
+run of another crawl must not get: DagParams gives it to the demo alone."""
 
 
 def flow_run_name() -> str:
@@ -352,6 +355,7 @@ def corpus_stage(p, run: Path, crawl: list[str], index: Path, own_index: bool, s
                  labeled: str | None = None) -> str:
     limit = {"timeout_seconds": p.stage_timeout_minutes * 60}
     opts = dict(p.stage_options()["corpus"])
+    opts.setdefault("languages", p.languages)  # an override of the corpus stage's own option wins
     decont = decontamination(p, labeled, opts)
     if decont:
         opts["decontaminate"] = decont
@@ -378,12 +382,12 @@ def lmforge_dag(run_name: Checked.run_name = D.run_name, runs_dir: str = D.runs_
                 model: str = D.model, init_from: str = D.init_from, nproc: Checked.nproc = D.nproc, nnodes: Checked.nnodes = D.nnodes,
                 rdzv_endpoint: str = D.rdzv_endpoint, hostfile: str = D.hostfile, cluster: ClusterKind = D.cluster,
                 cluster_image: str = D.cluster_image, cluster_pvc: str = D.cluster_pvc, cluster_mount: str = D.cluster_mount,
-                cluster_namespace: str = D.cluster_namespace, cluster_gpus: Checked.cluster_gpus = D.cluster_gpus, labeled: str = D.labeled,
+                cluster_namespace: str = D.cluster_namespace, cluster_gpus: Checked.cluster_gpus = D.cluster_gpus, labeled: str = NO_TASK,
                 task: TaskKind = D.task, text_column: str = D.text_column, text_pair_column: str = D.text_pair_column,
                 label_column: str = D.label_column, split_column: str = D.split_column, id_column: str = D.id_column,
                 tokens_column: str = D.tokens_column, tags_column: str = D.tags_column,
-                dedup_index: str = D.dedup_index, index_wait: Checked.index_wait = D.index_wait,
-                decontaminate: bool = D.decontaminate,
+                dedup_index: str = D.dedup_index, languages: Checked.languages = D.languages,
+                index_wait: Checked.index_wait = D.index_wait, decontaminate: bool = D.decontaminate,
                 beam_args: list[str] = D.beam_args, stage_timeout_minutes: Checked.stage_timeout_minutes = D.stage_timeout_minutes,
                 overrides: dict[str, dict[str, Any]] = D.overrides,
                 credentials_block: Checked.credentials_block = D.credentials_block) -> dict[str, str | None]:

@@ -377,6 +377,10 @@ class CorpusParams(BaseModel):
     mask_objective: MaskObjective = Field(
         "", description="masking objective of the shards (empty: mlm). The DAG distils and evaluates masked LMs; "
         "causal and t5_span shards are trained with `lmforge shards/pretrain` directly")
+    languages: list[str] = Field(["auto"], min_length=1, description="languages the corpus keeps: ISO 639-1 codes "
+                                 "(e.g. ['fr', 'de']), or ['auto'] (default): every language with at least 5% of the "
+                                 "documents that pass cleaning, or 1,000 of them; the corpus report and the card name "
+                                 "the languages kept and what each lost")
     index_wait: float = Field(3600.0, ge=0, description="seconds the corpus stage waits for another run holding the "
                               "band index before it fails")
     decontaminate: bool = Field(True, description="check the crawl against the validation and test splits of the "
@@ -390,6 +394,14 @@ class CorpusParams(BaseModel):
     @classmethod
     def _checked_values(cls, values: Any) -> Any:
         return check_values(values)
+
+    @field_validator("languages")
+    @classmethod
+    def _languages(cls, v: list[str]) -> list[str]:
+        v = [x.strip().lower() for x in v]
+        if v != ["auto"] and not all(len(x) == 2 and x.isascii() and x.isalpha() for x in v):
+            raise ParamError(f"languages: ISO 639-1 codes (e.g. fr de) or auto alone, got {' '.join(v)}")
+        return v
 
     @field_validator("beam_args")
     @classmethod

@@ -19,11 +19,12 @@ from typing import Any
 
 from common.cli import Parser, parse_strict
 from common.config import read_json_object
-from flows import dag
+from flows import dag, stages
 from flows.dag import lmforge_dag, lmforge_train
 from flows.data_root import trust_paths
 from flows.params import FLOW_PARAMS, PATH_PARAMS, check_params, trust_image
 from flows.refresh import lmforge_refresh
+from flows.stage_lines import shown
 from flows.stages import StageFailed, StagesFailed
 from pipelines.io import expand_inputs
 from pipelines.labeled.registry import SOURCES
@@ -81,33 +82,45 @@ YOUR_OWN_DATA = """Your own data (README.md, "Your own data"):
 
 class _NoFailureRecords(logging.Filter):
     """Keeps Prefect's failure records (task and flow tracebacks, 'Finished in state Failed') off the console;
-    the flow log file and the Prefect API still get them."""
+    the flow log file and the Prefect API still get them. `quiet`: every record under WARNING too (the stages' lines,
+    Prefect's task-run lines), where `lmforge run` prints one line per stage instead (stages.progress)."""
+
+    def __init__(self, quiet: bool = False):
+        super().__init__()
+        self.quiet = quiet
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info or record.levelno >= logging.ERROR:
+        if record.exc_info or record.levelno >= logging.ERROR or (self.quiet and record.levelno < logging.WARNING):
             return False
         msg = record.getMessage()
         return not (msg.startswith("Finished in state") and ("Failed" in msg or "Crashed" in msg))
 
 
 @contextmanager
-def failures_to_file(log_path: Path) -> Iterator[None]:
+def failures_to_file(log_path: Path, quiet: bool = False) -> Iterator[None]:
     """Everything Prefect logs, tracebacks included, into `log_path`; failures off the console (unless
-    LMFORGE_TRACEBACK=1), where `lmforge run` prints a line per failed stage instead."""
+    LMFORGE_TRACEBACK=1), where `lmforge run` prints a line per failed stage instead. `quiet`: the console shows
+    only the stages' progress lines (stages.progress) and warnings; the log file still gets every line."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     root = logging.getLogger()
     file = logging.FileHandler(log_path, encoding="utf-8")
     file.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    quiet = _NoFailureRecords()
-    consoles = [] if os.environ.get(TRACEBACK_ENV) == "1" else [h for h in root.handlers if h.__class__.__name__ == "PrefectConsoleHandler"]
+    traceback = os.environ.get(TRACEBACK_ENV) == "1"
+    console_filter = _NoFailureRecords(quiet and not traceback)
+    consoles = [] if traceback else [h for h in root.handlers if h.__class__.__name__ == "PrefectConsoleHandler"]
     root.addHandler(file)
     for h in consoles:
-        h.addFilter(quiet)
+        h.addFilter(console_filter)
+    if console_filter.quiet:
+        stages.TERMINAL.append(sys.stdout)
     try:
         yield
     finally:
+        if console_filter.quiet:
+            stages.TERMINAL.remove(sys.stdout)
+            logging.getLogger("prefect").setLevel(logging.WARNING)  # its lines at exit ("Stopping temporary server")
         for h in consoles:
-            h.removeFilter(quiet)
+            h.removeFilter(console_filter)
         root.removeHandler(file)
         file.close()
 
@@ -142,6 +155,9 @@ def cli_main(argv: list[str]) -> int:
     for col in ("text", "text-pair", "label", "split", "id", "tokens", "tags"):
         ap.add_argument(f"--{col}-column", default=None, help=f"--labeled's {col.replace('-', ' ')} column "
                         f"(default: {'none' if col == 'text-pair' else col})")
+    ap.add_argument("--languages", nargs="+", default=None, metavar="CODE",
+                    help="languages the corpus keeps: ISO 639-1 codes (--languages fr de), or auto (default): every "
+                         "language with at least 5%% of the pages that pass cleaning, or 1,000 of them")
     ap.add_argument("--preset", default=None, help="stage sizes: demo, full (the same sample, twice the training) or tiny "
                     "(default: demo)")
     ap.add_argument("--nproc", type=int, default=None, help="pretraining processes (default: 2)")
@@ -153,12 +169,14 @@ def cli_main(argv: list[str]) -> int:
                     help="a Prefect Secret block holding the environment variables the stages need (object-store "
                          "keys): credentials never go in a parameter, which the Prefect server stores and shows; "
                          "or export them (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, ...) before running")
+    ap.add_argument("--verbose", action="store_true", help="print every line the stages and Prefect log (default: one "
+                    "line per stage and the warnings; the flow log, runs/NAME/logs/flow.log, has every line either way)")
     ap.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                     help="any flow parameter (see flows/params.py); VALUE is JSON when it parses, else a string, "
                          "e.g. --param overrides='{\"pretrain\": {\"steps\": 50}}' --param mask_objective=span")
     a = parse_strict(ap, argv)
     kwargs: dict[str, Any] = {k: v for k, v in (("run_name", a.name), ("runs_dir", a.runs_dir), ("crawl", a.crawl),
-                                                ("labeled", a.labeled), ("preset", a.preset), ("nproc", a.nproc),
+                                                ("labeled", a.labeled), ("languages", a.languages), ("preset", a.preset), ("nproc", a.nproc),
                                                 ("dedup_index", a.dedup_index), ("init_from", a.init_from),
                                                 ("task", a.task), ("credentials_block", a.credentials_block),
                                                 *((f"{c}_column", getattr(a, f"{c}_column"))
@@ -182,7 +200,7 @@ def cli_main(argv: list[str]) -> int:
         ap.error(problem)
     t0 = time.time()
     flow_log = FLOW_PARAMS[a.flow](**kwargs).run_dir / "logs" / "flow.log"
-    with failures_to_file(flow_log):
+    with failures_to_file(flow_log, quiet=not a.verbose):
         try:
             result = fn(**kwargs)
         except Exception as e:
@@ -190,6 +208,8 @@ def cli_main(argv: list[str]) -> int:
                 raise
             print("\n".join(failure_lines(e, flow_log)), file=sys.stderr)
             return 1
-    report = f"; report: {result['eval']}/report.md" if isinstance(result, dict) and result.get("eval") else ""
-    print(f"lmforge run ({a.flow}): finished in {time.time() - t0:.0f}s{report}")
+    found = [f"{what}: {shown(Path(result[key], name))}" for key, what, name in
+             (("card", "card", "report.md"), ("eval", "eval report", "report.md")) if isinstance(result, dict) and result.get(key)]
+    print(f"lmforge run ({a.flow}): finished in {time.time() - t0:.0f}s" + "".join(f"; {x}" for x in found)
+          + f"; flow log: {shown(flow_log)}")
     return 0

@@ -26,6 +26,7 @@ from typing import Any
 
 from common.config import options_to_argv
 from common.redact import redact_args, redact_text
+from flows.stage_lines import shown, stage_summary
 from schemas.manifest import MANIFEST_NAME, atomic_write_json, sha256_file
 
 FLOW_KEY = ".flow-key.json"
@@ -67,6 +68,19 @@ STOP_GRACE_SECONDS = 90
 kubectl delete) and torchrun stops its workers in that time; then it is killed."""
 
 
+TERMINAL: list = []
+"""The stream `lmforge run` keeps for progress lines while its console shows nothing else (quiet_console)."""
+
+
+def progress(line: str) -> None:
+    """A line for the person at the console: one per stage, a warning, what a user must do. It goes where every line
+    goes (the flow log, the Prefect UI's log) and, under `lmforge run`'s quiet console, to the terminal too."""
+    print(line, flush=True)
+    for stream in TERMINAL[-1:]:
+        stream.write(line + "\n")
+        stream.flush()
+
+
 def run_logged(cmd: list[str], log_path: Path, stage: str, grace: float = STOP_GRACE_SECONDS, *, echo: bool = True,
                append: bool = False, env: dict[str, str] | None = None, cwd: str | Path | None = None,
                on_start: Callable[[subprocess.Popen], Any] | None = None, timeout: float | None = None) -> int:
@@ -101,7 +115,9 @@ def run_logged(cmd: list[str], log_path: Path, stage: str, grace: float = STOP_G
             for line in proc.stdout:
                 line = redact_text(line)
                 log.write(line)
-                if echo:
+                if echo and ": warning: " in line:
+                    progress(f"[{stage}] {line.rstrip()}")
+                elif echo:
                     print(f"[{stage}] {line}", end="", flush=True)
             code = proc.wait()
             errors.join()
@@ -211,7 +227,7 @@ def launch_stage(stage: str, opts: dict[str, Any], out: Path, log_dir: Path, arg
     upstream = list(upstream)
     key = stage_key(stage, cmd[3:], upstream, raw_inputs)
     if cache and unchanged(out, key):
-        print(f"[{stage}] unchanged since its last run (same options and inputs): kept {out}", flush=True)
+        progress(f"[{log_name or stage}] unchanged since its last run (same options and inputs): kept {shown(out)}")
         return str(out), False
     (out / FLOW_KEY).unlink(missing_ok=True)
     if before_run is not None:
@@ -225,5 +241,5 @@ def launch_stage(stage: str, opts: dict[str, Any], out: Path, log_dir: Path, arg
         raise StageFailed(log_name or stage, failure_reason(log_path), log_path, rc)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / FLOW_KEY, key)
-    print(f"[{stage}] done in {time.time() - t0:.1f}s -> {out}", flush=True)
+    progress(f"[{log_name or stage}] done in {time.time() - t0:.1f}s: {stage_summary(stage, out)}")
     return str(out), True

@@ -82,10 +82,13 @@ class Card:
     """The plots written beside report.json (file names)."""
     contamination: dict[str, Any] | None = None
     """What the pretraining corpus held of the evaluation sets (training/evaluation/card_contamination.py); None: unknown."""
+    summary: dict[str, Any] | None = None
+    """The card's opening facts: corpus, task, scores against the controls, verdict, what did not run
+    (training/evaluation/card_summary.py); None on a card written before it."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": CARD_VERSION, "models": [e.to_dict() for e in self.models], "images": self.images,
-                "contamination": self.contamination}
+                "contamination": self.contamination, "summary": self.summary}
 
     @classmethod
     def read(cls, path: str | Path) -> Card:
@@ -93,7 +96,8 @@ class Card:
         d = json.loads(Path(path).read_text())
         if d.get("schema", CARD_VERSION) != CARD_VERSION or "models" not in d:
             raise ValueError(f"{path}: not an evaluation card ({CARD_VERSION})")
-        return cls([CardEntry.from_dict(e) for e in d["models"]], list(d.get("images", [])), d.get("contamination"))
+        return cls([CardEntry.from_dict(e) for e in d["models"]], list(d.get("images", [])), d.get("contamination"),
+                   d.get("summary"))
 
 
 # ---- the headline table: one description, two renderings ---------------------------------------------
@@ -102,11 +106,13 @@ def _mib(b: float) -> str:
     return f"{b / (1 << 20):.1f}"
 
 
-def _quality_text(e: CardEntry) -> str:
+def _lm_text(e: CardEntry) -> str:
     q = e.quality
-    if q.get("applies"):
-        return f"{q['value']:.3f} ± {q['standard_error']:.3f}"
-    return f"test {e.task['primary']} {e.task_score:.4f}" if e.task else "n/a"
+    return f"{q['value']:.3f} ± {q['standard_error']:.3f}" if q.get("applies") else "-"
+
+
+def _task_text(e: CardEntry) -> str:
+    return f"{e.task_score:.4f}" if e.task else "-"
 
 
 def _rss_text(e: CardEntry) -> str:
@@ -135,7 +141,8 @@ class Metric:
 
 CARD_METRICS: tuple[Metric, ...] = (
     Metric("kind", lambda e: e.kind, "kind", lambda e: e.kind, "---"),
-    Metric("quality", _quality_text, md_align="---"),
+    Metric("held-out LM loss, nats", _lm_text),
+    Metric("test {task}", _task_text),
     Metric(None, None, "task score", lambda e: f"{e.task['primary']} {e.task_score:.4f}" if e.task else None),
     Metric(None, None, "held-out LM loss", lambda e: e.quality.get("value")),
     Metric("params (w/o emb.)", lambda e: f"{e.cost['parameters']['total']:,} ({e.cost['parameters']['without_embeddings']:,})",
@@ -152,13 +159,25 @@ CARD_METRICS: tuple[Metric, ...] = (
 """The card's headline columns, in order, after the model's name."""
 
 
-def markdown_table(entries: list[CardEntry]) -> list[str]:
-    """report.md's headline table (report.html is made from report.md)."""
-    cols = [m for m in CARD_METRICS if m.markdown]
-    lines = ["| model | " + " | ".join(m.markdown for m in cols) + " | where |",
+def markdown_table(entries: list[CardEntry], base: str | Path | None = None) -> list[str]:
+    """report.md's headline table (report.html is made from report.md): one unit per column, the task's metric named
+    in its header; `where` relative to `base` (the run folder) when the model is inside it."""
+    task = next((e.task["primary"] for e in entries if e.task), None)
+    cols = [m for m in CARD_METRICS if m.markdown and (task or "{task}" not in m.markdown)]
+    lines = ["| model | " + " | ".join(m.markdown.format(task=task) for m in cols) + " | where |",
              "|---|" + "|".join(m.md_align for m in cols) + "|---|"]
-    lines += [f"| {e.label} | " + " | ".join(m.text(e) for m in cols) + f" | `{e.path}` |" for e in entries]
+    lines += [f"| {e.label} | " + " | ".join(m.text(e) for m in cols) + f" | `{shown_path(e.path, base)}` |" for e in entries]
     return lines
+
+
+def shown_path(path: str, base: str | Path | None) -> str:
+    """`path` relative to `base` when it is inside it, else as given."""
+    if base is None:
+        return path
+    try:
+        return str(Path(path).resolve().relative_to(Path(base).resolve()))
+    except ValueError:
+        return path
 
 
 def table_rows(entries: list[CardEntry], names: dict[str, str] | None = None) -> list[dict[str, Any]]:

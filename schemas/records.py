@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-CORPUS_SCHEMA_VERSION = "lmforge.corpus/v4"  # v2: duplicates gain cluster_id; v3: kept_generation, exact similarity; v4: dropped gains detail
+CORPUS_SCHEMA_VERSION = "lmforge.corpus/v5"  # v2: duplicates gain cluster_id; v3: kept_generation, exact similarity; v4: dropped gains detail; v5: dropped gains language
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,7 @@ DROPPED_SCHEMA = pa.schema(
         pa.field("source", pa.string()),
         pa.field("reason", pa.string(), nullable=False),
         pa.field("detail", pa.string()),  # what matched (a blocked domain, an evaluation item); null if nothing to add
+        pa.field("language", pa.string()),  # identified on the page as dropped (clean.dropped_language); null: no text
     ],
     metadata={"lmforge.schema": CORPUS_SCHEMA_VERSION},
 )

@@ -31,6 +31,7 @@ from pipelines.corpus.linededup import line_keys, losers, remove_lines
 from pipelines.corpus.readers import MAX_RECORD_BYTES, MAX_ROW_GROUP_BYTES, read_file
 from pipelines.corpus.staging import staged_name, staged_rows, where, write_staged
 from pipelines.corpus.steps.c4 import clean_page
+from pipelines.corpus.steps.language import language_verdicts
 from pipelines.io import shard_of, write_jsonl_rows, write_parquet_rows
 from schemas import storage
 from schemas.records import CLEAN_DOC_SCHEMA, DROPPED_SCHEMA, DUPLICATE_SCHEMA, Quarantined
@@ -80,7 +81,7 @@ class CleanAndSign(beam.DoFn):
     """(source, batch number, RawDocuments) -> the batch's kept documents staged to one file
     (staging.py: text, metadata, exact shingle hashes), and what the later steps move:
 
-      main      slim record: id, source, offset, exact_key, rank, language, band keys, staged
+      main      slim record: id, url, source, offset, exact_key, rank, language, band keys, staged
                 (the staged file's name); the only thing the id, exact and near dedup steps and
                 the final routing to shards move
       "lines"   (id, ((source, offset), line keys)): for C4 line dedup
@@ -107,10 +108,11 @@ class CleanAndSign(beam.DoFn):
                                                        "action": "kept", "detail": note.detail})
                 kept.append({**value, "offset": doc.offset})
             elif status == DROPPED:
-                d, reason = value
+                d, reason, language = value
                 detail = getattr(reason, "detail", None)
                 Metrics.counter(NS, f"dropped_{reason}").inc()
-                yield TaggedOutput("dropped", {"id": d.id, "url": d.url, "source": d.source, "reason": str(reason), "detail": detail})
+                yield TaggedOutput("dropped", {"id": d.id, "url": d.url, "source": d.source, "reason": str(reason), "detail": detail,
+                                               "language": language})
             else:
                 assert status == QUARANTINED
                 Metrics.counter(NS, f"quarantined_{value.reason}").inc()
@@ -125,7 +127,7 @@ class CleanAndSign(beam.DoFn):
         n = self.cfg.num_shards
         write_staged(self.cfg.output, name, [{**r, "shard": shard_of(r["id"], n), "hashes": h} for r, (h, _) in zip(kept, signed)])
         for r, (_, keys) in zip(kept, signed):
-            yield {"id": r["id"], "source": r["source"], "offset": r["offset"], "exact_key": exact_key(r["text"]),
+            yield {"id": r["id"], "url": r["url"], "source": r["source"], "offset": r["offset"], "exact_key": exact_key(r["text"]),
                    "rank": rank_key(r["id"], quality(r), indexed=False), "language": r["language"],
                    "band_keys": b"".join(keys) if keys is not None else None, "staged": name}
             if self.cfg.line_dedup:
@@ -213,7 +215,8 @@ def finish_doc(doc: dict[str, Any], lose: Iterable[bytes], c4: Any) -> tuple[dic
         text, reason = clean_page(text, c4)
     if reason:
         Metrics.counter(NS, f"dropped_line_dedup_{reason}").inc()
-        return None, {"id": doc["id"], "url": doc["url"], "source": doc["source"], "reason": f"line_dedup_{reason}"}
+        return None, {"id": doc["id"], "url": doc["url"], "source": doc["source"], "reason": f"line_dedup_{reason}",
+                      "language": doc["language"]}
     return {**doc, "text": text}, None
 
 
@@ -268,6 +271,53 @@ def side_shard(row: dict[str, Any], kind: str, num_shards: int) -> tuple[int, di
     return shard_of(key, num_shards), row
 
 
+LANGUAGE_SHARDS = 16
+"""Parts each language's documents are split into to meet its verdict (ChooseLanguages): no one worker holds a whole
+language's records."""
+
+
+def _verdicts(item: tuple[int, Iterable[tuple[str, int]]], share: float, documents: int, parts: int) -> Iterable[Any]:
+    verdicts = language_verdicts(dict(item[1]), share, documents)
+    for lang, why in verdicts.items():
+        for part in range(parts):
+            yield (lang, part), why
+
+
+def _meet_verdict(item: tuple[tuple[str, int], dict[str, list]]) -> Iterable[Any]:
+    (lang, _), grouped = item
+    why = grouped["verdict"][0] if grouped["verdict"] else "auto: no count reached this language"
+    for r in grouped["doc"]:
+        if why is None:
+            yield r
+        else:
+            Metrics.counter(NS, "dropped_language_not_kept").inc()
+            yield TaggedOutput("dropped", {"id": r["id"], "url": r["url"], "source": r["source"], "reason": "language_not_kept",
+                                           "detail": why, "language": lang})
+
+
+class ChooseLanguages(beam.PTransform):
+    """Slim records of every language -> {"kept": those of the languages kept (language_verdicts), "dropped": rows of
+    the others (language_not_kept, the count in `detail`), "tally": ("cleaned_language:<code>", n) per language}.
+
+    The counts meet the records by a join on (language, part), not a side input (which lost records in
+    multi_processing here: beam_dedup.NearDedup)."""
+
+    def __init__(self, share: float, documents: int, parts: int = LANGUAGE_SHARDS):
+        super().__init__()
+        self.share, self.documents, self.parts = share, documents, parts
+
+    def expand(self, slim):
+        parts = self.parts
+        counts = slim | "LanguageOf" >> beam.Map(lambda r: (r["language"], 1)) | "CountLanguages" >> beam.CombinePerKey(sum)
+        verdicts = (counts | "OneKey" >> beam.Map(lambda kv: (0, kv)) | "AllLanguages" >> beam.GroupByKey()
+                    | "Verdicts" >> beam.FlatMap(_verdicts, self.share, self.documents, parts))
+        keyed = slim | "ByLanguagePart" >> beam.Map(lambda r: ((r["language"], shard_of(r["id"], parts)), r))
+        met = ({"doc": keyed, "verdict": verdicts} | "JoinVerdicts" >> beam.CoGroupByKey()
+               | "MeetVerdicts" >> MultiOutput(_meet_verdict, main="kept", tags=("dropped",)))
+        tally = counts | "LanguageTally" >> beam.Map(lambda kv: (f"cleaned_language:{kv[0]}", kv[1]))
+        return {"kept": met.kept, "dropped": met.dropped, "tally": tally}
+
+
 class CorpusPipeline(beam.PTransform):
     """files -> files written; wires the steps only.
 
@@ -295,6 +345,11 @@ class CorpusPipeline(beam.PTransform):
                   | "UniqueIds" >> MultiOutput(first_of_id, main="kept", tags=("quarantine",)))
         kept = unique.kept
         dup_lists, tallies, dropped = [], [read.tally, cleaned.tally], [cleaned.dropped]
+        if cfg.auto_languages:  # the languages the crawl has enough of, before dedup compares documents
+            chosen = kept | "ChooseLanguages" >> ChooseLanguages(cfg.auto_language_share, cfg.auto_language_documents)
+            kept = chosen["kept"]
+            dropped.append(chosen["dropped"])
+            tallies.append(chosen["tally"])
         index = None
         if plan is not None and plan.read:
             index = kept | "ReadIndex" >> ReadIndex(plan.band_files(), plan.doc_files())

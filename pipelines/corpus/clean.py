@@ -23,19 +23,21 @@ from pipelines.corpus import budget
 from pipelines.corpus.config import CorpusConfig
 from pipelines.corpus.steps.base import Page
 from pipelines.corpus.steps.registry import STEPS
-from pipelines.corpus.text import DecodeError, decode_html, html_to_text, normalize_text
+from pipelines.corpus.text import DecodeError, decode_html, html_to_text, identify_language, normalize_text
 from schemas.records import Quarantined, RawDocument
 
 KEPT, DROPPED, QUARANTINED = "kept", "dropped", "quarantined"
 
 
 def process_document(doc: RawDocument, cfg: CorpusConfig) -> tuple[str, Any]:
-    """(KEPT, record dict) | (DROPPED, (doc, reason)) | (QUARANTINED, Quarantined). A kept record's
-    `notes` are the steps' Notes (steps/base.py); a reason may be a Reason carrying a detail."""
+    """(KEPT, record dict) | (DROPPED, (doc, reason, language)) | (QUARANTINED, Quarantined). A kept record's
+    `notes` are the steps' Notes (steps/base.py); a reason may be a Reason carrying a detail. A dropped page's
+    `language` is the one identified on the text it had when dropped (`dropped_language`), so the report can say
+    what each language lost; None for a page without text."""
     if doc.text is not None:
         text = doc.text
     elif doc.content_type not in ("text/html", "application/xhtml+xml"):
-        return DROPPED, (doc, "not_html")
+        return DROPPED, (doc, "not_html", None)
     else:
         try:
             decoded = decode_html(doc.html or b"", doc.charset)
@@ -46,7 +48,7 @@ def process_document(doc: RawDocument, cfg: CorpusConfig) -> tuple[str, Any]:
         return QUARANTINED, Quarantined(doc.source, doc.offset, "nul_bytes", "text contains NUL bytes", doc.id)
     page: Page | None = Page(normalize_text(text), url=doc.url or "")
     if not page.text:
-        return DROPPED, (doc, "empty_text")
+        return DROPPED, (doc, "empty_text", None)
     size, name = len(page.text), "normalise"
     budget.start(cfg.document_seconds)
     try:
@@ -56,9 +58,9 @@ def process_document(doc: RawDocument, cfg: CorpusConfig) -> tuple[str, Any]:
             name = step.name
             options = step.options(cfg)
             if step.enabled(options):
-                page, reason = step.apply(page, options)
+                last, (page, reason) = page, step.apply(page, options)
                 if page is None:
-                    return DROPPED, (doc, reason)
+                    return DROPPED, (doc, reason, dropped_language(last, cfg))
                 budget.check()
     except budget.TooSlow:
         return QUARANTINED, Quarantined(doc.source, doc.offset, "too_slow", f"cleaning went over document_seconds "
@@ -67,3 +69,13 @@ def process_document(doc: RawDocument, cfg: CorpusConfig) -> tuple[str, Any]:
         budget.stop()
     return KEPT, {"id": doc.id, "url": doc.url, "text": page.text, "language": page.language,
                   "language_score": page.language_score, "source": doc.source, "notes": page.notes}
+
+
+def dropped_language(page: Page, cfg: CorpusConfig) -> str | None:
+    """The language of a page a step dropped: the language step's, once it ran; else py3langid's on the page as it was
+    when dropped (its first 2,000 characters: text.identify_language); None with language id off."""
+    if not cfg.language_id:
+        return None
+    if page.language != "und":
+        return page.language
+    return identify_language(page.text)[0] if page.text.strip() else None

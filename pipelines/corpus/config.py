@@ -17,6 +17,9 @@ from pipelines.corpus.steps.registry import STEPS, step_configs
 
 T = TypeVar("T")
 
+AUTO = "auto"
+"""`languages: [auto]`: the languages come from the crawl (auto_languages, beam_corpus.ChooseLanguages)."""
+
 APPLICABLE = tuple(dict.fromkeys(s.name for s in STEPS if s.name != "language_id"))
 """The steps `applied_steps` may name: every step but language id, whose language and score a kept record needs
 (deterministic: run again on the same text it gives the same answer)."""
@@ -45,7 +48,11 @@ class CorpusConfig:
     input: list[str] = opt(help="input files, directories or globs (WARC/WET .gz, JSONL, Parquet)", path=True)
     output: str = opt(help="stage directory to write (data/, duplicates/, dropped/, quarantine/, manifest.json)", path=True)
     language_id: bool = opt(True, "identify the language (py3langid) and keep only --languages; off: every document goes to data/und/ and the language-dependent rules (bad words, Gopher stop words) see 'und'")
-    languages: list[str] = opt(["en", "ru"], "languages to keep (ISO 639-1); others are dropped as language_not_kept")
+    languages: list[str] = opt([AUTO], "languages to keep (ISO 639-1 codes), or 'auto': every language the crawl has enough of "
+                                       "(--auto-language-share of the documents that pass cleaning, or --auto-language-documents of them), "
+                                       "chosen after cleaning and before dedup; the others are dropped as language_not_kept")
+    auto_language_share: float = opt(0.05, "with --languages auto: keep a language holding at least this share of the documents that pass cleaning")
+    auto_language_documents: int = opt(1000, "with --languages auto: keep a language with at least this many documents that pass cleaning, whatever its share")
     min_language_score: float = opt(0.5, "drop documents whose language probability is lower")
     exact_dedup: bool = opt(True, "drop documents whose normalised text hash was seen (kept: indexed, else best quality, else smallest id)")
     near_dedup: bool = opt(True, "drop MinHash near-duplicates")
@@ -65,6 +72,11 @@ class CorpusConfig:
     document_seconds: float = opt(10.0, "quarantine as too_slow a document whose cleaning steps take longer than this many seconds (a page crafted to make a rule slow; pipelines/corpus/budget.py); real pages take well under a second; 0: no budget")
     applied_steps: list[str] = opt([], "cleaning steps the input has been through already, skipped here (an ablation's arms that differ only in deduplication read one shared cleaning: flows/ablate.py); their options still count where a later step reads them (C4's page rules after line dedup). Any of " + ", ".join(APPLICABLE) + "; language id always runs")
 
+    @property
+    def auto_languages(self) -> bool:
+        """Whether the kept languages are chosen from the crawl (--languages auto) rather than listed."""
+        return self.language_id and self.languages == [AUTO]
+
     def __post_init__(self) -> None:
         require(bool(self.input), "corpus: --input needs at least one file, directory or glob")
         require(0.0 < self.jaccard_threshold <= 1.0, "jaccard_threshold must be in (0, 1]")
@@ -76,7 +88,11 @@ class CorpusConfig:
         require(self.max_row_group_bytes >= self.max_record_bytes,
                 "max_row_group_bytes must be >= max_record_bytes (a row group holding one record of the cap must pass)")
         require(not self.index or self.near_dedup, "--index needs near_dedup: the index stores MinHash band keys")
-        require(all(len(x) == 2 for x in self.languages), f"languages must be ISO 639-1 codes, got {self.languages}")
+        require(bool(self.languages), "languages: give ISO 639-1 codes or 'auto'")
+        require(self.languages == [AUTO] or all(len(x) == 2 and x.isalpha() for x in self.languages),
+                f"languages must be ISO 639-1 codes or 'auto' alone, got {self.languages}")
+        require(0.0 <= self.auto_language_share <= 1.0, f"auto_language_share must be in [0, 1], got {self.auto_language_share}")
+        require(self.auto_language_documents >= 1, f"auto_language_documents must be >= 1, got {self.auto_language_documents}")
         unknown = sorted(set(self.applied_steps) - set(APPLICABLE))
         require(not unknown, f"applied_steps: {', '.join(unknown)} not a step that can be skipped "
                              f"({', '.join(APPLICABLE)})")

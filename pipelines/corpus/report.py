@@ -170,6 +170,17 @@ def scan_quarantine(out_dir: str) -> dict[str, Any]:
     return {"reasons": reasons, "examples": {r: _first_quarantined(rows) for r, rows in sorted(examples.items())}}
 
 
+def languages_table(counts: dict[str, Any], kept: dict[str, int]) -> list[dict[str, Any]]:
+    """Per identified language: documents kept, documents that passed cleaning (with --languages auto), and those dropped,
+    by reason; the largest first. What each language lost, the language the page read as when it was dropped."""
+    dropped = counts.get("dropped_by_language", {})
+    cleaned = counts.get("cleaned_by_language", {})
+    rows = [{"language": lang, "kept": kept.get(lang, 0), "passed_cleaning": cleaned.get(lang),
+             "dropped": sum(dropped.get(lang, {}).values()), "dropped_by_reason": dropped.get(lang, {})}
+            for lang in {*kept, *dropped, *cleaned}]
+    return sorted(rows, key=lambda r: (-(r["kept"] + r["dropped"]), r["language"]))
+
+
 def build_report(out_dir: str, counts: dict[str, Any]) -> dict[str, Any]:
     """Everything report.json holds; `counts` is the stage's (manifest) counts, cross-checked here."""
     kept, dropped, dups, quarantine = scan_kept(out_dir), scan_dropped(out_dir), scan_duplicates(out_dir), scan_quarantine(out_dir)
@@ -191,6 +202,8 @@ def build_report(out_dir: str, counts: dict[str, Any]) -> dict[str, Any]:
         "quarantined_examples": quarantine["examples"],
         "noted": dict(counts.get("noted", {})),
         "contamination": counts.get("contamination"),
+        "warnings": warnings(counts) if "dropped_by_language" in counts else [],
+        "languages": languages_table(counts, {k: s["documents"] for k, s in langs.items()}),
         "kept_by_language": {
             lang: {"documents": s["documents"], "characters": s["characters"], "words": s["words"],
                    "min_characters": s["min_characters"], "max_characters": s["max_characters"],
@@ -351,6 +364,15 @@ def render_html(rep: dict[str, Any], images: list[str], title: str) -> str:
         f"{o['duplicates']:,} + {o['quarantined']:,} &rarr; <b>{status}</b>.</p>{disagree}",
         _table(["outcome", "documents", "% of in"], [[k, o[k], pct(o[k])] for k in ("kept", "dropped", "duplicates", "quarantined")]),
         img("outcomes"),
+        *(f"<p><b>Warning: {html.escape(w)}</b></p>" for w in rep.get("warnings", [])),
+        "<h2>Languages: kept and left out</h2>" if rep.get("languages") else "",
+        ("<p>Each page's language as identified on its text when it was kept or dropped (none: a page without text). "
+         "With <code>--languages auto</code>, a language is kept when enough documents pass cleaning; the others are "
+         "dropped as <code>language_not_kept</code>.</p>" +
+         _table(["language", "kept", "passed cleaning", "dropped", "dropped, top reasons"],
+                [[r["language"], r["kept"], "" if r["passed_cleaning"] is None else r["passed_cleaning"], r["dropped"],
+                  ", ".join(f"{k} {n:,}" for k, n in top(Counter(r["dropped_by_reason"]), 3))] for r in rep["languages"][:40]]))
+        if rep.get("languages") else "",
         "<h2>Dropped, per reason</h2>",
         _table(["reason", "documents", "% of in"], [[r, n, pct(n)] for r, n in top(Counter(rep["dropped_by_reason"]), 1000)]),
         img("dropped"),
@@ -393,6 +415,28 @@ def render_html(rep: dict[str, Any], images: list[str], title: str) -> str:
 
 
 # ---------------------------------------------------------------- shell
+
+
+WARN_SHARE = 0.25
+"""A reason that leaves out more than this share of the crawl gets a warning line (console, manifest, report)."""
+
+
+def warnings(counts: dict) -> list[str]:
+    """One line per reason that left out more than WARN_SHARE of the documents read, the largest first."""
+    n_in = counts["in"]
+    reasons = Counter({f"dropped as {k}": v for k, v in counts["dropped"].items()})
+    reasons.update({f"quarantined as {k}": v for k, v in counts["quarantined_by_reason"].items()})
+    if counts["duplicates"]:
+        reasons["removed as duplicates"] = counts["duplicates"]
+    lines = []
+    for what, n in reasons.most_common():
+        if n_in and n > WARN_SHARE * n_in:
+            lang = ""
+            if what == "dropped as language_not_kept":
+                by = Counter({k: v.get("language_not_kept", 0) for k, v in counts["dropped_by_language"].items()})
+                lang = " (" + ", ".join(f"{k} {v:,}" for k, v in by.most_common(5) if v) + "; --languages chooses)"
+            lines.append(f"{n:,} of {n_in:,} documents ({n / n_in:.0%}) {what}{lang}")
+    return lines
 
 
 def write_report(out_dir: str | Path, counts: dict[str, Any]) -> list[str] | list[Path]:

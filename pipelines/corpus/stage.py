@@ -14,9 +14,10 @@ from pipelines.beam_options import check_worker_paths, expand_runner_alias, runn
 from pipelines.corpus.config import CorpusConfig
 from pipelines.corpus.dedup import MINHASH_SCHEME, detection_probability, lsh_params
 from pipelines.corpus.index import commit, index_lock, open_index, snapshot_fingerprint
-from pipelines.corpus.report import write_report
+from pipelines.corpus.report import warnings, write_report
 from pipelines.corpus.staging import STAGING, staging_dir
 from pipelines.corpus.steps import decontaminate
+from pipelines.corpus.steps.language import language_verdicts
 from pipelines.corpus.steps.url_filter import url_filter_provenance, url_lists
 from pipelines.io import expand_inputs, parquet_rows
 from schemas import storage
@@ -95,9 +96,11 @@ def collect_counts(out: str) -> dict:
     kept_by_lang = Counter()
     for f in storage.files_under(storage.join(out, "data"), "*/*.parquet"):
         kept_by_lang[storage.name(storage.parent(f))] += parquet_rows(f)
-    dropped = Counter()
+    dropped, dropped_by_lang = Counter(), Counter()
     for f in storage.files_under(storage.join(out, "dropped"), "*.parquet"):
-        dropped.update(storage.parquet_file(f).read(columns=["reason"]).column("reason").to_pylist())
+        t = storage.parquet_file(f).read(columns=["reason", "language"]).to_pydict()
+        dropped.update(t["reason"])
+        dropped_by_lang.update(zip(t["language"], t["reason"]))
     dups, dups_by_gen = Counter(), Counter()
     for f in storage.files_under(storage.join(out, "duplicates"), "*.parquet"):
         t = storage.parquet_file(f).read()
@@ -112,6 +115,8 @@ def collect_counts(out: str) -> dict:
         "kept": sum(kept_by_lang.values()),
         "kept_by_language": dict(sorted(kept_by_lang.items())),
         "dropped": dict(sorted(dropped.items())),
+        "dropped_by_language": _nested(dropped_by_lang),
+        "cleaned_by_language": {k.split(":", 1)[1]: v for k, v in sorted(tally.items()) if k.startswith("cleaned_language:")},
         "duplicates": sum(dups.values()),
         "duplicates_by_kind": dict(sorted(dups.items())),
         "duplicates_by_generation": dict(sorted(dups_by_gen.items())),
@@ -121,6 +126,28 @@ def collect_counts(out: str) -> dict:
         "skipped_non_document_records": {k.split(":", 1)[1]: v for k, v in sorted(tally.items()) if k.startswith("skipped_record_type:")},
     }
     return counts
+
+
+def _nested(pairs: Counter) -> dict[str, dict[str, int]]:
+    """{(language, reason): n} -> {language: {reason: n}}, languages by their total, largest first ("none": no text)."""
+    out: dict[str, dict[str, int]] = {}
+    for (lang, reason), n in sorted(pairs.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
+        out.setdefault(lang or "none", {})[reason] = n
+    return dict(sorted(out.items(), key=lambda kv: -sum(kv[1].values())))
+
+
+def languages_line(cfg: CorpusConfig, counts: dict) -> str:
+    """`languages kept: fr 190, de 150 (auto: ...); left out: ...`: what the stage kept and, with auto, what it did not."""
+    kept = ", ".join(f"{k} {v:,}" for k, v in sorted(counts["kept_by_language"].items(), key=lambda kv: -kv[1])) or "none"
+    if not cfg.language_id:
+        return f"languages: not identified (--no-language-id): kept {kept}"
+    if not cfg.auto_languages:
+        return f"languages kept: {kept} (--languages {' '.join(cfg.languages)})"
+    cleaned = counts["cleaned_by_language"]
+    out = [k for k, why in language_verdicts(cleaned, cfg.auto_language_share, cfg.auto_language_documents).items() if why]
+    left = ", ".join(f"{k} {cleaned[k]:,}" for k in sorted(out, key=lambda k: -cleaned[k])[:8])
+    return (f"languages kept: {kept} (auto: >= {cfg.auto_language_share:.0%} or >= {cfg.auto_language_documents:,} of the "
+            f"documents that passed cleaning)" + (f"; left out: {left}{' ...' if len(out) > 8 else ''}" if out else ""))
 
 
 def contamination_details(out: str) -> list[tuple[str, str]]:
@@ -205,6 +232,10 @@ def _run(cfg: CorpusConfig, beam_args: list[str] | None, files: list[str], decon
     print(f"corpus: {len(files)} input files -> {out} (beam args: {' '.join(redact_args(args))})", flush=True)
     result_metrics = _pipeline(cfg, plan, files, args)
     counts = _checked_counts(out, decont, result_metrics)
+    warned = warnings(counts)
+    print(f"corpus: {languages_line(cfg, counts)}", flush=True)
+    for line in warned if counts["kept"] else ():  # a corpus that kept nothing fails below, its reasons in that line
+        print(f"corpus: warning: {line}", flush=True)
     report_files = write_report(out, counts)
     if plan is not None:  # after reconcile: an index never holds a run whose counts did not add up
         commit(plan, {"documents": counts["kept"], "inputs": len(files), "snapshot": cfg.snapshot or None})
@@ -223,6 +254,11 @@ def _run(cfg: CorpusConfig, beam_args: list[str] | None, files: list[str], decon
                                     "unconverged_nodes": _tally(out).get("cc_unconverged_nodes", 0),
                                     "chain_members_kept": _tally(out).get("near_chain_kept", 0),
                                     "representative": "indexed first, then best quality (language score, words), then smallest id"},
+            "languages": {"asked": cfg.languages if cfg.language_id else None, "line": languages_line(cfg, counts),
+                          **({"share": cfg.auto_language_share, "documents": cfg.auto_language_documents,
+                              "verdicts": language_verdicts(counts["cleaned_by_language"], cfg.auto_language_share,
+                                                            cfg.auto_language_documents)} if cfg.auto_languages else {})},
+            "warnings": warned,
             "url_filter": url_filter_provenance(cfg.url_filter),
             "decontamination": decont,
             "index": None if plan is None else {"path": str(plan.root), "read": plan.read, "wrote": plan.write,

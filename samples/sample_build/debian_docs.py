@@ -101,15 +101,20 @@ def fetch(offline: bool) -> dict:
                 sys.exit(f"missing {pkg} in {DEBS}")
             p = cands[-1]
         used[pkg] = p.name.split("_")[1].replace("%3a", ":")
-        dest = UNPACKED / pkg
-        stamp = dest / ".unpacked-from"
-        if not stamp.exists() or stamp.read_text() != p.name:
-            if dest.exists():
-                shutil.rmtree(dest)
-            dest.mkdir(parents=True)
-            run(["dpkg-deb", "-x", str(p), str(dest)])
-            stamp.write_text(p.name)
+        unpack(pkg, p)
     return used
+
+
+def unpack(pkg: str, deb: Path) -> None:
+    """`deb` unpacked into UNPACKED/<pkg> with `dpkg-deb -x`, unless that .deb is already there."""
+    dest = UNPACKED / pkg
+    stamp = dest / ".unpacked-from"
+    if not stamp.exists() or stamp.read_text() != deb.name:
+        if dest.exists():
+            shutil.rmtree(dest)
+        dest.mkdir(parents=True)
+        run(["dpkg-deb", "-x", str(deb), str(dest)])
+        stamp.write_text(deb.name)
 
 
 def debian_candidates() -> dict:

@@ -152,6 +152,35 @@ def test_the_run_writes_every_stage_and_its_models_load(shared):
     check_user_run(run, shared.facts)
 
 
+def test_the_card_opens_with_its_verdict_in_a_browser(shared):
+    """report.html in Debian's chromium (playwright drives it): the corpus, the task, the scores and the verdict on
+    the first screen, the chart of quality against cost loaded just below it; the screenshot is kept to look at."""
+    import shutil
+
+    from flows.ablate_ui import CHROMIUM, browser_path
+
+    if not any(shutil.which(b) for b in CHROMIUM):
+        pytest.skip("no Chromium: apt-get install chromium (as root; .ci/run does)")
+    from playwright.sync_api import sync_playwright
+
+    card = shared.run / "card" / "report.html"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=browser_path(), args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(card.resolve().as_uri())
+        page.wait_for_load_state("load")
+        boxes = {what: page.get_by_text(what, exact=False).first.bounding_box()
+                 for what in ("Corpus:", "Task:", "Verdict:", "majority class")}
+        chart = page.locator("img[alt=quality_cost]")
+        loaded = chart.evaluate("img => img.complete && img.naturalWidth > 0")
+        chart_top = chart.bounding_box()["y"]
+        page.screenshot(path=str(shared.run / "card" / "browser.png"))
+        browser.close()
+    assert all(b is not None and b["y"] + b["height"] <= 900 for b in boxes.values()), boxes  # the first screen
+    assert loaded and chart_top > boxes["Verdict:"]["y"]
+    assert (shared.run / "card" / "browser.png").stat().st_size > 10_000
+
+
 class Hook(http.server.BaseHTTPRequestHandler):
     received: list[dict] = []
 

@@ -77,3 +77,13 @@ def check_user_run(run: Path, facts: dict) -> None:
     assert "tweets" in text and ("Probing skipped: en:" in text or "Probing teacher (en" in text)
     report = json.loads((run / "eval" / "report.json").read_text())
     assert set(report["finetune"]["test"]) >= {"pretrained", "scratch", "majority", "tfidf_lr"}
+    # the card opens with its verdict: corpus, task, the scores beside the controls with intervals, one sentence;
+    # its scores are the eval report's, and it names no path outside the run folder
+    head = text.split("| model | kind |")[0]
+    assert head.startswith("# lmforge evaluation card") and "**Corpus:**" in head and "**Task:** tweets.csv" in head
+    assert "**Verdict:** " in head and "![quality_cost](quality_cost.png)" in head
+    summary = json.loads((run / "card" / "report.json").read_text())["summary"]
+    means = {r["row"]: r["mean"] for r in summary["scores"]}
+    assert means == {k: report["finetune"]["test"][k] for k in means} and set(means) >= {"pretrained", "scratch"}
+    assert all(r["low"] is not None for r in summary["scores"]), summary["scores"]  # an interval on every row
+    assert str(run) not in text and "`finetune/hf`" in text

@@ -200,3 +200,24 @@ def test_a_step_appended_to_the_list_has_its_drops_counted_by_reason(monkeypatch
     out = list(beam_corpus.CleanAndSign(toy_config(), 4, 4).process(("f", 0, [doc("spam spam"), doc("more spam")])))
     assert counted == {"corpus:dropped_toy_word": 2}
     assert [(o.tag, o.value["reason"]) for o in out] == [("dropped", "toy_word")] * 2
+
+
+def test_choose_languages_keeps_the_crawls_languages_and_drops_the_rest_with_their_count():
+    from pipelines.corpus.beam_corpus import ChooseLanguages
+    from pipelines.corpus.steps.language import language_verdicts
+
+    slim = [{"id": f"{lang}{i}", "url": f"u{i}", "source": "f", "language": lang}
+            for lang, n in (("fr", 40), ("de", 30), ("en", 6), ("la", 2)) for i in range(n)]
+    with BeamTestPipeline() as p:
+        out = p | beam.Create(slim) | ChooseLanguages(share=0.05, documents=1000, parts=4)
+        assert_that(out["kept"] | "KeptLangs" >> beam.Map(lambda r: r["language"]) | "CountKept" >> beam.combiners.Count.PerElement(),
+                    equal_to([("fr", 40), ("de", 30), ("en", 6)]), label="kept")  # en: 6 of 78, over 5%
+        assert_that(out["dropped"] | "Rows" >> beam.Map(lambda r: (r["id"], r["reason"], r["language"], r["detail"])),
+                    equal_to([(f"la{i}", "language_not_kept", "la", "auto: la had 2 of the 78 documents that passed "
+                               "cleaning, under 5% and under 1,000") for i in range(2)]), label="dropped")
+        assert_that(out["tally"], equal_to([("cleaned_language:fr", 40), ("cleaned_language:de", 30),
+                                            ("cleaned_language:en", 6), ("cleaned_language:la", 2)]), label="tally")
+    # the document count alone keeps a language, whatever its share; the commonest is kept when none reaches either
+    assert language_verdicts({"en": 100_000, "fr": 1_000}, 0.05, 1000) == {"en": None, "fr": None}
+    even = language_verdicts({"en": 30, "fr": 31}, 0.6, 1000)
+    assert even["fr"] is None and even["en"].startswith("auto: en had 30 of the 61 documents")

@@ -165,7 +165,7 @@ def tiny_page(suffix: str) -> RawDocument:
 def test_bad_words_rule_runs_after_language_id_in_process_document():
     doc = tiny_page("gimp-help-en.docs.invalid/gimp-bug-report.html")  # "This program sucks."
     cfg = CorpusConfig(input=["x"], output="y")
-    assert process_document(doc, cfg) == (DROPPED, (doc, "c4_bad_words"))
+    assert process_document(doc, cfg) == (DROPPED, (doc, "c4_bad_words", "en"))
     status, rec = process_document(doc, CorpusConfig(input=["x"], output="y", c4=C4Config(bad_words=False)))
     assert status == KEPT and "This program sucks." in rec["text"]
     # A language not kept is dropped as such before the list is consulted.

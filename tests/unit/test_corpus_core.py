@@ -207,8 +207,12 @@ def test_process_document_paths():
     binary = RawDocument("5", "u", "f", 0, html=(SAMPLES / "crawl" / "broken-000.warc.gz").read_bytes()[:3000])
     status, q = process_document(binary, cfg)
     assert status == QUARANTINED and q.reason == "undecodable" and "no web encoding" in q.detail
-    status, (_, reason) = process_document(RawDocument("4", "u", "f", 0, html=html(RU)), CorpusConfig(input=["x"], output="y", languages=["en"], c4=C4Config(min_chars=50)))
+    status, (_, reason, _) = process_document(RawDocument("4", "u", "f", 0, html=html(RU)), CorpusConfig(input=["x"], output="y", languages=["en"], c4=C4Config(min_chars=50)))
     assert (status, reason) == (DROPPED, "language_not_kept")
+    status, (_, reason, language) = process_document(RawDocument("6", "u", "f", 0, html=html(RU)), cfg)  # auto: every language
+    assert (status, reason, language) == (DROPPED, "gopher_word_count", "ru")  # passes the step; the page's language
+    status, (_, reason, language) = process_document(RawDocument("7", "u", "f", 0, text=" "), cfg)  # stays on the row
+    assert (status, reason, language) == (DROPPED, "empty_text", None)
 
 
 def test_exact_key_folds_case_spacing_and_punctuation():

@@ -89,7 +89,7 @@ def test_a_step_appended_to_the_list_is_applied_and_configured_by_its_flags(tmp_
     monkeypatch.setattr(clean, "STEPS", TOY_STEPS)
     cfg = toy_config()
     assert isinstance(cfg.toy, ToyConfig) and cfg.toy.word == "spam"
-    assert process_document(doc("buy spam now"), cfg) == (DROPPED, (doc("buy spam now"), "toy_word"))
+    assert process_document(doc("buy spam now"), cfg) == (DROPPED, (doc("buy spam now"), "toy_word", None))
     status, rec = process_document(doc("buy eggs now"), cfg)
     assert status == KEPT and rec["text"] == "buy eggs now"
     # its options: flags --toy-<option>, and the --config key "toy"

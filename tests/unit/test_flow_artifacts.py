@@ -66,10 +66,13 @@ def test_card_is_markdown_table_and_inline_plots(tmp_path, published):
     card = tmp_path / "card"
     _png(card / "quality_cost.png")
     (card / "report.json").write_text(json.dumps(Card([], ["quality_cost.png", "gone.png"]).to_dict()))
-    (card / "report.md").write_text("# card\n")
+    (card / "report.md").write_text("# card\n\n![quality_cost](quality_cost.png)\n\n![gone](gone.png)\n")
     art.publish_card("demo", card, {})
     assert [(kind, kw["key"]) for kind, kw in published] == [
         ("markdown", "demo-card"), ("table", "demo-card-table"), ("image", "demo-card-quality-cost")]
     assert str((card / "report.html").resolve()) in published[0][1]["markdown"]
     assert published[2][1]["image_url"].startswith("data:image/png;base64,")
     assert "file://" not in json.dumps(published)
+    # the markdown shows its plot inline too (a relative name is a broken image in the UI); a missing file stays a name
+    md = published[0][1]["markdown"]
+    assert "![quality_cost](data:image/png;base64," in md and "![gone](gone.png)" in md

@@ -462,7 +462,7 @@ def test_filters_run_in_the_documented_order(pages):
     for name, off, reason in [("gopher_repetition", GopherRepetitionConfig(enabled=False), "gopher_rep_dup_line_frac"),
                               ("gopher_quality", GopherQualityConfig(enabled=False), "gopher_hash_ratio"),
                               ("fineweb", FineWebConfig(enabled=False), "fineweb_line_punct_ratio")]:
-        assert process_document(doc(text), cfg(**kw)) == (DROPPED, (doc(text), reason))
+        assert process_document(doc(text), cfg(**kw))[:2] == (DROPPED, (doc(text), reason, "en"))
         kw[name] = off
     assert process_document(doc(text), cfg(**kw))[0] == KEPT
     # C4's page rules come first: a curly bracket drops the page whatever the later rules say.
@@ -484,10 +484,10 @@ def test_a_real_page_with_repeated_paragraphs_is_dropped_by_the_paragraph_rule()
     url = "https://libreoffice-help-en-us.docs.invalid/text/shared/guide/gallery_insert.html"
     (d,) = [d for d in read_file(str(SAMPLES / "crawl" / "debian-docs-000.warc.gz"))
             if isinstance(d, RawDocument) and d.url == url]
-    assert process_document(d, cfg()) == (DROPPED, (d, "gopher_rep_dup_para_frac"))
+    assert process_document(d, cfg()) == (DROPPED, (d, "gopher_rep_dup_para_frac", "en"))
     # The paragraph rule alone (every other repetition rule off) drops it too ...
     only_para = rep_only(max_dup_para_frac=0.3)
-    assert process_document(d, cfg(gopher_repetition=only_para)) == (DROPPED, (d, "gopher_rep_dup_para_frac"))
+    assert process_document(d, cfg(gopher_repetition=only_para)) == (DROPPED, (d, "gopher_rep_dup_para_frac", "en"))
     # ... and cannot fire on the same text run together into one paragraph, as it was before
     # normalize_text kept blank lines.
     # (FineWeb's duplicated-line rule would drop it too, so it is off here.)
@@ -504,7 +504,7 @@ def test_real_pages_through_process_document(pages):
         status, rec = process_document(doc(page(pages, suffix, c4=False)), cfg())
         assert (status, rec["language"]) == (KEPT, lang)  # Russian: the English stop-word rule is skipped
     # Russian GIMP help: alphabetic tokens are 79% of its tokens (test_gopher_alpha_ratio_counts_punctuation_tokens)
-    status, (_, reason) = process_document(doc(page(pages, RU_GIMP, c4=False)), cfg())
+    status, (_, reason, _) = process_document(doc(page(pages, RU_GIMP, c4=False)), cfg())
     assert (status, reason) == (DROPPED, "gopher_alpha_words")
 
 

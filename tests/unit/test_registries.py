@@ -109,10 +109,14 @@ def test_card_metrics_render_markdown_and_the_prefect_table_from_one_description
     from schemas.card import CARD_METRICS, Card, Metric, markdown_table, table_rows
 
     md = markdown_table([_entry("a"), _entry("b", task=False)])
-    assert md[0] == ("| model | kind | quality | params (w/o emb.) | disk MiB | peak RSS MiB (over imports) | init s | "
-                     "inputs/s, batch 32 (encoder / +head) | p50 / p95 ms, batch 1 (+head) | where |")
-    assert md[2] == "| a | classifier | test accuracy 0.8100 | 1,234 (1,000) | 3.0 | 5.0 (-) | 0.50 | - / 99.0 | 1.0 / 2.0 | `a` |"
-    assert "| 2.500 ± 0.010 |" in md[3]
+    assert md[0] == ("| model | kind | held-out LM loss, nats | test accuracy | params (w/o emb.) | disk MiB | "
+                     "peak RSS MiB (over imports) | init s | inputs/s, batch 32 (encoder / +head) | "
+                     "p50 / p95 ms, batch 1 (+head) | where |")  # one unit per column: the task's metric in its header
+    assert md[2] == "| a | classifier | - | 0.8100 | 1,234 (1,000) | 3.0 | 5.0 (-) | 0.50 | - / 99.0 | 1.0 / 2.0 | `a` |"
+    assert md[3].startswith("| b | masked_lm | 2.500 ± 0.010 | - |")
+    assert "test accuracy" not in markdown_table([_entry("b", task=False)])[0]  # no task: no task column
+    # paths relative to the run folder when inside it
+    assert markdown_table([_entry(str(tmp_path / "finetune" / "hf"))], base=tmp_path)[2].endswith("| `finetune/hf` |")
     named = _entry("runs/x/distill/hf")
     named.name = "student"
     assert markdown_table([named])[2].startswith("| student | classifier |") and markdown_table([named])[2].endswith("| `runs/x/distill/hf` |")

@@ -107,7 +107,7 @@ def test_both_steps_in_the_chain():
     status, rec = process_document(RawDocument("1", "https://debian-handbook.docs.invalid/dns.html", "f", 0, text=page), cfg)
     assert status == KEPT and "admin@falcot.com" not in rec["text"] and "212.94.201.10" not in rec["text"]
     assert [(n.kind, n.count) for n in rec["notes"]] == [("pii_email", 1), ("pii_ipv4", 2)]
-    status, (_, reason) = process_document(RawDocument("2", "http://www.pornhub.com/x", "f", 0, text=page), cfg)
+    status, (_, reason, _) = process_document(RawDocument("2", "http://www.pornhub.com/x", "f", 0, text=page), cfg)
     assert status == DROPPED and reason == "url_domain" and reason.detail == "pornhub.com"
     cfg = CorpusConfig(input=["x"], output="y", languages=["en"], url_filter={"enabled": False}, pii={"enabled": False}, **off)
     status, rec = process_document(RawDocument("2", "http://www.pornhub.com/x", "f", 0, text=page), cfg)

@@ -107,3 +107,44 @@ def test_defaults_name_no_sample_unless_the_run_is_the_demo(checkout_root):
     for name, preset in RUN_PRESETS.items():  # no preset names a language, a task or the sample's files
         text = json.dumps(preset())
         assert not any(s in text for s in ('"en"', '"ru"', "vader", "samples/")), (name, text)
+
+
+# Defaults that name a language on purpose, and why: none is the sample's choice of what to keep.
+LANGUAGE_DEFAULTS_ALLOWED = {
+    ("corpus", "char_shingle_languages"): "scripts written without spaces: shingled by characters",
+    ("corpus", "gopher_quality.stop_words_languages"): "the stop-word rule's list is English's (Gopher A.1.1)",
+}
+
+
+def _defaults(cls: type, prefix: str = "") -> dict[str, object]:
+    """Every option of a config dataclass with its default, nested configs' as `family.option`."""
+    out: dict[str, object] = {}
+    for f in dataclasses.fields(cls):
+        value = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        if dataclasses.is_dataclass(value):
+            out.update(_defaults(type(value), f"{prefix}{f.name}."))
+        else:
+            out[prefix + f.name] = value
+    return out
+
+
+def test_no_stage_default_keeps_only_the_sample_languages_task_or_files():
+    """The sweep: every option of every stage the flows wire, read from its config class. A list of language codes as
+    a default decides what a user's crawl keeps (the corpus's `languages` was ["en", "ru"], the sample's, and dropped
+    74% of a French and German crawl): only the ones named above, each with its reason, may have one."""
+    from flows.params import WIRED, DagParams, stage_config
+
+    found = []
+    for stage in WIRED:
+        for name, value in _defaults(stage_config(stage)).items():
+            items = value if isinstance(value, list) else [value]
+            langs = [v for v in items if isinstance(v, str) and len(v) == 2 and v.isalpha() and v.islower()]
+            if "language" in name and langs and (stage, name) not in LANGUAGE_DEFAULTS_ALLOWED:
+                found.append((stage, name, value))
+            if any(isinstance(v, str) and any(s in v for s in ("vader", "samples/", "wsj", "reuters")) for v in items):
+                found.append((stage, name, value))
+    assert not found, found
+    assert DagParams().languages == ["auto"]
+    from pipelines.corpus.config import CorpusConfig
+
+    assert CorpusConfig(input=["x"], output="y").auto_languages

@@ -199,9 +199,10 @@ def card_entry(model_dir: str, cfg, name: str = "") -> CardEntry:
     return CardEntry(model_dir, kind, quality, cost, name)
 
 
-def render(entries: list[CardEntry]) -> str:
-    """report.md: the headline table (schemas.card.CARD_METRICS), each model's figures in words, probing, shares."""
-    lines = ["# lmforge evaluation card", "", *markdown_table(entries), ""]
+def render(entries: list[CardEntry], opening: list[str] = (), base: str | Path | None = None, title: str = "") -> str:
+    """report.md: the opening summary (card_summary.py) and what follows it in `opening` (the chart), the headline
+    table (schemas.card.CARD_METRICS), each model's figures in words, probing, shares. Paths relative to `base`."""
+    lines = [f"# lmforge evaluation card{': ' + title if title else ''}", "", *opening, "", *markdown_table(entries, base), ""]
     for e in entries:
         q = e.quality
         lines.append(f"- {e.label}: " + (f"{q['figure']}, {q['tokens']:,} tokens of {q['rows']:,} held-out rows"
@@ -276,7 +277,9 @@ def task_quality(model_dir: str, task_config: str, batch_size: int = 64, model=N
         raise ValueError(f"{model_dir} is a {kind}; a {data.task} task is scored on a {want}")
     tok = load_tokenizer(model_dir, data.task)
     # no longer than the model's positions (a model pretrained on 64-token rows accepts 64 at most)
-    max_length = min(cfg.max_length, max_tokens(model.config) or cfg.max_length)
+    # the length the fine-tune trained and scored at (its record beside the model), so the card's score is the fine-tune's
+    max_length = min(int(finetune_record(model_dir).get("max_length") or cfg.max_length),
+                     max_tokens(model.config) or cfg.max_length)
     pred = predict(model, encode(data, "test", tok, max_length), data, "test", tok.pad_token_id, batch_size)
     if data.task == "classification":  # the model's label ids -> the data's, by name
         names = model.config.id2label
@@ -286,6 +289,16 @@ def task_quality(model_dir: str, task_config: str, batch_size: int = 64, model=N
         pred = [data.label2id[names[p]] for p in pred]
     primary = cfg.select_metric or primary_metric(data.task, data.is_bio)  # the fine-tune's own headline metric
     return {"metrics": score(data, "test", pred), "primary": primary, "test_examples": len(data.test)}
+
+
+def finetune_record(model_dir: str | Path) -> dict[str, Any]:
+    """The config the finetune stage ran with, for a model it saved (hf/ beside metrics.json) or compressed from one;
+    {} for any other model."""
+    d = Path(compressed_from(model_dir) or model_dir)
+    try:
+        return json.loads((d.parent / "metrics.json").read_text()).get("config") or {}
+    except (OSError, ValueError):
+        return {}
 
 
 def compressed_from(model_dir: str | Path) -> str | None:

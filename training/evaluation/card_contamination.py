@@ -53,12 +53,14 @@ def card_task(task_config: str, files: list[str]) -> str | None:
     return None
 
 
-def lines(c: dict[str, Any] | None) -> list[str]:
-    """report.md's contamination paragraph."""
+def lines(c: dict[str, Any] | None, base: str | Path | None = None) -> list[str]:
+    """report.md's contamination paragraph; the corpus's path relative to `base` (the run folder) when inside it."""
+    from schemas.card import shown_path
+
     if c is None:
         return ["Contamination: not known (the card was given no shards whose corpus it could read)."]
     if not c["checked"]:
-        return [f"Contamination: the pretraining corpus (`{c['corpus']}`) was not checked against any evaluation set "
+        return [f"Contamination: the pretraining corpus (`{shown_path(c['corpus'], base)}`) was not checked against any evaluation set "
                 "(`lmforge corpus --decontaminate`)."]
     done = "dropped" if c["mode"] == "drop" else "kept and marked"
     parts = []
@@ -68,7 +70,7 @@ def lines(c: dict[str, Any] | None) -> list[str]:
         parts.append(f"{name}: {checked:,} of {t['items']:,} validation and test items checkable "
                      f"({t['too_short']:,} shorter than {c['n_grams']} words), found in the crawl: {found}"
                      + (f" ({t['pages_dropped'] + t['pages_kept']:,} pages, {done})" if t["found"] else ""))
-    out = [f"Contamination ({c['n_grams']}-word n-grams against the pretraining crawl, `{c['corpus']}`; pages that shared "
+    out = [f"Contamination ({c['n_grams']}-word n-grams against the pretraining crawl, `{shown_path(c['corpus'], base)}`; pages that shared "
            f"one were {done}): " + "; ".join(parts) + "."]
     if c["test_items_in_pretraining"]:
         out.append(f"**Contaminated split:** {c['test_items_in_pretraining']:,} test items of {c['task']} are in the "

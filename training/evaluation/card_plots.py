@@ -121,9 +121,10 @@ def write_html(md: str, images: list[Path], out: Path) -> Path:
     import markdown
 
     body = markdown.markdown(md, extensions=["tables"])
-    imgs = "".join(f'<p><img src="{p.name}" alt="{p.stem}" style="max-width:100%"></p>' for p in images)
+    imgs = "".join(f'<p><img src="{p.name}" alt="{p.stem}" style="max-width:100%"></p>' for p in images
+                   if f"({p.name})" not in md)  # those report.md shows in its text (the chart after the verdict) stay there
     out.write_text("<!doctype html><html><head><meta charset='utf-8'><title>lmforge evaluation card</title>"
                    "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto}table{border-collapse:collapse}"
-                   "td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px}</style></head><body>"
+                   "td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px}img{max-width:100%}</style></head><body>"
                    f"{body}{imgs}</body></html>\n", encoding="utf-8")
     return out

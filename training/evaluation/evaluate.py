@@ -256,18 +256,23 @@ def run_card(cfg: EvaluateConfig, t0: float) -> Path:
         entries.append(card_entry(m, cfg, name))
     from training.evaluation.card_contamination import contamination, lines
     from training.evaluation.card_plots import loss_curves, probing, quality_cost, write_html
+    from training.evaluation.card_summary import summary
 
     found = contamination(cfg.shards or None, cfg.task_config)
-    md = render(entries) + "\n" + "\n\n".join(lines(found)) + "\n"
+    plain = [e.to_dict() for e in entries]
+    images = [p for p in (quality_cost(plain, out / "quality_cost.png"), probing(plain, out / "probing.png"),
+                          loss_curves(plain, out / "loss_curves.png")) if p]
+    opening, facts = summary(entries, cfg)
+    chart = [f"![{p.stem}]({p.name})" for p in images if p.stem == "quality_cost"]  # right after the verdict
+    md = (render(entries, [*opening, *([""] + chart if chart else [])], base=out.parent, title=out.parent.name)
+          + "\n" + "\n\n".join(lines(found, base=out.parent)) + "\n")
     if not cfg.task_config:
         md += (f"\nTask: none: {cfg.task_note}.\n" if cfg.task_note else
                "\nTask: none. The card scores a labelled task given one (--task-config; `lmforge run --labeled FILE` "
                "fine-tunes on your file and passes its test split here).\n")
-    plain = [e.to_dict() for e in entries]
-    images = [p for p in (quality_cost(plain, out / "quality_cost.png"), probing(plain, out / "probing.png"),
-                          loss_curves(plain, out / "loss_curves.png")) if p]
-    atomic_write_json(out / "report.json", Card(entries, [p.name for p in images], found).to_dict())
-    atomic_write_bytes(out / "report.md", (md + "".join(f"\n![{p.stem}]({p.name})\n" for p in images)).encode())
+    atomic_write_json(out / "report.json", Card(entries, [p.name for p in images], found, facts).to_dict())
+    atomic_write_bytes(out / "report.md", (md + "".join(f"\n![{p.stem}]({p.name})\n" for p in images
+                                                         if p.stem != "quality_cost")).encode())
     write_html(md, images, out / "report.html")
     write_manifest(out, Manifest(
         stage="evaluate", config=config_to_dict(cfg),

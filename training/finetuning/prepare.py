@@ -73,6 +73,7 @@ def prepare_file(source: str | Path, output: str | Path, task: str = "classifica
         counts.update(f"label_{ex.label}" for split in ("train", "validation", "test") for ex in data.split(split))
     sha = _sha256(src)
     splits = {s: len(data.split(s)) for s in ("train", "validation", "test")}
+    warned = unscored_classes(data, task)
     readme = (f"# {src.name}\n\nA user's labelled file, prepared by `lmforge labeled file` ({task}).\n\n"
               f"Source: {src.resolve()} (sha256 {sha}).\n\nRows: " + ", ".join(f"{k} {v:,}" for k, v in splits.items())
               + "; splits: " + "; ".join(f"{k}: {v}" for k, v in data.splits_from.items())
@@ -85,9 +86,27 @@ def prepare_file(source: str | Path, output: str | Path, task: str = "classifica
                                  outputs=mf.describe_outputs(out, ["data.jsonl", "finetune.json", "README.md"]),
                                  extra={"finetune": finetune, "source": {"path": str(src.resolve()), "sha256": sha},
                                         "splits_from": data.splits_from, "labels": data.labels,
-                                        "left_out": data.left_out},
+                                        "left_out": data.left_out, "warnings": warned},
                                  wall_seconds=round(time.time() - t0, 2)))
     print(f"labeled: {src}: " + ", ".join(f"{k} {v:,}" for k, v in splits.items())
           + (f" ({', '.join(f'{k} {v}' for k, v in counts.items() if k.startswith('left_out_'))})" if data.left_out else "")
           + f" -> {out}", flush=True)
+    for line in warned:
+        print(f"labeled: warning: {line}", flush=True)
     return out
+
+
+def unscored_classes(data, task: str) -> list[str]:
+    """A line per class with no row in validation or test (too few rows for its share to round to one): the fine-tune
+    trains on it, but no score ever sees it."""
+    if task != "classification":
+        return []
+    per = {s: Counter(ex.label for ex in data.split(s)) for s in ("train", "validation", "test")}
+    lines = []
+    for label in data.labels or sorted({*per["train"], *per["validation"], *per["test"]}, key=str):
+        missing = [s for s in ("validation", "test") if not per[s][label]]
+        if missing:
+            n = sum(per[s][label] for s in per)
+            lines.append(f"class {label!r} has {n:,} row{'s' if n != 1 else ''}: none in {' or '.join(missing)}, "
+                         f"so {'no score sees it' if len(missing) == 2 else 'the ' + missing[0] + ' score never sees it'}")
+    return lines

@@ -1,0 +1,204 @@
+"""The card's first lines: what was trained on, what it was scored on, how it scored against its controls, and one
+sentence saying whether pretraining paid; then what the card did not run, and why.
+
+Everything here is read from the stages' own records, so the card and the reports beside it cannot disagree:
+  - the corpus: the corpus stage's manifest (the shards' `corpus` input): documents read and kept, per language, the
+    language rule and its warnings;
+  - the task: the labelled data's stage manifest (the --task-config's data folder): file, task, split sizes, warnings
+    (a class too small to reach validation or test);
+  - the scores: the fine-tune's metrics.json, as eval/report.md reads it: the fine-tuned model, its random-init twin,
+    TF-IDF + LR and the majority class on the same test split, the mean over seeds with a 95% interval (Student's t
+    over seeds with two or more; with one, Wilson's over the test items for an accuracy, else none).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from common.stats import interval, proportion_interval
+from schemas.card import CardEntry
+
+ROW_NAMES = {"pretrained": "fine-tuned (pretrained here)", "scratch": "random-init twin (same architecture)",
+             "tfidf_lr": "TF-IDF + logistic regression", "majority": "majority class"}
+LOWER_IS_BETTER = ("mse", "mean_squared_error", "loss")
+PROPORTIONS = ("accuracy", "token_accuracy")
+
+
+def _manifest(folder: str | Path | None) -> dict[str, Any] | None:
+    try:
+        return json.loads((Path(folder) / "manifest.json").read_text()) if folder else None
+    except (OSError, ValueError):
+        return None
+
+
+def corpus_facts(shards: str) -> dict[str, Any] | None:
+    """The pretraining corpus the shards were made from: its counts, languages and warnings; None if unknown."""
+    s = _manifest(shards)
+    c = _manifest((s or {}).get("config", {}).get("corpus"))
+    if not c:
+        return None
+    counts, extra = c.get("counts", {}), c.get("extra", {})
+    return {"in": counts.get("in"), "kept": counts.get("kept"), "kept_by_language": counts.get("kept_by_language", {}),
+            "languages": (extra.get("languages") or {}).get("line", ""), "warnings": extra.get("warnings", [])}
+
+
+def task_facts(task_config: str) -> dict[str, Any] | None:
+    """The labelled data a --task-config reads: the labelled stage's record of it (file, task, warnings), or the
+    config's own fields when it was not made by that stage; None without a task."""
+    if not task_config:
+        return None
+    try:
+        spec = json.loads(Path(task_config).read_text())
+    except (OSError, ValueError):
+        return None
+    data = (spec.get("data") or [""])[0]
+    m = _manifest(Path(data).parent) if data else None
+    if m and m.get("stage") == "labeled":
+        cfg = m.get("config", {})
+        return {"file": Path(cfg["file"]).name if cfg.get("file") else Path(data).parent.name, "task": cfg.get("task", spec.get("task")),
+                "label_column": (cfg.get("columns") or {}).get("label"), "warnings": (m.get("extra") or {}).get("warnings", [])}
+    return {"file": Path(data).name if data else "", "task": spec.get("task"), "label_column": spec.get("label_column"),
+            "warnings": []}
+
+
+def fine_tuned(entries: list[CardEntry]) -> CardEntry | None:
+    """The model the fine-tune stage saved (its hf/ beside metrics.json), not a compressed copy or a distilled student."""
+    for e in entries:
+        metrics = Path(e.path).parent / "metrics.json"
+        if e.task and Path(e.path).name == "hf" and metrics.exists():
+            try:
+                config = json.loads(metrics.read_text()).get("config") or {}
+            except ValueError:
+                continue
+            if not config.get("teacher"):
+                return e
+    return None
+
+
+def score_rows(entry: CardEntry) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(the fine-tune's record, one row per init and control: name, mean, interval, seeds, how the interval was made)."""
+    from schemas.finetune import FinetuneMetrics
+
+    m = FinetuneMetrics.read(Path(entry.path).parent / "metrics.json")
+    metric, n_test = m.primary_metric, int(m.counts.get("test_examples") or 0)
+    rows = []
+    for key in [*ROW_NAMES, *sorted(set(m.rows) - set(ROW_NAMES))]:
+        if key not in m.rows or "test" not in m.rows[key].scores or metric not in m.rows[key].scores["test"]:
+            continue
+        per_seed = {s: v for s, v in m.rows[key].scores["test"][metric].per_seed.items() if v is not None}
+        if not per_seed:
+            continue
+        iv = interval(list(per_seed.values()))
+        low, high, how = iv["ci_low"], iv["ci_high"], f"Student's t over {len(per_seed)} seeds"
+        if low is None and metric in PROPORTIONS and n_test:
+            low, high = proportion_interval(iv["mean"], n_test)
+            how = f"Wilson, {n_test:,} test items"
+        elif low is None:
+            how = "one seed: none"
+        rows.append({"row": key, "name": ROW_NAMES.get(key, key), "mean": iv["mean"], "low": low, "high": high,
+                     "seeds": len(per_seed) if key in ("pretrained", "scratch") or "null" not in per_seed else 0,
+                     "per_seed": per_seed, "interval": how})
+    return {"metric": metric, "test_examples": n_test, "counts": m.counts, "saved": m.saved}, rows
+
+
+def verdict(metric: str, rows: list[dict[str, Any]]) -> str:
+    """One sentence: did pretraining pay against its random-init twin, and where TF-IDF and the majority stand."""
+    by = {r["row"]: r for r in rows}
+    ft, tw = by.get("pretrained"), by.get("scratch")
+    lower = metric in LOWER_IS_BETTER
+    if ft is None:
+        return "The fine-tune scored no pretrained model, so this card cannot say whether pretraining paid."
+    if tw is None:
+        return ("No random-init twin was fine-tuned (finetune --init pretrained only), so this card cannot say whether "
+                "pretraining paid.")
+    diff = ft["mean"] - tw["mean"]
+    shared = sorted(set(ft["per_seed"]) & set(tw["per_seed"]))
+    if len(shared) >= 2:
+        d = interval([ft["per_seed"][s] - tw["per_seed"][s] for s in shared])
+        span = f"{d['mean']:+.3f} (95% interval {d['ci_low']:+.3f} to {d['ci_high']:+.3f}, {len(shared)} paired seeds)"
+        better = d["ci_low"] > 0 if not lower else d["ci_high"] < 0
+        worse = d["ci_high"] < 0 if not lower else d["ci_low"] > 0
+        head = (f"Pretraining paid: the fine-tuned model beat its random-init twin by {span}" if better else
+                f"Pretraining did not pay: the fine-tuned model trailed its random-init twin by {span}" if worse else
+                f"Pretraining made no difference these seeds can show against its random-init twin: {span}")
+    elif ft["low"] is not None and tw["low"] is not None:
+        apart = ft["low"] > tw["high"] or tw["low"] > ft["high"]
+        ahead = (diff > 0) != lower
+        head = (f"From one seed, pretraining {'paid' if ahead else 'did not pay'}: the fine-tuned model scored "
+                f"{ft['mean']:.3f} against its random-init twin's {tw['mean']:.3f}, outside each other's test-set intervals"
+                if apart else f"From one seed, the fine-tuned model ({ft['mean']:.3f}) and its random-init twin "
+                f"({tw['mean']:.3f}) are within each other's test-set intervals: no verdict on pretraining")
+    else:
+        head = (f"From one seed, the fine-tuned model scored {ft['mean']:.3f} against its random-init twin's "
+                f"{tw['mean']:.3f}, with no interval: no verdict on pretraining")
+    best = max(ft["mean"], tw["mean"]) if not lower else min(ft["mean"], tw["mean"])
+    tail = []
+    tf, mj = by.get("tfidf_lr"), by.get("majority")
+    if tf and ((tf["mean"] > best) if not lower else (tf["mean"] < best)):
+        tail.append(f"TF-IDF + LR ({tf['mean']:.3f}) is ahead of both")
+    if mj and ((best <= mj["mean"]) if not lower else (best >= mj["mean"])):
+        tail.append(f"neither beats the majority class ({mj['mean']:.3f})")
+    return head + ("; " + "; ".join(tail) if tail else "") + "."
+
+
+def _interval_text(r: dict[str, Any]) -> str:
+    return f"{r['low']:.3f} to {r['high']:.3f}" if r["low"] is not None else "none"
+
+
+def skipped_parts(entries: list[CardEntry], cfg: Any) -> list[str]:
+    """Each part of the card that did not run, with why."""
+    out = []
+    if not cfg.probe_corpus:
+        out.append("probing and pseudo-perplexity: not asked (no --probe-corpus; under `lmforge run` the card's `probe` "
+                   "option: off in the tiny preset, on in demo and full, or --param overrides='{\"card\": {\"probe\": true}}')")
+    skipped = next((e.quality["probing_skipped"] for e in entries if e.quality.get("probing_skipped")), {})
+    out += [f"probing in {lang}: {why}" for lang, why in skipped.items()]
+    if not cfg.task_config:
+        out.append(f"the task score: {cfg.task_note or 'no labelled task (--task-config)'}")
+    return out
+
+
+def summary(entries: list[CardEntry], cfg: Any) -> tuple[list[str], dict[str, Any]]:
+    """(the card's opening markdown lines, the same facts for report.json)."""
+    facts: dict[str, Any] = {"corpus": corpus_facts(cfg.shards) if cfg.shards else None, "task": task_facts(cfg.task_config)}
+    lines: list[str] = []
+    c = facts["corpus"]
+    if c:
+        langs = ", ".join(f"{k} {v:,}" for k, v in sorted(c["kept_by_language"].items(), key=lambda kv: -kv[1]))
+        rule = c["languages"].split("(", 1)[1].rstrip(")") if "(" in c["languages"] else ""
+        lines.append(f"**Corpus:** {c['in']:,} documents read, {c['kept']:,} kept ({langs})"
+                     + (f"; languages {rule}" if rule else "") + ".")
+        lines += [f"**Corpus warning:** {w}." for w in c["warnings"]]
+    t = facts["task"]
+    ft = fine_tuned(entries)
+    if t and ft:
+        record, rows = score_rows(ft)
+        facts.update(scores=rows, metric=record["metric"], test_examples=record["test_examples"])
+        n = record["counts"]
+        sizes = " / ".join(f"{s} {n.get(f'{s}_examples', 0):,}" + (f" (of {n[f'{s}_capped_from']:,})"
+                           if n.get(f"{s}_capped_from") else "") for s in ("train", "validation", "test"))
+        lines.append(f"**Task:** {t['file']} ({t['task']}" + (f", label `{t['label_column']}`" if t.get("label_column") else "")
+                     + f"): {sizes} examples.")
+        lines += [f"**Task warning:** {w}." for w in t["warnings"]]
+        facts["verdict"] = verdict(record["metric"], rows)
+        saved = record["saved"] or {}
+        lines += ["", f"| test {record['metric']} | mean | 95% interval | seeds | interval from |", "|---|---:|---|---:|---|"]
+        lines += [f"| {r['name']} | {r['mean']:.3f} | {_interval_text(r)} | {r['seeds'] or '-'} | {r['interval']} |" for r in rows]
+        lines += ["", f"**Verdict:** {facts['verdict']}",
+                  "", f"(Means over seeds, as eval/report.md gives them. The models below are scored one by one: the "
+                      f"fine-tuned one is the saved seed{' ' + str(saved.get('seed')) if saved.get('seed') is not None else ''}, "
+                      f"on the same {record['test_examples']:,} test examples.)"]
+    elif t:
+        lines.append(f"**Task:** {t['file']} ({t['task']}); no fine-tuned model of it is on this card.")
+        lines += [f"**Task warning:** {w}." for w in t["warnings"]]
+        facts["verdict"] = "No model fine-tuned on the task is on this card, so it cannot say whether pretraining paid."
+        lines += ["", f"**Verdict:** {facts['verdict']}"]
+    else:
+        facts["verdict"] = ("No labelled task was scored, so this card cannot say whether pretraining paid "
+                            "(`lmforge run --labeled FILE` fine-tunes on your file against its controls).")
+        lines += ["", f"**Verdict:** {facts['verdict']}"]
+    facts["skipped"] = skipped_parts(entries, cfg)
+    if facts["skipped"]:
+        lines += ["", "**Not run:** " + "; ".join(facts["skipped"]) + "."]
+    return lines, facts
