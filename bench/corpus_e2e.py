@@ -179,7 +179,7 @@ def render(r: dict[str, Any]) -> str:
              f"Every core against one process: {one['wall_s'] / lm['wall_s']:.2f}x the docs/s, the same documents kept "
              f"({'yes' if (one['kept'], one['duplicates']) == (lm['kept'], lm['duplicates']) else 'NO'}).", "",
              f"Goal: at least 5x datatrove's docs/s: **{'MET' if ratio >= 5 else 'NOT MET'}** ({ratio:.2f}x). lmforge also "
-             "identifies the language and keeps en/ru (the sample's other languages are dropped), applies C4's bad-words "
+             "identifies the language and keeps those the crawl has enough of (`--languages auto`), applies C4's bad-words "
              "list and exact dedup, and confirms near-duplicate candidates on exact Jaccard; datatrove removes every "
              "bucket match unconfirmed."]
     return "\n".join(lines) + "\n"

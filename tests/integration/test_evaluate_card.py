@@ -149,7 +149,7 @@ def test_int8_compression_is_scored_beside_its_source_and_refused_for_training(m
     # rows named by what each model is (the compress manifests), the paths in their own column
     assert [e["name"] for e in (fp32, int8, pruned)] == ["classifier", "int8", "pruned 25%"]
     md = (tmp_path / "card" / "report.md").read_text()
-    assert "| int8 | classifier |" in md and f"| `{tmp_path / 'int8'}` |" in md and "| pruned 25% |" in md
+    assert "| int8 | classifier |" in md and "| `int8` |" in md and "| pruned 25% |" in md  # relative to the run folder
     # and whether the cost columns were measured on a quiet machine
     assert all(e["cost"]["machine"]["wall_seconds"] > 0 for e in (fp32, int8, pruned))
     assert "Cost measured on a quiet machine" in md or "The machine was busy while cost was measured" in md

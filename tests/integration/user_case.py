@@ -87,3 +87,8 @@ def check_user_run(run: Path, facts: dict) -> None:
     assert means == {k: report["finetune"]["test"][k] for k in means} and set(means) >= {"pretrained", "scratch"}
     assert all(r["low"] is not None for r in summary["scores"]), summary["scores"]  # an interval on every row
     assert str(run) not in text and "`finetune/hf`" in text
+    # the saved model's score on the card is the one the fine-tune gave its seed: scored the same way, at its length
+    metrics = json.loads((run / "finetune" / "metrics.json").read_text())
+    seed, metric = str(metrics["saved"]["seed"]), metrics["primary_metric"]
+    tuned = next(e for e in card["models"] if e["name"] == "fine-tuned")["quality"]["task"]
+    assert abs(tuned["metrics"][metric] - metrics["rows"]["pretrained"]["scores"]["test"][metric]["per_seed"][seed]) < 1e-6

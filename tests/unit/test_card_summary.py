@@ -84,3 +84,11 @@ def test_the_console_line_of_a_stage_is_its_key_counts(tmp_path):
             "majority": 0.46, "pretrained": 0.5, "tfidf_lr": 0.52}}}))
     assert stage_summary("finetune", tmp_path) == "test accuracy: fine-tuned 0.500, TF-IDF + LR 0.520, majority 0.460"
     assert stage_summary("corpus", tmp_path / "missing") == "written"
+
+
+def test_what_each_language_lost_reads_commonest_first():
+    from training.evaluation.card_summary import losses_text
+
+    lost = {"en": {"too_short": 2}, "fr": {"gopher_alpha_words": 14, "too_short": 8}, "none": {"empty_text": 1}}
+    assert losses_text(lost) == "fr 22 (gopher_alpha_words 14), en 2 (too_short 2), none 1 (empty_text 1)"
+    assert losses_text(lost, most=1) == "fr 22 (gopher_alpha_words 14) and 2 more"

@@ -22,7 +22,7 @@ NAMES = {"run_name", "snapshot"}
 NOT_PATHS = {"preset", "model", "tokenizer_model", "mask_objective", "task", "text_column", "text_pair_column",
              "label_column", "split_column", "id_column", "tokens_column", "tags_column", "nproc", "nnodes",
              "rdzv_endpoint", "cluster", "cluster_image", "cluster_pvc", "cluster_namespace", "cluster_gpus",
-             "stage_timeout_minutes", "index_wait", "decontaminate", "replay_fraction", "credentials_block"}
+             "stage_timeout_minutes", "index_wait", "decontaminate", "replay_fraction", "credentials_block", "languages"}
 """Choices, numbers, column names, a HOST:PORT, cluster object names, a Secret block's name: no file is opened by them."""
 NESTED = {"overrides", "beam_args"}
 """Parameters whose values hold paths: every stage option and Beam option that names files (attacked below)."""

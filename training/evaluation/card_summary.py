@@ -40,7 +40,16 @@ def corpus_facts(shards: str) -> dict[str, Any] | None:
         return None
     counts, extra = c.get("counts", {}), c.get("extra", {})
     return {"in": counts.get("in"), "kept": counts.get("kept"), "kept_by_language": counts.get("kept_by_language", {}),
+            "dropped_by_language": counts.get("dropped_by_language", {}),
             "languages": (extra.get("languages") or {}).get("line", ""), "warnings": extra.get("warnings", [])}
+
+
+def losses_text(dropped_by_language: dict[str, dict[str, int]], most: int = 6) -> str:
+    """`fr 22 (gopher_alpha_words 14), de 10 (...)`: documents each language lost to the cleaning rules, the commonest
+    reason beside it; the languages that lost most first."""
+    by = sorted(dropped_by_language.items(), key=lambda kv: -sum(kv[1].values()))
+    parts = [f"{lang} {sum(r.values()):,} ({max(r, key=r.get)} {max(r.values()):,})" for lang, r in by[:most] if r]
+    return ", ".join(parts) + (f" and {len(by) - most} more" if len(by) > most else "")
 
 
 def task_facts(task_config: str) -> dict[str, Any] | None:
@@ -169,6 +178,9 @@ def summary(entries: list[CardEntry], cfg: Any) -> tuple[list[str], dict[str, An
         rule = c["languages"].split("(", 1)[1].rstrip(")") if "(" in c["languages"] else ""
         lines.append(f"**Corpus:** {c['in']:,} documents read, {c['kept']:,} kept ({langs})"
                      + (f"; languages {rule}" if rule else "") + ".")
+        if c["dropped_by_language"]:
+            lines.append(f"**Dropped, per language** (the corpus report has every reason): "
+                         f"{losses_text(c['dropped_by_language'])}.")
         lines += [f"**Corpus warning:** {w}." for w in c["warnings"]]
     t = facts["task"]
     ft = fine_tuned(entries)
@@ -201,4 +213,6 @@ def summary(entries: list[CardEntry], cfg: Any) -> tuple[list[str], dict[str, An
     facts["skipped"] = skipped_parts(entries, cfg)
     if facts["skipped"]:
         lines += ["", "**Not run:** " + "; ".join(facts["skipped"]) + "."]
-    return lines, facts
+    # each bold fact its own paragraph (markdown would run consecutive lines into one)
+    spaced = [x for line in lines for x in ((line, "") if line.startswith("**") else (line,))]
+    return [x for i, x in enumerate(spaced) if x or (i and spaced[i - 1])], facts
