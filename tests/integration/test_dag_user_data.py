@@ -136,6 +136,8 @@ def test_matrix_case_runs_to_the_card(runs, case):
         report = json.loads((run / "corpus" / "report.json").read_text())
         assert {r["language"] for r in report["languages"]} >= {"fr", "de"}
         assert any("class 'corn' has 1 row: none in validation or test" in line for line in lines), r["out"]
+        head = (run / "card" / "report.md").read_text().split("| model | kind |")[0]
+        assert "**Task warning:** class 'corn' has 1 row" in head and "fr " in head.split("**Corpus:**")[1]
 
 
 @pytest.mark.slow
