@@ -62,6 +62,7 @@ bench: setup
 	$(BIN)/lmforge bench tokenizer
 	$(BIN)/lmforge bench data
 	$(BIN)/lmforge bench train --resume
+	$(BIN)/lmforge bench learn --presets tiny demo
 	$(BIN)/lmforge bench transfer --resume
 
 # On a GPU node, before a long run: torch/CUDA/NCCL facts, the optimizers on the GPU, NCCL all-reduce bandwidth, a

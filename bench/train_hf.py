@@ -37,6 +37,8 @@ class TrainHFBenchConfig:
     micro_batch_size: int = opt(16, "rows per process per step")
     dropout: float = opt(-1.0, "override the preset's dropout (-1: keep it)")
     lr: float = opt(1e-3, "peak learning rate (lmforge's)")
+    seed: int = opt(0, "seeds the model's initialisation, the data order and the masks (TrainingArguments.seed)")
+    save: str = opt("", "save the trained BertForMaskedLM here (bench learn scores it; empty: not saved)")
 
     def __post_init__(self) -> None:
         require(self.warmup >= 1 and self.steps >= 1,
@@ -45,7 +47,7 @@ class TrainHFBenchConfig:
 
 def trainer_run(shards_dir: str, tokenizer_dir: str, model_name: str, micro_batch_size: int, steps: int, warmup: int,
                 dropout: float = -1.0, lr: float = 1e-3, bf16: bool = False, compile: bool = False, profile: int = 0,
-                use_cpu: bool = True, out_dir: Path | None = None) -> dict[str, Any]:
+                use_cpu: bool = True, out_dir: Path | None = None, seed: int = 0, save: str = "") -> dict[str, Any]:
     """The Trainer's run of warmup + profile + steps optimizer steps; rank 0's timings, the rest's None. `profile`
     steps after the warm-up are profiled (training.pretraining.step_profile), then `steps` timed."""
     import dataclasses
@@ -75,7 +77,7 @@ def trainer_run(shards_dir: str, tokenizer_dir: str, model_name: str, micro_batc
     rows = [{"input_ids": r[:n]} for r, n in zip(ids, lengths)]
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
     collator = DataCollatorForLanguageModeling(tok, mlm_probability=0.15)
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     m = preset(model_name) if dropout < 0 else dataclasses.replace(preset(model_name), dropout=dropout)
     model = build_for_objective(shards.objective, m, shards.vocab_size, shards.pad_id, shards.eos_id,
                                 shards.seq_len).hf
@@ -95,7 +97,7 @@ def trainer_run(shards_dir: str, tokenizer_dir: str, model_name: str, micro_batc
         # warns that this model has no unused parameter: a user would switch it off
         ddp_find_unused_parameters=False,
         eval_strategy="no", save_strategy="no", logging_strategy="no", report_to="none", disable_tqdm=True,
-        dataloader_num_workers=0, dataloader_drop_last=True, seed=0)
+        dataloader_num_workers=0, dataloader_drop_last=True, seed=seed)
     device = torch.device("cpu") if use_cpu else torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
 
     class StepClock(TrainerCallback):
@@ -119,6 +121,8 @@ def trainer_run(shards_dir: str, tokenizer_dir: str, model_name: str, micro_batc
     trainer.train()
     if trainer.args.process_index != 0:
         return {}
+    if save:
+        model.save_pretrained(save)
     if len(clock.ends) != total:
         raise SystemExit(f"train_hf: {len(clock.ends)} steps ran, expected {total}")
     first = warmup + profile  # the timed steps follow the warm-up and the profiled ones
@@ -143,7 +147,7 @@ def parse(argv: list[str] | None) -> tuple[TrainHFBenchConfig, argparse.Namespac
 def main(argv: list[str] | None = None) -> int:
     a, ns = parse(argv)
     result = trainer_run(a.shards, a.tokenizer, a.model, a.micro_batch_size, a.steps, a.warmup, a.dropout, a.lr,
-                         out_dir=Path(ns.out).parent)
+                         out_dir=Path(ns.out).parent, seed=a.seed, save=a.save)
     if result:
         Path(ns.out).write_text(json.dumps(result, indent=1) + "\n")
     return 0

@@ -42,7 +42,7 @@ SUMMARIES = {
     "doctor": "can this node train? torch/CUDA/NCCL facts, optimizers, NCCL all-reduce, a short GPU pretraining "
               "with resume -> runs/doctor/doctor.{json,md}",
     "ablate": "a corpus ablation as one flow: arms of corpus options, one tokenizer, an equal token budget, a shared reference set, a report with intervals",
-    "bench": "benchmarks against named peers -> docs/BENCHMARKS.md (bench attention | corpus | data | extraction | gpu | hostile | langid | scale | tokenizer | train | transfer)",
+    "bench": "benchmarks against named peers -> docs/BENCHMARKS.md (bench attention | corpus | data | extraction | gpu | hostile | langid | learn | scale | tokenizer | train | transfer)",
 }
 
 
@@ -67,7 +67,7 @@ def _quiet_logs(flow: bool = False) -> None:
 
 def _bench(rest: list[str]) -> int:
     benches = {"attention": "bench.attention", "corpus": "bench.corpus", "data": "bench.data",
-               "extraction": "bench.extraction", "gpu": "bench.gpu", "hostile": "bench.hostile",
+               "extraction": "bench.extraction", "gpu": "bench.gpu", "hostile": "bench.hostile", "learn": "bench.learn",
                "langid": "bench.langid", "scale": "bench.scale", "tokenizer": "bench.tokenizer",
                "train": "bench.train", "transfer": "bench.transfer", "ablate": "bench.ablate"}
     if not rest or rest[0] not in benches:

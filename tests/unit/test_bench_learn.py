@@ -1,0 +1,36 @@
+"""`lmforge bench learn`'s verdict and report, from the per-seed losses it keeps (the runs themselves are the bench's)."""
+from __future__ import annotations
+
+import pytest
+
+from bench.learn import LearnBenchConfig, render, summarise, verdict_line
+
+
+def test_the_verdict_is_lmforge_within_the_trainers_spread_or_below():
+    within = summarise({"lmforge": {"1": 6.10, "2": 6.20, "3": 6.15}, "hf_trainer": {"1": 6.05, "2": 6.22, "3": 6.12}})
+    assert within["within_or_below"] and within["hf_trainer"] == {"mean": pytest.approx(6.13), "low": 6.05, "high": 6.22,
+                                                                  "seeds": 3}
+    assert "within the Trainer's spread over seeds" in verdict_line("tiny", within) and "**MET**" in verdict_line("tiny", within)
+    worse = summarise({"lmforge": {"1": 6.40, "2": 6.45}, "hf_trainer": {"1": 6.05, "2": 6.22}})
+    assert not worse["within_or_below"] and "above the Trainer's highest seed" in verdict_line("demo", worse)
+    assert "**NOT MET**" in verdict_line("demo", worse)
+    better = summarise({"lmforge": {"1": 5.9}, "hf_trainer": {"1": 6.0}})
+    assert better["difference"] == pytest.approx(-0.1) and "below the Trainer's mean" in verdict_line("tiny", better)
+
+
+def test_the_report_lists_every_seed_and_states_the_recipe():
+    runs = {"lmforge": {"1": {"held_out_loss": 6.1, "seconds": 20.0}, "2": {"held_out_loss": 6.2, "seconds": 22.0}},
+            "hf_trainer": {"1": {"held_out_loss": 6.0, "seconds": 25.0}, "2": {"held_out_loss": 6.3, "seconds": 27.0}}}
+    summary = summarise({s: {k: v["held_out_loss"] for k, v in r.items()} for s, r in runs.items()})
+    text = render({"presets": {"tiny": {"runs": runs, "summary": summary}}, "machine": "a CPU, 2 cores",
+                   "settings": {"steps": 300, "micro_batch_size": 16, "lr": 1e-3, "code_id": "abc"}})
+    assert "| tiny | lmforge | 6.150 (6.100-6.200) | 1: 6.100, 2: 6.200 | 21 |" in text
+    assert "| tiny | hf_trainer | 6.150 (6.000-6.300) | 1: 6.000, 2: 6.300 | 26 |" in text
+    assert "300 optimizer steps of 16 rows" in text and "mask variant 0" in text and "**MET**" in text
+
+
+def test_bad_settings_fail_in_one_line():
+    with pytest.raises(ValueError, match="unknown presets"):
+        LearnBenchConfig(presets=["huge"])
+    with pytest.raises(ValueError, match="--steps must be >= 2"):
+        LearnBenchConfig(steps=1)
