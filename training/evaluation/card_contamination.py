@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from schemas.card import shown_path
 from schemas.manifest import read_manifest
 
 
@@ -55,8 +56,6 @@ def card_task(task_config: str, files: list[str]) -> str | None:
 
 def lines(c: dict[str, Any] | None, base: str | Path | None = None) -> list[str]:
     """report.md's contamination paragraph; the corpus's path relative to `base` (the run folder) when inside it."""
-    from schemas.card import shown_path
-
     if c is None:
         return ["Contamination: not known (the card was given no shards whose corpus it could read)."]
     if not c["checked"]:

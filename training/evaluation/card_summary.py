@@ -18,11 +18,11 @@ from typing import Any
 
 from common.stats import interval, proportion_interval
 from schemas.card import CardEntry
+from schemas.finetune import FinetuneMetrics
+from training.finetuning.metrics import PROPORTIONS, lower_is_better
 
 ROW_NAMES = {"pretrained": "fine-tuned (pretrained here)", "scratch": "random-init twin (same architecture)",
              "tfidf_lr": "TF-IDF + logistic regression", "majority": "majority class"}
-LOWER_IS_BETTER = ("mse", "mean_squared_error", "loss")
-PROPORTIONS = ("accuracy", "token_accuracy")
 
 
 def _manifest(folder: str | Path | None) -> dict[str, Any] | None:
@@ -87,8 +87,6 @@ def fine_tuned(entries: list[CardEntry]) -> CardEntry | None:
 
 def score_rows(entry: CardEntry) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(the fine-tune's record, one row per init and control: name, mean, interval, seeds, how the interval was made)."""
-    from schemas.finetune import FinetuneMetrics
-
     m = FinetuneMetrics.read(Path(entry.path).parent / "metrics.json")
     metric, n_test = m.primary_metric, int(m.counts.get("test_examples") or 0)
     rows = []
@@ -115,7 +113,7 @@ def verdict(metric: str, rows: list[dict[str, Any]]) -> str:
     """One sentence: did pretraining pay against its random-init twin, and where TF-IDF and the majority stand."""
     by = {r["row"]: r for r in rows}
     ft, tw = by.get("pretrained"), by.get("scratch")
-    lower = metric in LOWER_IS_BETTER
+    lower = lower_is_better(metric)
     if ft is None:
         return "The fine-tune scored no pretrained model, so this card cannot say whether pretraining paid."
     if tw is None:

@@ -65,6 +65,11 @@ def lower_is_better(metric: str) -> bool:
     return metric == "mse"
 
 
+PROPORTIONS = frozenset({"accuracy", "token_accuracy"})
+"""Metrics that are a share of independent test items (a sentence, a token): Wilson's interval over the items applies
+(training/evaluation/card_summary.py)."""
+
+
 def score(data, split: str, pred) -> dict[str, float]:
     """Metrics of `pred` on `data.<split>` (a `training.finetuning.dataset.TaskData`).
 
