@@ -50,7 +50,7 @@ from flows.params import (
     TrainParams,
     flow_doc,
 )
-from flows.stages import StageFailed, StagesFailed, launch_stage, retry_if_transient
+from flows.stages import StageFailed, StagesFailed, launch_stage, progress, retry_if_transient
 from pipelines.labeled.registry import SOURCES
 from training.finetuning.readers import TooFewRows
 from training.launch.cluster import job_name
@@ -111,19 +111,19 @@ def pretrain_task(shards: str, tokenizer: str, run: Path, opts: dict, nproc: int
          **({"init_from": init_from} if init_from else {}), **({"resume": True} if resume else {})}
     if cluster:
         o.update(nnodes=nnodes, **cluster)
-        print(f"[pretrain] a {cluster['submit']} job on {nnodes} nodes: {cluster['job_name']}", flush=True)
+        progress(f"[pretrain] a {cluster['submit']} job on {nnodes} nodes: {cluster['job_name']}")
     elif hostfile:
         from training.launch.torchrun import read_hostfile
 
         hosts = read_hostfile(hostfile)
         o.update(hostfile=hostfile, node_rank=0, master_addr=hosts[0][0])
         for rank, (host, _) in enumerate(hosts[1:], start=1):
-            print(f"[pretrain] node {rank} of {len(hosts)} ({host}), with the same file system, runs: "
-                  + shlex.join(["lmforge", "pretrain", *options_to_argv({**o, "node_rank": rank})]), flush=True)
+            progress(f"[pretrain] node {rank} of {len(hosts)} ({host}), with the same file system, runs: "
+                     + shlex.join(["lmforge", "pretrain", *options_to_argv({**o, "node_rank": rank})]))
     elif nnodes > 1:
         o.update(nnodes=nnodes, rdzv_endpoint=rdzv_endpoint, rdzv_id=f"lmforge-{run.name}")
-        print(f"[pretrain] {nnodes} nodes: this worker is one; on each other node, with the same file system, run: "
-              + shlex.join(["lmforge", "pretrain", *options_to_argv(o)]), flush=True)
+        progress(f"[pretrain] {nnodes} nodes: this worker is one; on each other node, with the same file system, run: "
+                 + shlex.join(["lmforge", "pretrain", *options_to_argv(o)]))
     return launch_stage("pretrain", o, out, run / "logs", upstream=[shards, tokenizer],
                         raw_inputs=[init_from] if init_from else [])[0]
 
@@ -337,7 +337,7 @@ def prepare_labeled(p, run: Path) -> tuple[str | None, str]:
         return state.result(), ""
     error = state.result(raise_on_failure=False)
     if isinstance(error, StageFailed) and error.rc == TOO_FEW_ROWS:
-        print(f"[labeled] no fine-tune task: {error.reason}", flush=True)
+        progress(f"[labeled] no fine-tune task: {error.reason}")
         return None, f"{p.labeled}: {error.reason}"
     raise error
 

@@ -69,7 +69,8 @@ kubectl delete) and torchrun stops its workers in that time; then it is killed."
 
 
 TERMINAL: list = []
-"""The stream `lmforge run` keeps for progress lines while its console shows nothing else (quiet_console)."""
+"""The stream `lmforge run` keeps for progress lines while its console shows nothing else (run_cli.failures_to_file,
+quiet)."""
 
 
 def progress(line: str) -> None:
