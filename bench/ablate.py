@@ -173,6 +173,8 @@ def reading(report: dict[str, Any], verdicts: list[Verdict]) -> list[str]:
 
 
 def render(res: dict[str, Any]) -> str:
+    from flows.ablation_report import pretraining_verdicts
+
     report, cfg = res["report"], res["config"]
     lines = [f"`lmforge bench ablate`: {len(report['arms'])} arms x {len(report['seeds'])} seeds of `{cfg['model']}` "
              f"at {cfg['token_budget']:,} positions each, on the transfer bench's corpus (Debian documentation in "
@@ -180,12 +182,16 @@ def render(res: dict[str, Any]) -> str:
              f"set `{Path(cfg['reference']).name}` (newspaper4k's English gold texts, decontaminated from every arm), "
              f"tasks {', '.join(cfg['tasks'])} on shared splits. Every stage's wall time summed over their manifests: "
              f"{res['stage_minutes']:.0f} minutes (one after another on 2 cores, so the bench's length however often "
-             f"it was resumed); this invocation {res['minutes']:.0f} minutes. " + _cleaning_line(report), "", "### Held against the published results", "",
+             f"it was resumed); this invocation {res['minutes']:.0f} minutes. " + _cleaning_line(report), "",
+             "Did pretraining pay (the baseline arm, as the card says it):", "",
+             *[f"- {v}" for v in pretraining_verdicts(report)], "", "### Held against the published results", "",
              "| published claim | arm | measure | expected | this run |", "|---|---|---|---|---|"]
     lines += [f"| {v.claim} | {v.arm} | {v.measure} | {v.expected} | {v.verdict} |" for v in res["verdicts"]]
     lines += ["", "### Reading it", "", *[f"- {x}" for x in reading(report, res["verdicts"])]]
     lines += ["", "### The ablation's report", ""]
     body = Path(res["report_md"]).read_text().split("\n", 2)[2]  # without its title
+    if body.startswith("Did pretraining pay"):  # said at the top of this section already
+        body = body[body.index("\nRecipe: ") + 1:]
     lines += [body.replace("![reference loss and task scores per arm](report.png)",
                            "![reference loss and task scores per arm](benchmarks/ablate.png)")]
     return "\n".join(lines)

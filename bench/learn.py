@@ -1,26 +1,29 @@
 """Learning per token: lmforge's pretraining against the Hugging Face Trainer, held-out loss at equal tokens.
 
-    lmforge bench learn [--presets tiny demo] [--steps 300] [--seeds 1 2 3]
+    lmforge bench learn [--objectives mlm causal] [--presets tiny demo] [--steps 300] [--seeds 1 2 3]
     lmforge bench learn --presets tiny --steps 40 --seeds 1 --work /tmp/bl --no-report      # a quick trial
 
 The same model config (training.models.model presets), tokenizer, rows, token budget, optimizer and schedule for
 both, on this machine's CPU, one process each:
 1. data: the bundled crawl through `lmforge corpus`, `tokenizer` and `shards` with the demo's settings (bench.train's
-   build_data: 128 tokens a row, MLM masks), once under <work>/data;
-2. for every preset and seed:
-   - lmforge: `launch_pretrain` (DeepSpeed, SparseMLM: the loss head on masked positions only, K=10 precomputed mask
-     variants, one chosen per epoch) for --steps steps of --micro-batch-size rows, seeded --seed;
-   - HF Trainer (`bench.train_hf`): BertForMaskedLM of the same config on the same rows' unmasked ids, masked afresh
-     every batch by `DataCollatorForLanguageModeling(mlm_probability=0.15)`, the same steps, batch, peak rate,
-     AdamW betas, epsilon, weight decay, clipping, 6% linear warm-up and linear decay, seeded --seed;
-3. each trained model scored the same way: `training.evaluation.evaluate.valid_mlm_loss`, the mean cross-entropy of
-   the shards' held-out rows' masked tokens (mask variant 0: the same tokens for every model);
-4. per preset: each system's mean over seeds with its range, lmforge's minus the Trainer's, and the verdict the issue
-   asks for: lmforge's mean within the Trainer's range over seeds, or below it.
+   build_data: 128 tokens a row, MLM masks), once under <work>/data, and the same corpus packed as causal shards
+   (`shards --mask-objective causal`, <work>/data/shards-causal);
+2. for every objective, preset and seed:
+   - lmforge: `launch_pretrain` for --steps steps of --micro-batch-size rows, seeded --seed. MLM: DeepSpeed,
+     SparseMLM (the loss head on masked positions only), K=10 precomputed mask variants, one chosen per epoch.
+     causal: the preset's GPT-2 (GPT2LMHeadModel of the same width, depth and heads);
+   - HF Trainer (`bench.train_hf`): the same HF model on the same rows' unmasked ids, the same steps, batch, peak
+     rate, AdamW betas, epsilon, weight decay, clipping, 6% linear warm-up and linear decay, seeded --seed. MLM rows
+     are masked afresh every batch by `DataCollatorForLanguageModeling(mlm_probability=0.15)`; causal rows go
+     through the causal collator (`mlm=False`);
+3. each trained model scored the same way (training.evaluation.card.lm_quality): MLM, the mean cross-entropy of the
+   shards' held-out rows' masked tokens (mask variant 0: the same tokens for every model); causal, the mean
+   next-token cross-entropy of the held-out rows;
+4. per objective and preset: each system's mean over seeds with its range, lmforge's minus the Trainer's, and the
+   verdict the issue asks for: lmforge's mean within the Trainer's range over seeds, or below it.
 
 Each finished run is kept in <work>/results.json under its settings and the training code's digest (bench.train's
-code_id); `--resume` (the default) skips those. The causal-LM comparison (GPT-2 against the causal collator) is not
-here yet: it is the next part of issue 52.
+code_id); `--resume` (the default) skips those.
 """
 from __future__ import annotations
 
@@ -41,13 +44,17 @@ from flows.stages import StageFailed
 
 TITLE = "Learning per token: lmforge against the HF Trainer"
 SYSTEMS = ("lmforge", "hf_trainer")
+OBJECTIVES = {"mlm": ("shards", "masked_lm", "held-out masked-token loss"),
+              "causal": ("shards-causal", "causal_lm", "held-out next-token loss")}
+"""objective: (its shards under the data directory, the model kind scored, what the loss is)."""
 
 
 @dataclass
 class LearnBenchConfig:
     work: str = opt("runs/bench-learn", "runs, logs and results.json")
     data: str = opt("", "corpus, tokenizer and shards, built once (default: <work>/data)")
-    presets: list[str] = opt(["tiny"], "model presets (bench.train's: tiny, demo, mini = bert_mini)")
+    objectives: list[str] = opt(list(OBJECTIVES), "pretraining objectives: mlm (BERT) and causal (GPT-2)")
+    presets: list[str] = opt(["tiny", "demo"], "model presets (bench.train's: tiny, demo, mini = bert_mini)")
     seeds: list[int] = opt([1, 2, 3], "seeds; each seeds both systems' initialisation, data order and masks")
     steps: int = opt(300, "optimizer steps for each run (equal tokens: steps x rows x 128)")
     micro_batch_size: int = opt(16, "rows per step, both systems (one process each)")
@@ -59,71 +66,76 @@ class LearnBenchConfig:
         bad = [p for p in self.presets if p not in PRESETS]
         if bad:
             raise ValueError(f"unknown presets {bad}; choose from {list(PRESETS)}")
+        if bad := [o for o in self.objectives if o not in OBJECTIVES]:
+            raise ValueError(f"unknown objectives {bad}; choose from {list(OBJECTIVES)}")
         if self.steps < 2 or self.micro_batch_size < 1 or not self.seeds:
             raise ValueError("--steps must be >= 2, --micro-batch-size >= 1, and give at least one seed")
 
 
-def held_out_loss(model_dir: Path, shards: Path) -> tuple[float, int]:
-    """(mean masked-token cross-entropy on the shards' valid rows, mask variant 0; the tokens it averages)."""
+def held_out_loss(model_dir: Path, shards: Path, objective: str) -> tuple[float, int]:
+    """(the objective's mean cross-entropy on the shards' valid rows, mask variant 0; the tokens it averages)."""
     import torch
-    from transformers import AutoModelForMaskedLM
 
-    from training.evaluation.evaluate import valid_mlm_loss
-    from training.pretraining.data import ShardSet
+    from training.evaluation.card import lm_quality
 
     torch.manual_seed(0)
-    model = AutoModelForMaskedLM.from_pretrained(model_dir)
-    model.eval()
-    return valid_mlm_loss(model, ShardSet.open(shards).read("valid"), 32, 0)
+    q = lm_quality(str(model_dir), OBJECTIVES[objective][1], str(shards))
+    return q["value"], q["tokens"]
 
 
-def run_lmforge(cfg: LearnBenchConfig, data: dict[str, Path], preset: str, seed: int) -> dict[str, Any]:
+def run_lmforge(cfg: LearnBenchConfig, data: dict[str, Path], preset: str, seed: int, objective: str) -> dict[str, Any]:
     import contextlib
 
     from bench.train import DROPOUT, PRESETS
     from training.launch.torchrun import launch_pretrain
     from training.pretraining.pretrain import PretrainConfig
 
-    out = Path(cfg.work, "lmforge", f"{preset}-s{seed}")
+    name, shards = run_name(objective, preset, seed), data[OBJECTIVES[objective][0]]
+    out = Path(cfg.work, "lmforge", name)
     shutil.rmtree(out, ignore_errors=True)
-    pc = PretrainConfig(shards=str(data["shards"]), tokenizer=str(data["tokenizer"]), output=str(out),
+    pc = PretrainConfig(shards=str(shards), tokenizer=str(data["tokenizer"]), output=str(out),
                         model=PRESETS[preset], dropout=DROPOUT.get(preset, -1.0), steps=cfg.steps, lr=cfg.lr,
                         micro_batch_size=cfg.micro_batch_size, seed=seed, eval_batches=0, tensorboard=False)
-    log = Path(cfg.work, "logs", f"lmforge-{preset}-s{seed}.log")
+    log = Path(cfg.work, "logs", f"lmforge-{name}.log")
     log.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     try:
         with open(log, "w") as f, contextlib.redirect_stdout(f), contextlib.redirect_stderr(f):
             launch_pretrain(pc, nproc=1, accelerator="cpu")
     except RuntimeError as e:
-        raise SystemExit(f"bench learn: lmforge {preset} seed {seed} failed; log {log}\n{e}") from None
+        raise SystemExit(f"bench learn: lmforge {objective} {preset} seed {seed} failed; log {log}\n{e}") from None
     metrics = json.loads((out / "metrics.json").read_text())
-    loss, tokens = held_out_loss(out / "hf", data["shards"])
+    loss, tokens = held_out_loss(out / "hf", shards, objective)
     shutil.rmtree(out / "checkpoints", ignore_errors=True)
     return {"held_out_loss": loss, "held_out_tokens": tokens, "train_rows": cfg.steps * metrics["global_batch"],
             "seconds": time.time() - t0, "last_train_loss": metrics.get("last_loss")}
 
 
-def run_hf(cfg: LearnBenchConfig, data: dict[str, Path], preset: str, seed: int) -> dict[str, Any]:
+def run_hf(cfg: LearnBenchConfig, data: dict[str, Path], preset: str, seed: int, objective: str) -> dict[str, Any]:
     from bench.train import DROPOUT, PRESETS
 
-    out = Path(cfg.work, "hf_trainer", f"{preset}-s{seed}")
+    name, shards = run_name(objective, preset, seed), data[OBJECTIVES[objective][0]]
+    out = Path(cfg.work, "hf_trainer", name)
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    args = ["-m", "bench.train_hf", "--shards", str(data["shards"]), "--tokenizer", str(data["tokenizer"]),
+    args = ["-m", "bench.train_hf", "--shards", str(shards), "--tokenizer", str(data["tokenizer"]),
             "--model", PRESETS[preset], "--micro-batch-size", str(cfg.micro_batch_size), "--warmup", "1",
             "--steps", str(cfg.steps - 1), "--lr", str(cfg.lr), "--seed", str(seed), "--dropout",
             str(DROPOUT.get(preset, -1.0)), "--save", str(out / "hf"), "--out", str(out / "run.json")]
     env = {"PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     t0 = time.time()
     try:
-        run_command(f"hf_trainer-{preset}-s{seed}", [sys.executable, *args],
-                    Path(cfg.work, "logs", f"hf_trainer-{preset}-s{seed}.log"), env=env)
+        run_command(f"hf_trainer-{name}", [sys.executable, *args], Path(cfg.work, "logs", f"hf_trainer-{name}.log"),
+                    env=env)
     except StageFailed as e:
-        raise SystemExit(f"bench learn: HF Trainer {preset} seed {seed}: {e}") from None
-    loss, tokens = held_out_loss(out / "hf", data["shards"])
+        raise SystemExit(f"bench learn: HF Trainer {objective} {preset} seed {seed}: {e}") from None
+    loss, tokens = held_out_loss(out / "hf", shards, objective)
     return {"held_out_loss": loss, "held_out_tokens": tokens, "train_rows": cfg.steps * cfg.micro_batch_size,
             "seconds": time.time() - t0}
+
+
+def run_name(objective: str, preset: str, seed: int) -> str:
+    return f"{objective}-{preset}-s{seed}"
 
 
 def summarise(runs: dict[str, dict[str, float]]) -> dict[str, Any]:
@@ -140,11 +152,11 @@ def summarise(runs: dict[str, dict[str, float]]) -> dict[str, Any]:
     return out
 
 
-def verdict_line(preset: str, s: dict[str, Any]) -> str:
+def verdict_line(case: str, s: dict[str, Any]) -> str:
     lm, hf = s["lmforge"], s["hf_trainer"]
     where = ("below the Trainer's mean" if s["difference"] < 0 else
              "within the Trainer's spread over seeds" if s["within_or_below"] else "above the Trainer's highest seed")
-    return (f"{preset}: lmforge {lm['mean']:.3f} ({lm['low']:.3f}-{lm['high']:.3f}) against the Trainer's {hf['mean']:.3f} "
+    return (f"{case}: lmforge {lm['mean']:.3f} ({lm['low']:.3f}-{lm['high']:.3f}) against the Trainer's {hf['mean']:.3f} "
             f"({hf['low']:.3f}-{hf['high']:.3f}) over {hf['seeds']} seeds: {s['difference']:+.3f} nats, {where}. Goal "
             f"(issue 52: within the Trainer's spread, or below): **{'MET' if s['within_or_below'] else 'NOT MET'}**.")
 
@@ -154,22 +166,35 @@ def render(report: dict[str, Any]) -> str:
     lines = [f"Each run: {st['steps']} optimizer steps of {st['micro_batch_size']} rows of 128 tokens (the same rows, one "
              "process, this machine's CPU), peak rate "
              f"{st['lr']:g}, AdamW (0.9, 0.98), epsilon 1e-6, weight decay 0.01, clipping 1.0, 6% linear warm-up then linear "
-             "decay; scored on the shards' held-out rows' masked tokens (mask variant 0, the same tokens for every model). "
-             "lmforge: its pretraining as `lmforge pretrain` runs it (SparseMLM, 10 precomputed mask variants). HF Trainer: "
-             "BertForMaskedLM of the same config, masks drawn afresh each batch by DataCollatorForLanguageModeling. "
+             "decay. mlm: scored on the shards' held-out rows' masked tokens (mask variant 0, the same tokens for every "
+             "model); lmforge as `lmforge pretrain` runs it (SparseMLM, 10 precomputed mask variants), the HF Trainer "
+             "on BertForMaskedLM of the same config, masks drawn afresh each batch by DataCollatorForLanguageModeling. "
+             "causal: GPT2LMHeadModel of the preset's shape, scored on the held-out rows' next-token cross-entropy; the "
+             "Trainer with the causal collator (mlm=False). "
              f"Code {st['code_id']}; {report['machine']}.", "",
-             "| preset | system | held-out MLM loss, mean (lowest-highest) | per seed | s per run |", "|---|---|---:|---|---:|"]
-    for preset, p in report["presets"].items():
+             "| objective | preset | system | held-out loss (nats), mean (lowest-highest) | per seed | s per run |",
+             "|---|---|---|---:|---|---:|"]
+    for c in report["cases"].values():
         for system in SYSTEMS:
-            if system not in p["summary"]:
+            if system not in c["summary"]:
                 continue
-            s, runs = p["summary"][system], p["runs"][system]
+            s, runs = c["summary"][system], c["runs"][system]
             per = ", ".join(f"{k}: {v['held_out_loss']:.3f}" for k, v in sorted(runs.items()))
             secs = mean(v["seconds"] for v in runs.values())
-            lines.append(f"| {preset} | {system} | {s['mean']:.3f} ({s['low']:.3f}-{s['high']:.3f}) | {per} | {secs:.0f} |")
+            lines.append(f"| {c['objective']} | {c['preset']} | {system} | {s['mean']:.3f} ({s['low']:.3f}-{s['high']:.3f}) "
+                         f"| {per} | {secs:.0f} |")
     lines.append("")
-    lines += [verdict_line(preset, p["summary"]) for preset, p in report["presets"].items() if "difference" in p["summary"]]
+    lines += [verdict_line(case, c["summary"]) for case, c in report["cases"].items() if "difference" in c["summary"]]
     return "\n".join(lines) + "\n"
+
+
+def objective_shards(data: dict[str, Path], steps: Steps, objective: str) -> Path:
+    """The bench corpus packed for another objective: bench.train's shards settings, `--mask-objective`."""
+    out = data["shards"].parent / OBJECTIVES[objective][0]
+    steps.run(out.name, out, ["shards", "--corpus", str(data["corpus"]), "--tokenizer", str(data["tokenizer"]),
+                              "--output", str(out), "--seq-len", "128", "--num-shards", "2", "--valid-per-mille", "50",
+                              "--mask-objective", objective])
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -182,24 +207,30 @@ def main(argv: list[str] | None = None) -> int:
     cfg, a = parse_bench(ap, LearnBenchConfig, argv)
     os.environ.setdefault("DS_ACCELERATOR", "cpu")
     t0 = time.time()
-    data = build_data(TrainBenchConfig(work=cfg.work, data=cfg.data), Steps("learn", Path(cfg.work, "logs")))
+    steps = Steps("learn", Path(cfg.work, "logs"))
+    data = build_data(TrainBenchConfig(work=cfg.work, data=cfg.data), steps)
+    for objective in cfg.objectives:  # mlm's are build_data's
+        if OBJECTIVES[objective][0] not in data:
+            data[OBJECTIVES[objective][0]] = objective_shards(data, steps, objective)
     code = code_id()
     results_path = Path(cfg.work, "results.json")
     results = json.loads(results_path.read_text()) if results_path.exists() else {}
-    presets: dict[str, Any] = {}
-    for preset in cfg.presets:
-        runs: dict[str, dict[str, Any]] = {s: {} for s in SYSTEMS}
-        for seed in cfg.seeds:
-            for system, fn in (("lmforge", run_lmforge), ("hf_trainer", run_hf)):
-                key = f"{system}|{preset}|seed={seed}|steps={cfg.steps}|batch={cfg.micro_batch_size}|lr={cfg.lr}|code={code}"
-                if key not in results:
-                    print(f"bench learn: {system} {preset} seed {seed}, {cfg.steps} steps ...", flush=True)
-                    results[key] = fn(cfg, data, preset, seed)
-                    results_path.write_text(json.dumps(results, indent=1) + "\n")
-                runs[system][str(seed)] = results[key]
-        summary = summarise({s: {k: v["held_out_loss"] for k, v in r.items()} for s, r in runs.items()})
-        presets[preset] = {"runs": runs, "summary": summary}
-    report = {"presets": presets, "settings": {**asdict(cfg), "code_id": code},
+    cases: dict[str, Any] = {}
+    for objective in cfg.objectives:
+        for preset in cfg.presets:
+            runs: dict[str, dict[str, Any]] = {s: {} for s in SYSTEMS}
+            for seed in cfg.seeds:
+                for system, fn in (("lmforge", run_lmforge), ("hf_trainer", run_hf)):
+                    key = (f"{system}|{objective}|{preset}|seed={seed}|steps={cfg.steps}|batch={cfg.micro_batch_size}|"
+                           f"lr={cfg.lr}|code={code}")
+                    if key not in results:
+                        print(f"bench learn: {system} {objective} {preset} seed {seed}, {cfg.steps} steps ...", flush=True)
+                        results[key] = fn(cfg, data, preset, seed, objective)
+                        results_path.write_text(json.dumps(results, indent=1) + "\n")
+                    runs[system][str(seed)] = results[key]
+            summary = summarise({s: {k: v["held_out_loss"] for k, v in r.items()} for s, r in runs.items()})
+            cases[f"{objective} {preset}"] = {"objective": objective, "preset": preset, "runs": runs, "summary": summary}
+    report = {"cases": cases, "settings": {**asdict(cfg), "code_id": code},
               "machine": f"{cpu_model()}, {os.cpu_count()} cores", "wall_seconds": time.time() - t0,
               "measured_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     Path(cfg.work, "report.json").write_text(json.dumps(report, indent=1) + "\n")

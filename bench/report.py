@@ -26,13 +26,18 @@ def cpu_model() -> str:
     return f"{name}, {'AVX-512' if 'avx512f' in flags else 'AVX2' if 'avx2' in flags else 'no AVX2'}"
 
 
+def machine_line() -> str:
+    """This machine as a section's stamp names it: architecture, processor, cores, Python."""
+    import os
+
+    return f"{platform.machine()} ({cpu_model()}), {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
 def write_section(path: Path, title: str, body: str, data: dict[str, Any], measured: str | None = None,
                   where: str | None = None) -> None:
     """Replace the section `title`; `measured` (e.g. "2026-11-23 18:41 UTC") when the numbers are older than now;
     `where` names the machine when it is not this one (a report rendered here from a device's results)."""
-    import os
-
-    where = where or f"{platform.machine()} ({cpu_model()}), {os.cpu_count()} cores, Python {platform.python_version()}"
+    where = where or machine_line()
     stamp = f"_Measured {measured or time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {where}._\n\n"
     section = f"## {title}\n\n{stamp}{body}\n"
     text = path.read_text() if path.exists() else HEADER

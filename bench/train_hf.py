@@ -6,7 +6,8 @@
 The `BertForMaskedLM` lmforge's pretraining builds for the preset (training.models.model.build_for_objective,
 the model inside its SparseMLM wrapper, so config and initialisation are the same), the
 shards' train rows as plain token ids (their precomputed masks unused), masked on the fly by
-`DataCollatorForLanguageModeling(mlm_probability=0.15)`; the Trainer's defaults otherwise (its
+`DataCollatorForLanguageModeling(mlm_probability=0.15)`; on causal shards the `GPT2LMHeadModel` it builds, with
+the causal collator (`mlm=False`: labels are the inputs, -100 at padding); the Trainer's defaults otherwise (its
 fused torch AdamW, DDP over gloo under torchrun, find_unused_parameters off), with lmforge's learning rate, betas, epsilon,
 weight decay, clipping and linear warm-up. No evaluation, saving, logging or reporting. A
 callback stamps the end of every optimizer step; rank 0 writes the steady-state seconds (from
@@ -57,13 +58,16 @@ def trainer_run(shards_dir: str, tokenizer_dir: str, model_name: str, micro_batc
         AutoTokenizer,
         BertForMaskedLM,
         DataCollatorForLanguageModeling,
+        GPT2LMHeadModel,
         Trainer,
         TrainerCallback,
         TrainingArguments,
     )
     from transformers.utils import logging as hf_logging
 
+    from schemas.objectives import objective
     from training.models.model import build_for_objective, num_parameters, preset
+    from training.models.model_kinds import KINDS
     from training.pretraining.data import ShardSet
     from training.pretraining.step_profile import StepProfiler, enable_kernel_events
 
@@ -76,14 +80,16 @@ def trainer_run(shards_dir: str, tokenizer_dir: str, model_name: str, micro_batc
     # the unmasked rows, cut at their length: the collator pads each batch to its longest row
     rows = [{"input_ids": r[:n]} for r, n in zip(ids, lengths)]
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
-    collator = DataCollatorForLanguageModeling(tok, mlm_probability=0.15)
+    causal = KINDS[objective(shards.objective).model_kind].shift_labels  # GPT-2's kind
+    # a causal LM's labels are its inputs (-100 at padding; GPT-2 shifts them), an MLM's drawn afresh each batch
+    collator = DataCollatorForLanguageModeling(tok, mlm=not causal, mlm_probability=0.15)
     torch.manual_seed(seed)
     m = preset(model_name) if dropout < 0 else dataclasses.replace(preset(model_name), dropout=dropout)
     model = build_for_objective(shards.objective, m, shards.vocab_size, shards.pad_id, shards.eos_id,
                                 shards.seq_len).hf
-    if not isinstance(model, BertForMaskedLM):
+    if not isinstance(model, GPT2LMHeadModel if causal else BertForMaskedLM):
         raise SystemExit(f"train_hf: preset {model_name} on {shards.objective} shards builds a {type(model).__name__}; "
-                         "the peer is the HF Trainer on BertForMaskedLM")
+                         "the peer is the HF Trainer on BertForMaskedLM (MLM shards) or GPT2LMHeadModel (causal)")
     total = warmup + profile + steps
     world = int(os.environ.get("WORLD_SIZE", "1"))
     out_dir = out_dir or Path(".")

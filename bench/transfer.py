@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.options import bench_parser, parse_bench
+from bench.report import machine_line
 from bench.steps import Steps
 from bench.transfer_tasks import DEFAULT_TASKS, TASKS, flags
 from common.config import opt
@@ -243,6 +244,7 @@ def collect(cfg: TransferBenchConfig, data: dict[str, Path], models: dict[str, P
                                                  "global_batch", "seq_len")}
     return {
         "config": asdict(cfg), "measured_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": machine_line(),
         "corpus": {"counts": {k: corpus["counts"][k] for k in ("in", "kept", "duplicates", "quarantined")},
                    "kept_by_language": corpus["counts"].get("kept_by_language"), "words": words,
                    "sources": _sources(Path(cfg.cache)),
@@ -298,13 +300,14 @@ def parse(argv: list[str] | None) -> tuple[TransferBenchConfig, argparse.Namespa
 
 
 def write_report(res: dict[str, Any], out: Path, measured: str | None = None) -> None:
+    """The section and its plots; a run that recorded its machine (`machine`) is stamped with it, not with this one."""
     from bench.report import write_section
     from bench.transfer_compress import plot as plot_compression
     from bench.transfer_report import plot, render
 
     plot(res, out.parent / "benchmarks" / "transfer.png")
     plot_compression(res.get("compression") or {}, out.parent / "benchmarks" / "compression.png")
-    write_section(out, TITLE, render(res), res, measured=measured)
+    write_section(out, TITLE, render(res), res, measured=measured, where=res.get("machine"))
 
 
 def main(argv: list[str] | None = None) -> int:

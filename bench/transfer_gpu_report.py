@@ -181,9 +181,26 @@ def for_scale(res: dict[str, Any], cpu: Path = Path(__file__).resolve().parents[
             f"tasks, splits and primary metrics: {'; '.join(parts)}.", ""]
 
 
+def card_verdicts(res: dict[str, Any]) -> list[str]:
+    """Per task, the card's "did pretraining pay" sentence (training.evaluation.card_summary.verdict), scores as
+    fractions; a task that did not finish is named with why."""
+    from training.evaluation.card_summary import rows_of, verdict
+
+    out = []
+    for name, t in res.get("tasks", {}).items():
+        if "error" in t:
+            out.append(f"- {name}: did not finish ({t['error'][:160]})")
+            continue
+        per_row = {row: r["test"][t["primary"]]["per_seed"] for row, r in t["rows"].items() if t["primary"] in r["test"]}
+        rows = rows_of(per_row, t["primary"], int(t["counts"].get("test_examples") or 0))
+        note = " (the twin's rate search was incomplete; see the task)" if t.get("incomplete") else ""
+        out.append(f"- {name} (test {t['primary']}): {verdict(t['primary'], rows)[:-1]}{note}.")
+    return out
+
+
 def render(res: dict[str, Any]) -> str:
     m = res.get("machine") or {}
-    out = [sentence(res), "",
+    out = [sentence(res), "", "As the card says it, per task:", "", *card_verdicts(res), "",
            f"`lmforge bench transfer --gpu` (bench/transfer_gpu.py) on {m.get('device', res['device'])}, torch "
            f"{m.get('torch', '?')}: the corpus and tokenizer of `lmforge bench transfer` carried, sharded and "
            "pretrained on the device, every model fine-tuned on the same tasks beside the controls. "
@@ -207,4 +224,4 @@ def write(res: dict[str, Any], out: Path) -> None:
     m = res.get("machine") or {}
     where = (f"{m['device']}, {m.get('cpu_count')} CPU cores, torch {m.get('torch')}, Python {m.get('python')}"
              if m.get("device") not in (None, "cpu") else None)
-    write_section(out, TITLE, render(res), res, measured=res.get("measured_utc"), where=where)
+    write_section(out, TITLE, render(res) + "\n", res, measured=res.get("measured_utc"), where=where)

@@ -13,6 +13,8 @@ ROW_NAMES = {
     "majority": "majority class",
 }
 ORDER = tuple(ROW_NAMES)
+CARD_ROWS = {"lmforge": "pretrained", "lmforge_scratch": "scratch", "tfidf_lr": "tfidf_lr", "majority": "majority"}
+"""This bench's rows under the names the card's verdict reads (training.evaluation.card_summary.ROW_NAMES)."""
 GOAL_MARGIN = 3.0
 """lmforge-pretrained must beat its random-init twin by this many points of the task's metric."""
 
@@ -60,6 +62,20 @@ def goals(res: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
     return out
 
 
+def pretraining_verdicts(res: dict[str, Any]) -> list[str]:
+    """Per task, the card's "did pretraining pay" sentence (training.evaluation.card_summary.verdict): lmforge's
+    pretrained model against its random-init twin (paired by fine-tuning seed), TF-IDF + LR and the majority class."""
+    from training.evaluation.card_summary import rows_of, verdict
+
+    out = []
+    for name, t in res["tasks"].items():
+        per_row = {card: t["rows"][row]["test"][t["primary"]]["per_seed"] for row, card in CARD_ROWS.items()
+                   if row in t["rows"] and t["primary"] in t["rows"][row]["test"]}
+        rows = rows_of(per_row, t["primary"], int(t["counts"].get("test_examples") or 0))
+        out.append(f"{name} (test {t['primary']}): {verdict(t['primary'], rows)}")
+    return out
+
+
 def render(res: dict[str, Any]) -> str:
     cfg = res["config"]
     c = res["corpus"]
@@ -71,6 +87,10 @@ def render(res: dict[str, Any]) -> str:
         "on real held-out tasks beside the same architecture from a random start, TF-IDF + logistic regression and "
         "the majority class (`lmforge bench transfer`; every figure is the test split, mean ± sd over "
         f"{len(cfg['seeds'])} fine-tuning seeds; scores in points, x100).",
+        "",
+        "Did pretraining pay (lmforge's pretrained model, as the card says it; scores as fractions):",
+        "",
+        *[f"- {v}" for v in pretraining_verdicts(res)],
         "",
         "### Goals",
         "",

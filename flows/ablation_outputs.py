@@ -14,7 +14,7 @@ import html
 from pathlib import Path
 from typing import Any
 
-from flows.ablation_report import render, table
+from flows.ablation_report import pretraining_verdicts, render, table
 from flows.artifacts import artifact_key, image_data_uri, inline_images
 from schemas.manifest import atomic_write_bytes
 
@@ -78,11 +78,13 @@ def render_html(report: dict[str, Any], png: Path | None) -> str:
     cells = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
     items = "".join(f"<li>{html.escape(s)}</li>" for s in report["sentences"])
+    paid = "".join(f"<li>{html.escape(s)}</li>" for s in pretraining_verdicts(report))
     img = f'<img alt="reference loss and task scores per arm" src="{image_data_uri(png)}">' if png else ""
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>Corpus ablation {html.escape(report['name'])}"
             "</title><style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;font-size:13px}"
             "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}td:first-child{text-align:left}</style>"
             f"</head><body><h1>Corpus ablation {html.escape(report['name'])}</h1>"
+            f"<p>Did pretraining pay:</p><ul>{paid}</ul>"
             f"<p>Preset {html.escape(report['preset'])}, seeds {report['seeds']}; one tokenizer; every model scored on "
             f"the same reference texts ({html.escape(report['reference'])}) and fine-tuned on the same task splits. "
             "Intervals: 95%, Student's t over seeds; differences paired by seed.</p>"

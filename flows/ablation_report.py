@@ -21,6 +21,7 @@ from flows.ablation_stats import interval, paired, sentence
 from flows.presets import RUN_PRESETS
 from schemas.finetune import FinetuneMetrics
 from schemas.manifest import atomic_write_json, read_manifest
+from training.evaluation.card_summary import rows_of, verdict
 from training.finetuning.metrics import lower_is_better
 
 
@@ -112,6 +113,23 @@ def write_report(cfg, root: Path, results: dict[str, dict[str, Any]], plan: dict
     return report
 
 
+def pretraining_verdicts(report: dict[str, Any]) -> list[str]:
+    """Per task, the card's "did pretraining pay" sentence (training.evaluation.card_summary.verdict) for the baseline
+    arm: its pretrained model against the random-init twin, TF-IDF + LR and the majority class, paired by seed."""
+    base = report["arms"].get("baseline") or {}
+    out = []
+    for task, c in report.get("controls", {}).items():
+        t = (base.get("tasks") or {}).get(task)
+        if not t or "error" in base:
+            continue
+        per_row = {"pretrained": {str(k): v for k, v in t["by_seed"].items()},
+                   "scratch": {str(k): v for k, v in c.get("scratch_by_seed", {}).items()},
+                   **{row: {"null": c[row]} for row in ("tfidf_lr", "majority") if c.get(row) is not None}}
+        rows = rows_of(per_row, c["metric"], int(t.get("test_examples") or 0))
+        out.append(f"{task} (baseline arm, test {c['metric']}): {verdict(c['metric'], rows)}")
+    return out
+
+
 def ci(x: dict[str, Any] | None) -> str:
     if not x or x.get("mean") is None:
         return "-"
@@ -155,7 +173,8 @@ def _recipe(preset: str) -> str:
 def render(report: dict[str, Any], png: Path | None) -> str:
     header, rows = table(report)
     metrics = ", ".join(f"{t}: {c['metric']}" for t, c in report["controls"].items())
-    out = [f"# Corpus ablation `{report['name']}`", "",
+    out = [f"# Corpus ablation `{report['name']}`", "", "Did pretraining pay:", "",
+           *[f"- {v}" for v in pretraining_verdicts(report)], "",
            f"Recipe: {_recipe(report['preset'])}; seeds {report['seeds']}; one tokenizer ({report['tokenizer']}); every model "
            f"scored on the same reference texts ({report['reference']}), which every arm's corpus was decontaminated "
            "against, and fine-tuned on the same task splits (test scores" + (f"; {metrics}" if metrics else "") + "). "

@@ -22,15 +22,25 @@ def test_the_report_lists_every_seed_and_states_the_recipe():
     runs = {"lmforge": {"1": {"held_out_loss": 6.1, "seconds": 20.0}, "2": {"held_out_loss": 6.2, "seconds": 22.0}},
             "hf_trainer": {"1": {"held_out_loss": 6.0, "seconds": 25.0}, "2": {"held_out_loss": 6.3, "seconds": 27.0}}}
     summary = summarise({s: {k: v["held_out_loss"] for k, v in r.items()} for s, r in runs.items()})
-    text = render({"presets": {"tiny": {"runs": runs, "summary": summary}}, "machine": "a CPU, 2 cores",
-                   "settings": {"steps": 300, "micro_batch_size": 16, "lr": 1e-3, "code_id": "abc"}})
-    assert "| tiny | lmforge | 6.150 (6.100-6.200) | 1: 6.100, 2: 6.200 | 21 |" in text
-    assert "| tiny | hf_trainer | 6.150 (6.000-6.300) | 1: 6.000, 2: 6.300 | 26 |" in text
-    assert "300 optimizer steps of 16 rows" in text and "mask variant 0" in text and "**MET**" in text
+    causal = {"lmforge": {"1": {"held_out_loss": 7.0, "seconds": 30.0}}, "hf_trainer": {"1": {"held_out_loss": 6.9,
+                                                                                                 "seconds": 12.0}}}
+    text = render({"cases": {"mlm tiny": {"objective": "mlm", "preset": "tiny", "runs": runs, "summary": summary},
+                             "causal demo": {"objective": "causal", "preset": "demo", "runs": causal, "summary": summarise(
+                                 {s: {k: v["held_out_loss"] for k, v in r.items()} for s, r in causal.items()})}},
+                   "machine": "a CPU, 2 cores", "settings": {"steps": 300, "micro_batch_size": 16, "lr": 1e-3,
+                                                             "code_id": "abc"}})
+    assert "| mlm | tiny | lmforge | 6.150 (6.100-6.200) | 1: 6.100, 2: 6.200 | 21 |" in text
+    assert "| mlm | tiny | hf_trainer | 6.150 (6.000-6.300) | 1: 6.000, 2: 6.300 | 26 |" in text
+    assert "| causal | demo | hf_trainer | 6.900 (6.900-6.900) | 1: 6.900 | 12 |" in text
+    assert "300 optimizer steps of 16 rows" in text and "mask variant 0" in text and "causal collator" in text
+    assert "mlm tiny: lmforge 6.150" in text and "**MET**" in text
+    assert "causal demo: lmforge 7.000 (7.000-7.000) against the Trainer's 6.900" in text and "**NOT MET**" in text
 
 
 def test_bad_settings_fail_in_one_line():
     with pytest.raises(ValueError, match="unknown presets"):
         LearnBenchConfig(presets=["huge"])
+    with pytest.raises(ValueError, match="unknown objectives"):
+        LearnBenchConfig(objectives=["t5_span"])
     with pytest.raises(ValueError, match="--steps must be >= 2"):
         LearnBenchConfig(steps=1)

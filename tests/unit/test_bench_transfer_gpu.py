@@ -58,6 +58,9 @@ def test_report_renders_a_run_whose_time_to_quality_did_not_run():
            "time_to_quality": {"error": "not run: 5 s of the run's 6 minutes were left"}, "wall_seconds": 200}
     text = render(res)
     assert text.startswith("_A CPU smoke run") and "Did pretraining pay?" in text
+    # the card's sentence, per task, before the goals: one seed of 9 test items, intervals overlapping
+    assert ("- vader (test accuracy): From one seed, the fine-tuned model (0.400) and its random-init twin (0.430) are "
+            "within each other's test-set intervals: no verdict on pretraining") in text.split("### Goals")[0]
     assert "not run: 5 s of the run's 6 minutes were left" in text and "**vader** (3 labels; 30 train / 9 test" in text
 
 

@@ -27,6 +27,12 @@ def test_the_verdict_pairs_seeds_and_names_the_controls_ahead():
     assert verdict("accuracy", noisy).startswith("Pretraining made no difference these seeds can show")
     # a loss: lower is better, so the same numbers read the other way
     assert verdict("mse", lost).startswith("Pretraining paid")
+    # both models predicting the majority class at every seed: the same scores, said plainly, beside the majority
+    alike = [_row("pretrained", {"1": 0.317, "2": 0.317}), _row("scratch", {"1": 0.317, "2": 0.317}),
+             _row("majority", {"null": 0.317})]
+    assert verdict("macro_f1", alike) == ("Pretraining made no difference: the fine-tuned model and its random-init twin "
+                                          "scored the same at each of 2 seeds (0.317 on average); neither beats the "
+                                          "majority class (0.317).")
 
 
 def test_one_seed_reads_the_test_set_interval_and_a_missing_twin_says_so():
@@ -92,3 +98,19 @@ def test_what_each_language_lost_reads_commonest_first():
     lost = {"en": {"too_short": 2}, "fr": {"gopher_alpha_words": 14, "too_short": 8}, "none": {"empty_text": 1}}
     assert losses_text(lost) == "fr 22 (gopher_alpha_words 14), en 2 (too_short 2), none 1 (empty_text 1)"
     assert losses_text(lost, most=1) == "fr 22 (gopher_alpha_words 14) and 2 more"
+
+
+def test_the_ablation_report_says_the_cards_sentence_for_its_baseline_arm():
+    from flows.ablation_report import pretraining_verdicts
+
+    report = {"arms": {"baseline": {"tasks": {"vader": {"metric": "accuracy", "test_examples": 2302,
+                                                        "by_seed": {1: 0.50, 2: 0.52, 3: 0.47}}}}},
+              "controls": {"vader": {"metric": "accuracy", "scratch_by_seed": {1: 0.60, 2: 0.61, 3: 0.58},
+                                     "majority": 0.44, "tfidf_lr": 0.626},
+                           "reuters": {"metric": "macro_f1", "scratch_by_seed": {}}}}  # no baseline score: left out
+    said = pretraining_verdicts(report)
+    assert said == ["vader (baseline arm, test accuracy): Pretraining did not pay: the fine-tuned model trailed its "
+                    "random-init twin by -0.100 (95% interval -0.125 to -0.075, 3 paired seeds); TF-IDF + LR (0.626) "
+                    "is ahead of both."], said
+    report["arms"]["baseline"] = {"error": "stage pretrain failed"}
+    assert pretraining_verdicts(report) == []

@@ -89,11 +89,20 @@ def score_rows(entry: CardEntry) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(the fine-tune's record, one row per init and control: name, mean, interval, seeds, how the interval was made)."""
     m = FinetuneMetrics.read(Path(entry.path).parent / "metrics.json")
     metric, n_test = m.primary_metric, int(m.counts.get("test_examples") or 0)
-    rows = []
+    per_row = {}
     for key in [*ROW_NAMES, *sorted(set(m.rows) - set(ROW_NAMES))]:
-        if key not in m.rows or "test" not in m.rows[key].scores or metric not in m.rows[key].scores["test"]:
-            continue
-        per_seed = {s: v for s, v in m.rows[key].scores["test"][metric].per_seed.items() if v is not None}
+        if key in m.rows and "test" in m.rows[key].scores and metric in m.rows[key].scores["test"]:
+            per_row[key] = m.rows[key].scores["test"][metric].per_seed
+    return {"metric": metric, "test_examples": n_test, "counts": m.counts, "saved": m.saved}, rows_of(per_row, metric,
+                                                                                                       n_test)
+
+
+def rows_of(per_row: dict[str, dict[str, float | None]], metric: str, n_test: int) -> list[dict[str, Any]]:
+    """{row: {seed: test score}} (rows named as ROW_NAMES's keys; a control's seed may be "null") -> the rows
+    `verdict` and the card's table read: mean, 95% interval and how it was made, seeds, per seed."""
+    rows = []
+    for key, scores in per_row.items():
+        per_seed = {s: v for s, v in scores.items() if v is not None}
         if not per_seed:
             continue
         iv = interval(list(per_seed.values()))
@@ -106,7 +115,7 @@ def score_rows(entry: CardEntry) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         rows.append({"row": key, "name": ROW_NAMES.get(key, key), "mean": iv["mean"], "low": low, "high": high,
                      "seeds": len(per_seed) if key in ("pretrained", "scratch") or "null" not in per_seed else 0,
                      "per_seed": per_seed, "interval": how})
-    return {"metric": metric, "test_examples": n_test, "counts": m.counts, "saved": m.saved}, rows
+    return rows
 
 
 def verdict(metric: str, rows: list[dict[str, Any]]) -> str:
@@ -126,7 +135,10 @@ def verdict(metric: str, rows: list[dict[str, Any]]) -> str:
         span = f"{d['mean']:+.3f} (95% interval {d['ci_low']:+.3f} to {d['ci_high']:+.3f}, {len(shared)} paired seeds)"
         better = d["ci_low"] > 0 if not lower else d["ci_high"] < 0
         worse = d["ci_high"] < 0 if not lower else d["ci_low"] > 0
-        head = (f"Pretraining paid: the fine-tuned model beat its random-init twin by {span}" if better else
+        same = all(ft["per_seed"][s] == tw["per_seed"][s] for s in shared)
+        head = (f"Pretraining made no difference: the fine-tuned model and its random-init twin scored the same at each "
+                f"of {len(shared)} seeds ({ft['mean']:.3f} on average)" if same else
+                f"Pretraining paid: the fine-tuned model beat its random-init twin by {span}" if better else
                 f"Pretraining did not pay: the fine-tuned model trailed its random-init twin by {span}" if worse else
                 f"Pretraining made no difference these seeds can show against its random-init twin: {span}")
     elif ft["low"] is not None and tw["low"] is not None:
