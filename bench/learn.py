@@ -172,8 +172,9 @@ def render(report: dict[str, Any]) -> str:
              "causal: GPT2LMHeadModel of the preset's shape, scored on the held-out rows' next-token cross-entropy; the "
              "Trainer with the causal collator (mlm=False). "
              f"Code {st['code_id']}; {report['machine']}.", "",
-             "| objective | preset | system | held-out loss (nats), mean (lowest-highest) | per seed | s per run |",
-             "|---|---|---|---:|---|---:|"]
+             "| objective | preset | system | held-out loss (nats), mean (lowest-highest) | under the unigram control | "
+             "per seed | s per run |", "|---|---|---|---:|---:|---|---:|"]
+    unigram = report.get("unigram_control") or {}
     for c in report["cases"].values():
         for system in SYSTEMS:
             if system not in c["summary"]:
@@ -181,8 +182,15 @@ def render(report: dict[str, Any]) -> str:
             s, runs = c["summary"][system], c["runs"][system]
             per = ", ".join(f"{k}: {v['held_out_loss']:.3f}" for k, v in sorted(runs.items()))
             secs = mean(v["seconds"] for v in runs.values())
+            control = (unigram.get(c["objective"]) or {}).get("value")
+            under = f"{control - s['mean']:.3f}" if control is not None else "-"
             lines.append(f"| {c['objective']} | {c['preset']} | {system} | {s['mean']:.3f} ({s['low']:.3f}-{s['high']:.3f}) "
-                         f"| {per} | {secs:.0f} |")
+                         f"| {under} | {per} | {secs:.0f} |")
+    lines.append("")
+    for objective, u in unigram.items():
+        lines.append(f"The unigram control ({objective}): the train split's token frequencies alone score {u['value']:.3f} "
+                     f"nats on the same {u['tokens']:,} held-out tokens. A model at that loss has learnt which tokens are "
+                     "common and nothing of their context (training/evaluation/lm_controls.py).")
     lines.append("")
     lines += [verdict_line(case, c["summary"]) for case, c in report["cases"].items() if "difference" in c["summary"]]
     return "\n".join(lines) + "\n"
@@ -204,7 +212,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = bench_parser("lmforge bench learn", __doc__, LearnBenchConfig)
     ap.add_argument("--no-report", action="store_true", help="do not write docs/BENCHMARKS.md")
     ap.add_argument("--out", default=str(ROOT / "docs" / "BENCHMARKS.md"), help="the benchmarks file (default: %(default)s)")
+    ap.add_argument("--render-only", action="store_true", help="run nothing: write the section again from "
+                    "<work>/report.json (the last finished run), adding the unigram controls if it has none")
     cfg, a = parse_bench(ap, LearnBenchConfig, argv)
+    if a.render_only:
+        return render_only(cfg, Path(a.out))
     os.environ.setdefault("DS_ACCELERATOR", "cpu")
     t0 = time.time()
     steps = Steps("learn", Path(cfg.work, "logs"))
@@ -231,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
             summary = summarise({s: {k: v["held_out_loss"] for k, v in r.items()} for s, r in runs.items()})
             cases[f"{objective} {preset}"] = {"objective": objective, "preset": preset, "runs": runs, "summary": summary}
     report = {"cases": cases, "settings": {**asdict(cfg), "code_id": code},
+              "unigram_control": unigram_controls(data, cfg.objectives),
               "machine": f"{cpu_model()}, {os.cpu_count()} cores", "wall_seconds": time.time() - t0,
               "measured_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     Path(cfg.work, "report.json").write_text(json.dumps(report, indent=1) + "\n")
@@ -240,6 +253,34 @@ def main(argv: list[str] | None = None) -> int:
         from bench.report import write_section
 
         write_section(Path(a.out), TITLE, text, report, measured=report["measured_utc"])
+    return 0
+
+
+def unigram_controls(data: dict[str, Path], objectives: list[str]) -> dict[str, dict[str, Any]]:
+    """Per objective, what the train split's token frequencies alone score on the held-out tokens the models are
+    scored on (training.evaluation.lm_controls)."""
+    from training.evaluation.lm_controls import unigram_loss
+    from training.models.model_kinds import KINDS
+
+    return {o: unigram_loss(data[OBJECTIVES[o][0]], KINDS[OBJECTIVES[o][1]].shift_labels) for o in objectives}
+
+
+def render_only(cfg: LearnBenchConfig, out: Path) -> int:
+    from bench.report import write_section
+
+    path = Path(cfg.work, "report.json")
+    if not path.exists():
+        raise SystemExit(f"lmforge bench learn: no finished run under {cfg.work} ({path} is missing); run it first")
+    report = json.loads(path.read_text())
+    if "unigram_control" not in report:
+        data = Path(report["settings"].get("data") or Path(cfg.work, "data"))
+        objectives = sorted({c["objective"] for c in report["cases"].values()})
+        report["unigram_control"] = unigram_controls({OBJECTIVES[o][0]: data / OBJECTIVES[o][0] for o in objectives},
+                                                     objectives)
+        path.write_text(json.dumps(report, indent=1) + "\n")
+    text = render(report)
+    print(text)
+    write_section(out, TITLE, text, report, measured=report["measured_utc"])
     return 0
 
 

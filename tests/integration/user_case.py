@@ -82,6 +82,9 @@ def check_user_run(run: Path, facts: dict) -> None:
     head = text.split("| model | kind |")[0]
     assert head.startswith("# lmforge evaluation card") and "**Corpus:**" in head and "**Task:** tweets.csv" in head
     assert "**Verdict:** " in head and "![quality_cost](quality_cost.png)" in head
+    assert "**Tokenizer fit:** " in head and "unknown tokens on the test text" in head  # how the vocabulary fits it
+    # the pretrained model's loss beside what token frequencies alone score on the same held-out tokens
+    assert "**Pretrained model** (" in head and "for token frequencies alone (the unigram control)" in head
     summary = json.loads((run / "card" / "report.json").read_text())["summary"]
     means = {r["row"]: r["mean"] for r in summary["scores"]}
     assert means == {k: report["finetune"]["test"][k] for k in means} and set(means) >= {"pretrained", "scratch"}

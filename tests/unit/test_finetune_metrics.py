@@ -84,3 +84,26 @@ def test_score_mean_and_sample_sd():
     s = Score.of({"1": 0.8, "2": 0.9, "3": 1.0})
     assert s.mean == pytest.approx(0.9) and s.sd == pytest.approx(0.1)
     assert Score.of({"null": 0.5}).sd == 0.0 and Score.of({"1": None}).mean is None
+
+
+def test_the_tokenizers_fit_is_counted_per_split_and_a_poor_fit_warns(tmp_path):
+    from transformers import AutoTokenizer
+
+    from tests.fixtures import tiny_bert_dir
+    from training.finetuning.dataset import Example, TaskData
+    from training.finetuning.encode import encode, fit_line
+
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir(tmp_path))
+    ex = Example("a", "x:1", tokens=("Unbelievably", "good", "."), tags=("B-X", "O", "O"))
+    counts = encode(TaskData("tokens", [ex], [ex], [ex], ["B-X", "O"]), "test", tok, max_length=64).counts
+    plain = tok(["Unbelievably", "good", "."], is_split_into_words=True, add_special_tokens=False)["input_ids"]
+    assert counts["test_words"] == 3 and counts["test_tokens"] == len(plain) > 3  # no [CLS] or [SEP] counted
+    text = Example("b", "x:2", text="good ☃☃☃ news", label="pos")
+    counts = encode(TaskData("classification", [text], [text], [text], ["pos"]), "test", tok, max_length=64).counts
+    assert counts["test_words"] == 3 and counts["test_unknown_tokens"] >= 1  # the snowmen are not in its vocabulary
+    line, warning = fit_line(counts)
+    assert line.endswith("unknown tokens on the test text") and "tokens per word" in line
+    assert warning.startswith("the tokenizer fits the test text poorly") and "of its tokens are unknown" in warning
+    assert fit_line({"test_tokens": 130, "test_words": 100, "test_unknown_tokens": 0}) == (
+        "1.30 tokens per word, 0.0% unknown tokens on the test text", None)
+    assert fit_line({"test_examples": 5}) == ("", None)  # a fine-tune from before the counts: nothing said

@@ -15,6 +15,7 @@ batch 1, encoder only and with the head, on real held-out rows (the shards' vali
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import math
 import os
@@ -77,7 +78,18 @@ def lm_quality(model_dir: str, kind: str, shards: str | None, batch_size: int = 
            "tokens": int(x.size), "rows": int(min(table.num_rows, n_batches * batch_size))}
     if KINDS[kind].perplexity:
         out["perplexity"] = round(math.exp(min(mean, 50)), 2)
+    if not KINDS[kind].encoder_decoder:  # T5's targets are spans and sentinels: no frequency control
+        out["unigram_control"] = unigram_control(shards, KINDS[kind].shift_labels)["value"]
     return out
+
+
+@functools.lru_cache(maxsize=8)
+def unigram_control(shards: str, shift: bool) -> dict[str, Any]:
+    """training.evaluation.lm_controls.unigram_loss, once per shards folder and objective (every model on a card
+    is scored on the same held-out tokens)."""
+    from training.evaluation.lm_controls import unigram_loss
+
+    return unigram_loss(shards, shift)
 
 
 def resource_inputs(model_dir: str, shards: str | None, texts: str | None, max_length: int, rows: int = 2000):

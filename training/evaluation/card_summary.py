@@ -19,6 +19,8 @@ from typing import Any
 from common.stats import interval, proportion_interval
 from schemas.card import CardEntry
 from schemas.finetune import FinetuneMetrics
+from training.evaluation.lm_controls import context_line
+from training.finetuning.encode import fit_line
 from training.finetuning.metrics import PROPORTIONS, lower_is_better
 
 ROW_NAMES = {"pretrained": "fine-tuned (pretrained here)", "scratch": "random-init twin (same architecture)",
@@ -83,6 +85,13 @@ def fine_tuned(entries: list[CardEntry]) -> CardEntry | None:
             if not config.get("teacher"):
                 return e
     return None
+
+
+def pretrained_lm(entries: list[CardEntry]) -> CardEntry | None:
+    """The card's pretrained language model scored against the unigram control: the pretrained model (the teacher
+    when a student was distilled from it; card_roles), else the first model with a language-model loss and its control."""
+    scored = [e for e in entries if e.quality.get("applies") and e.quality.get("unigram_control") is not None]
+    return next((e for e in scored if e.name in ("teacher", "pretrained")), scored[0] if scored else None)
 
 
 def score_rows(entry: CardEntry) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -192,6 +201,15 @@ def summary(entries: list[CardEntry], cfg: Any) -> tuple[list[str], dict[str, An
             lines.append(f"**Dropped, per language** (the corpus report has every reason): "
                          f"{losses_text(c['dropped_by_language'])}.")
         lines += [f"**Corpus warning:** {w}." for w in c["warnings"]]
+    lm = pretrained_lm(entries)
+    if lm:
+        line, warning = context_line(lm.quality["value"], lm.quality["unigram_control"],
+                                     lm.quality["figure"].replace(" (nats)", ""))
+        facts["language_model"] = {"model": lm.label, "loss": lm.quality["value"],
+                                   "unigram_control": lm.quality["unigram_control"], "warning": warning}
+        lines.append(f"**Pretrained model** ({lm.label}): {line}.")
+        if warning:
+            lines.append(f"**Pretraining warning:** {warning}.")
     t = facts["task"]
     ft = fine_tuned(entries)
     if t and ft:
@@ -203,6 +221,12 @@ def summary(entries: list[CardEntry], cfg: Any) -> tuple[list[str], dict[str, An
         lines.append(f"**Task:** {t['file']} ({t['task']}" + (f", label `{t['label_column']}`" if t.get("label_column") else "")
                      + f"): {sizes} examples.")
         lines += [f"**Task warning:** {w}." for w in t["warnings"]]
+        fit, fit_warning = fit_line(n)
+        if fit:
+            facts["tokenizer_fit"] = fit
+            lines.append(f"**Tokenizer fit:** {fit}.")
+        if fit_warning:
+            lines.append(f"**Task warning:** {fit_warning}.")
         facts["verdict"] = verdict(record["metric"], rows)
         saved = record["saved"] or {}
         lines += ["", f"| test {record['metric']} | mean | 95% interval | seeds | interval from |", "|---|---:|---|---:|---|"]

@@ -59,15 +59,50 @@ def encode(data, split: str, tok, max_length: int) -> Encoded:
         word_ids = [enc.word_ids(i) for i in range(len(examples))]
         labels = [align_tags(w, [ids[t] for t in e.tags]) for w, e in zip(word_ids, examples)]
         lost = sum(len(e.tokens) - len(first_subwords(w)) for w, e in zip(word_ids, examples))
+        plain = tok([list(e.tokens) for e in examples], is_split_into_words=True, add_special_tokens=False,
+                    verbose=False)["input_ids"]
         return Encoded(enc["input_ids"], labels, enc.get("token_type_ids"), word_ids,
-                       {f"{split}_words_without_prediction": lost})
+                       {f"{split}_words_without_prediction": lost,
+                        **fit_counts(split, plain, sum(len(e.tokens) for e in examples), tok.unk_token_id)})
     texts = [e.text for e in examples]
     pairs = [e.text_pair for e in examples] if examples and examples[0].text_pair is not None else None
     enc = tok(texts, pairs, truncation=True, max_length=max_length, verbose=False)
     full = tok(texts, pairs, truncation=False, verbose=False)["input_ids"]
     truncated = sum(len(x) > max_length for x in full)
     labels = [data.label2id[e.label] for e in examples] if data.task == "classification" else [e.label for e in examples]
-    return Encoded(enc["input_ids"], labels, enc.get("token_type_ids"), counts={f"{split}_truncated": truncated})
+    specials = tok.num_special_tokens_to_add(pair=pairs is not None)
+    words = sum(len(e.text.split()) + len((e.text_pair or "").split()) for e in examples)
+    return Encoded(enc["input_ids"], labels, enc.get("token_type_ids"),
+                   counts={f"{split}_truncated": truncated, **fit_counts(split, full, words, tok.unk_token_id, specials)})
+
+
+def fit_counts(split: str, ids: Sequence[Sequence[int]], words: int, unk_id: int | None, specials: int = 0) -> dict[str, int]:
+    """How the tokenizer fits the split's text: its tokens (special tokens left out), whitespace words, and unknown
+    tokens (the tokenizer's unk id; none when it has no unknown token, a byte-level BPE's case)."""
+    return {f"{split}_tokens": sum(len(x) - specials for x in ids), f"{split}_words": words,
+            f"{split}_unknown_tokens": 0 if unk_id is None else sum(x.count(unk_id) for x in ids)}
+
+
+def fit_line(counts: dict[str, Any], split: str = "test") -> tuple[str, str | None]:
+    """('1.42 tokens per word, 0.3% unknown tokens on the test text', a warning or None) from fit_counts' counts;
+    ('', None) when they are missing (a fine-tune from before they were counted). The warning: more than 1% unknown
+    tokens, or more than 3 tokens per whitespace word (text the tokenizer was not trained on: another script, or
+    tweets' spellings), each of which makes a pretrained start worth less."""
+    tokens, words = counts.get(f"{split}_tokens"), counts.get(f"{split}_words")
+    if not tokens or not words:
+        return "", None
+    unk = counts.get(f"{split}_unknown_tokens", 0) / tokens
+    fertility = tokens / words
+    line = f"{fertility:.2f} tokens per word, {unk:.1%} unknown tokens on the {split} text"
+    bad = [x for x, on in ((f"{unk:.1%} of its tokens are unknown", unk > UNKNOWN_WARN),
+                           (f"{fertility:.1f} tokens per word", fertility > FERTILITY_WARN)) if on]
+    return line, (f"the tokenizer fits the {split} text poorly: {' and '.join(bad)} (the pretrained model learnt other "
+                  "text; a tokenizer trained with the task's kind of text, or a larger vocabulary, fits better)"
+                  if bad else None)
+
+
+UNKNOWN_WARN = 0.01
+FERTILITY_WARN = 3.0
 
 
 def collate(enc: Encoded, rows: Sequence[int], pad_id: int, task: str) -> dict[str, Any]:

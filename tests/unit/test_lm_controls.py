@@ -1,0 +1,39 @@
+"""The unigram control of a language model's held-out loss (training.evaluation.lm_controls), by hand on real shards."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from tests.fixtures import make_objective_shards
+from training.evaluation.lm_controls import LITTLE_CONTEXT, context_line, unigram_loss
+
+
+@pytest.mark.parametrize("objective,shift", [("span", False), ("causal", True)])  # span: a masked LM's labels
+def test_the_control_is_the_train_frequencies_cross_entropy_on_the_scored_tokens(tmp_path, objective, shift):
+    from training.pretraining.batches import build_batch
+    from training.pretraining.shard_set import ShardSet
+
+    shards = make_objective_shards(tmp_path, objective)
+    s = ShardSet.open(shards)
+    counts = {}  # the slow way: every real train position, one by one
+    for ids, n in zip(s.read("train").column("input_ids").to_pylist(), s.read("train").column("length").to_pylist()):
+        for t in ids[:n]:
+            counts[t] = counts.get(t, 0) + 1
+    total = sum(counts.values()) + s.vocab_size  # add-one over the vocabulary
+    valid = s.read("valid")
+    labels = build_batch(valid, np.arange(valid.num_rows), 0)["labels"].numpy()
+    labels = labels[:, 1:] if shift else labels
+    scored = [int(y) for y in labels.ravel() if y != -100]
+    expected = -sum(math.log((counts.get(y, 0) + 1) / total) for y in scored) / len(scored)
+    got = unigram_loss(shards, shift)
+    assert got["tokens"] == len(scored) > 0 and got["value"] == pytest.approx(expected, abs=1e-4)
+
+
+def test_a_model_barely_under_the_control_is_warned_about():
+    line, warning = context_line(6.87, 7.09)
+    assert line == ("held-out masked-token loss 6.870 nats against 7.090 for token frequencies alone (the unigram "
+                    "control): 0.22 nats learnt from context")
+    assert warning.startswith("the pretrained model is only 0.22 nats under token frequencies alone")
+    assert context_line(7.09 - LITTLE_CONTEXT - 1.0, 7.09)[1] is None  # well under it: nothing to warn about

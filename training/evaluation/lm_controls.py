@@ -1,0 +1,71 @@
+"""The control of a language model's held-out loss: what token frequencies alone score on the same tokens.
+
+A held-out cross-entropy of 6.9 nats says nothing by itself. The unigram control is the cross-entropy of the train
+split's token frequencies (add-one smoothed over the vocabulary) on exactly the tokens `card.lm_quality` scores: the
+valid split's masked tokens of mask variant 0 for a masked LM, every next token for a causal LM. A model at the
+unigram loss has learnt which tokens are common and nothing about their context. Its top layers then map every input
+to nearly the same output, which a fine-tune can use less than random weights: at lmforge's early CPU budgets (300
+steps) the pretrained model sat 0.06-0.2 nats under this control and lost to its random-init twin (docs/BENCHMARKS.md,
+"learning per token"). `context_nats` is how far under the control a model is; `LITTLE_CONTEXT` is where a card says
+the model learnt little beyond frequencies.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+LITTLE_CONTEXT = 0.5
+"""Nats under the unigram control below which a pretrained model is said to have learnt little context (BERT-style
+models that fine-tune well sit several nats under it; a model 0.5 nats under predicts its tokens only 1.6x better)."""
+
+
+def train_frequencies(shards) -> Any:
+    """Token counts over the train split's real positions (padding left out), add-one smoothed: int64[vocab]."""
+    import numpy as np
+
+    counts = np.ones(shards.vocab_size, np.int64)
+    for rb in shards.read("train").to_batches():
+        if rb.num_rows == 0:
+            continue
+        ids = rb.column("input_ids")
+        off = ids.offsets.to_numpy()
+        flat = ids.values.to_numpy()[off[0]:off[-1]].reshape(rb.num_rows, -1)
+        real = np.arange(flat.shape[1])[None, :] < rb.column("length").to_numpy()[:, None]
+        counts += np.bincount(flat[real], minlength=shards.vocab_size)[:shards.vocab_size]
+    return counts
+
+
+def unigram_loss(shards_dir: str | Path, shift: bool, batch_rows: int = 1024) -> dict[str, Any]:
+    """The unigram control on the shards' valid split: {value (nats), tokens}. `shift`: score next tokens (a causal
+    LM's labels, shifted as the model shifts them); else the labelled positions as they are (masked tokens)."""
+    import numpy as np
+
+    from training.pretraining.batches import build_batch
+    from training.pretraining.shard_set import ShardSet
+
+    shards = ShardSet.open(shards_dir)
+    counts = train_frequencies(shards)
+    log_p = np.log(counts / counts.sum())
+    valid = shards.read("valid")
+    total, n = 0.0, 0
+    for start in range(0, valid.num_rows, batch_rows):
+        labels = build_batch(valid, np.arange(start, min(start + batch_rows, valid.num_rows)), 0)["labels"].numpy()
+        if shift:
+            labels = labels[:, 1:]
+        y = labels[labels != -100]
+        total += float(-log_p[y].sum())
+        n += int(y.size)
+    return {"value": round(total / n, 4) if n else None, "tokens": n}
+
+
+def context_line(loss: float, control: float, figure: str = "held-out masked-token loss") -> tuple[str, str | None]:
+    """('held-out ... 6.87 nats against 7.09 for token frequencies alone (0.22 nats of context)', a warning or None)."""
+    gained = control - loss
+    line = (f"{figure} {loss:.3f} nats against {control:.3f} for token frequencies alone (the unigram control): "
+            f"{gained:.2f} nats learnt from context")
+    warning = None
+    if gained < LITTLE_CONTEXT:
+        warning = (f"the pretrained model is only {gained:.2f} nats under token frequencies alone: it has learnt little "
+                   "beyond which tokens are common, so a fine-tune from it can do worse than from random weights; "
+                   "pretrain longer (more steps or time) before reading its task scores as pretraining's worth")
+    return line, warning
