@@ -163,7 +163,7 @@ def verdict_line(case: str, s: dict[str, Any]) -> str:
 
 def render(report: dict[str, Any]) -> str:
     st = report["settings"]
-    lines = [f"Each run: {st['steps']} optimizer steps of {st['micro_batch_size']} rows of 128 tokens (the same rows, one "
+    lines = [f"Each run: the case's optimizer steps of {st['micro_batch_size']} rows of 128 tokens (the same rows, one "
              "process, this machine's CPU), peak rate "
              f"{st['lr']:g}, AdamW (0.9, 0.98), epsilon 1e-6, weight decay 0.01, clipping 1.0, 6% linear warm-up then linear "
              "decay. mlm: scored on the shards' held-out rows' masked tokens (mask variant 0, the same tokens for every "
@@ -171,9 +171,10 @@ def render(report: dict[str, Any]) -> str:
              "on BertForMaskedLM of the same config, masks drawn afresh each batch by DataCollatorForLanguageModeling. "
              "causal: GPT2LMHeadModel of the preset's shape, scored on the held-out rows' next-token cross-entropy; the "
              "Trainer with the causal collator (mlm=False). "
-             f"Code {st['code_id']}; {report['machine']}.", "",
-             "| objective | preset | system | held-out loss (nats), mean (lowest-highest) | under the unigram control | "
-             "per seed | s per run |", "|---|---|---|---:|---:|---|---:|"]
+             f"Code {', '.join(sorted({c.get('code_id', st['code_id']) for c in report['cases'].values()}))} "
+             f"(bench.train's code_id: training/ and the peers); {report['machine']}.", "",
+             "| objective | preset | steps | system | held-out loss (nats), mean (lowest-highest) | under the unigram "
+             "control | per seed | s per run |", "|---|---|---:|---|---:|---:|---|---:|"]
     unigram = report.get("unigram_control") or {}
     for c in report["cases"].values():
         for system in SYSTEMS:
@@ -184,8 +185,8 @@ def render(report: dict[str, Any]) -> str:
             secs = mean(v["seconds"] for v in runs.values())
             control = (unigram.get(c["objective"]) or {}).get("value")
             under = f"{control - s['mean']:.3f}" if control is not None else "-"
-            lines.append(f"| {c['objective']} | {c['preset']} | {system} | {s['mean']:.3f} ({s['low']:.3f}-{s['high']:.3f}) "
-                         f"| {under} | {per} | {secs:.0f} |")
+            lines.append(f"| {c['objective']} | {c['preset']} | {c.get('steps', st['steps'])} | {system} | {s['mean']:.3f} "
+                         f"({s['low']:.3f}-{s['high']:.3f}) | {under} | {per} | {secs:.0f} |")
     lines.append("")
     for objective, u in unigram.items():
         lines.append(f"The unigram control ({objective}): the train split's token frequencies alone score {u['value']:.3f} "
@@ -241,12 +242,18 @@ def main(argv: list[str] | None = None) -> int:
                         results_path.write_text(json.dumps(results, indent=1) + "\n")
                     runs[system][str(seed)] = results[key]
             summary = summarise({s: {k: v["held_out_loss"] for k, v in r.items()} for s, r in runs.items()})
-            cases[f"{objective} {preset}"] = {"objective": objective, "preset": preset, "runs": runs, "summary": summary}
+            cases[f"{objective} {preset}, {cfg.steps} steps"] = {
+                "objective": objective, "preset": preset, "steps": cfg.steps, "code_id": code, "runs": runs,
+                "summary": summary, "measured_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    report_path = Path(cfg.work, "report.json")
+    earlier = json.loads(report_path.read_text()).get("cases", {}) if report_path.exists() else {}
+    # a case of another budget (steps) from an earlier invocation stays in the report, with its own code and time
+    cases = {**{k: v for k, v in earlier.items() if "steps" in v and k not in cases}, **cases}
     report = {"cases": cases, "settings": {**asdict(cfg), "code_id": code},
               "unigram_control": unigram_controls(data, cfg.objectives),
               "machine": f"{cpu_model()}, {os.cpu_count()} cores", "wall_seconds": time.time() - t0,
               "measured_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
-    Path(cfg.work, "report.json").write_text(json.dumps(report, indent=1) + "\n")
+    report_path.write_text(json.dumps(report, indent=1) + "\n")
     text = render(report)
     print(text)
     if not a.no_report:

@@ -24,17 +24,20 @@ def test_the_report_lists_every_seed_and_states_the_recipe():
     summary = summarise({s: {k: v["held_out_loss"] for k, v in r.items()} for s, r in runs.items()})
     causal = {"lmforge": {"1": {"held_out_loss": 7.0, "seconds": 30.0}}, "hf_trainer": {"1": {"held_out_loss": 6.9,
                                                                                                  "seconds": 12.0}}}
-    text = render({"cases": {"mlm tiny": {"objective": "mlm", "preset": "tiny", "runs": runs, "summary": summary},
+    text = render({"cases": {"mlm tiny": {"objective": "mlm", "preset": "tiny", "runs": runs, "summary": summary,
+                                          "steps": 1500, "code_id": "def"},
                              "causal demo": {"objective": "causal", "preset": "demo", "runs": causal, "summary": summarise(
                                  {s: {k: v["held_out_loss"] for k, v in r.items()} for s, r in causal.items()})}},
                    "machine": "a CPU, 2 cores", "settings": {"steps": 300, "micro_batch_size": 16, "lr": 1e-3,
                                                              "code_id": "abc"},
                    "unigram_control": {"mlm": {"value": 7.0, "tokens": 2862}}})
-    assert "| mlm | tiny | lmforge | 6.150 (6.100-6.200) | 0.850 | 1: 6.100, 2: 6.200 | 21 |" in text
-    assert "| mlm | tiny | hf_trainer | 6.150 (6.000-6.300) | 0.850 | 1: 6.000, 2: 6.300 | 26 |" in text
-    assert "| causal | demo | hf_trainer | 6.900 (6.900-6.900) | - | 1: 6.900 | 12 |" in text  # no control measured
+    assert "| mlm | tiny | 1500 | lmforge | 6.150 (6.100-6.200) | 0.850 | 1: 6.100, 2: 6.200 | 21 |" in text
+    assert "| mlm | tiny | 1500 | hf_trainer | 6.150 (6.000-6.300) | 0.850 | 1: 6.000, 2: 6.300 | 26 |" in text
+    # a case from before cases had their own steps reads the settings'; no control measured for causal
+    assert "| causal | demo | 300 | hf_trainer | 6.900 (6.900-6.900) | - | 1: 6.900 | 12 |" in text
+    assert "Code abc, def (bench.train's code_id" in text
     assert "token frequencies alone score 7.000 nats on the same 2,862 held-out tokens" in text
-    assert "300 optimizer steps of 16 rows" in text and "mask variant 0" in text and "causal collator" in text
+    assert "optimizer steps of 16 rows" in text and "mask variant 0" in text and "causal collator" in text
     assert "mlm tiny: lmforge 6.150" in text and "**MET**" in text
     assert "causal demo: lmforge 7.000 (7.000-7.000) against the Trainer's 6.900" in text and "**NOT MET**" in text
 
