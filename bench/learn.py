@@ -22,8 +22,12 @@ both, on this machine's CPU, one process each:
 4. per objective and preset: each system's mean over seeds with its range, lmforge's minus the Trainer's, and the
    verdict the issue asks for: lmforge's mean within the Trainer's range over seeds, or below it.
 
-Each finished run is kept in <work>/results.json under its settings and the training code's digest (bench.train's
-code_id); `--resume` (the default) skips those.
+5. with `--transfer`, each lmforge MLM model fine-tuned on VADER beside its random-init twin (bench/learn_transfer.py):
+   whether that budget's pretraining pays, next to how far its loss is under the unigram control.
+
+Each finished run is kept in <work>/results.json under its settings and the digest of the code it depends on
+(`learn_code_id`); a later invocation skips those, and the report keeps the cases of every budget run so far
+(<work>/report.json; `--render-only` writes the section from it).
 """
 from __future__ import annotations
 
@@ -37,6 +41,7 @@ from pathlib import Path
 from statistics import mean
 from typing import Any
 
+from bench import learn_transfer
 from bench.options import bench_parser, parse_bench
 from bench.steps import ROOT, Steps, run_command
 from common.config import opt
@@ -44,9 +49,10 @@ from flows.stages import StageFailed
 
 TITLE = "Learning per token: lmforge against the HF Trainer"
 SYSTEMS = ("lmforge", "hf_trainer")
-OBJECTIVES = {"mlm": ("shards", "masked_lm", "held-out masked-token loss"),
-              "causal": ("shards-causal", "causal_lm", "held-out next-token loss")}
-"""objective: (its shards under the data directory, the model kind scored, what the loss is)."""
+OBJECTIVES = {"mlm": ("shards", "masked_lm", "held-out masked-token loss", True),
+              "causal": ("shards-causal", "causal_lm", "held-out next-token loss", False)}
+"""objective: (its shards under the data directory, the model kind scored, what the loss is, whether `--transfer`
+fine-tunes its models: the fine-tune stage's classifiers are BERT-style encoders)."""
 
 
 @dataclass
@@ -59,6 +65,9 @@ class LearnBenchConfig:
     steps: int = opt(300, "optimizer steps for each run (equal tokens: steps x rows x 128)")
     micro_batch_size: int = opt(16, "rows per step, both systems (one process each)")
     lr: float = opt(1e-3, "peak learning rate, both systems (lmforge's default)")
+    transfer: bool = opt(False, "also fine-tune each lmforge MLM model on VADER beside its random-init twin, paired by "
+                                "seed, with the majority and TF-IDF controls (bench/learn_transfer.py; ~1 minute a "
+                                "model for the demo preset)")
 
     def __post_init__(self) -> None:
         from bench.train import PRESETS
@@ -90,7 +99,7 @@ def run_lmforge(cfg: LearnBenchConfig, data: dict[str, Path], preset: str, seed:
     from training.launch.torchrun import launch_pretrain
     from training.pretraining.pretrain import PretrainConfig
 
-    name, shards = run_name(objective, preset, seed), data[OBJECTIVES[objective][0]]
+    name, shards = run_name(objective, preset, seed, cfg.steps), data[OBJECTIVES[objective][0]]
     out = Path(cfg.work, "lmforge", name)
     shutil.rmtree(out, ignore_errors=True)
     pc = PretrainConfig(shards=str(shards), tokenizer=str(data["tokenizer"]), output=str(out),
@@ -114,7 +123,7 @@ def run_lmforge(cfg: LearnBenchConfig, data: dict[str, Path], preset: str, seed:
 def run_hf(cfg: LearnBenchConfig, data: dict[str, Path], preset: str, seed: int, objective: str) -> dict[str, Any]:
     from bench.train import DROPOUT, PRESETS
 
-    name, shards = run_name(objective, preset, seed), data[OBJECTIVES[objective][0]]
+    name, shards = run_name(objective, preset, seed, cfg.steps), data[OBJECTIVES[objective][0]]
     out = Path(cfg.work, "hf_trainer", name)
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
@@ -134,8 +143,39 @@ def run_hf(cfg: LearnBenchConfig, data: dict[str, Path], preset: str, seed: int,
             "seconds": time.time() - t0}
 
 
-def run_name(objective: str, preset: str, seed: int) -> str:
-    return f"{objective}-{preset}-s{seed}"
+def run_name(objective: str, preset: str, seed: int, steps: int) -> str:
+    """The run's folder under <work>/lmforge and <work>/hf_trainer (its model in hf/, for a fine-tune to start from)."""
+    return f"{objective}-{preset}-{steps}-s{seed}"
+
+
+def learn_code_id() -> str:
+    """The code a learning run depends on: the libraries, pretraining (training/pretraining, models, runtime, launch),
+    the scorer (training/evaluation/card.py) and the Trainer's peer. Narrower than bench.train's code_id, so an edit
+    to the fine-tune or the card's prose does not measure every run again."""
+    import hashlib
+
+    import deepspeed
+    import torch
+    import transformers
+
+    h = hashlib.sha256(f"{torch.__version__} {transformers.__version__} {deepspeed.__version__}".encode())
+    files = [f for d in ("pretraining", "models", "runtime", "launch") for f in (ROOT / "training" / d).rglob("*.py")]
+    for f in sorted([*files, ROOT / "training" / "evaluation" / "card.py", ROOT / "bench" / "train_hf.py"]):
+        h.update(str(f.relative_to(ROOT)).encode() + f.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def transfer(cfg: LearnBenchConfig, data: dict[str, Path], preset: str, seed: int, objective: str,
+             steps: Steps) -> dict[str, Any]:
+    """The lmforge model of (preset, seed) fine-tuned beside its twin (bench/learn_transfer.py); a model whose folder
+    is gone (a cached run) is trained again first: the run is deterministic, so it is the model that was scored."""
+    model = Path(cfg.work, "lmforge", run_name(objective, preset, seed, cfg.steps), "hf")
+    if not (model / "config.json").exists():
+        print(f"bench learn: lmforge {objective} {preset} seed {seed} again, for its model ...", flush=True)
+        run_lmforge(cfg, data, preset, seed, objective)
+    print(f"bench learn: fine-tuning lmforge {objective} {preset} seed {seed} on {learn_transfer.TASK} ...", flush=True)
+    return learn_transfer.finetune_pair(Path(cfg.work), steps, model, run_name(objective, preset, seed, cfg.steps),
+                                        seed)
 
 
 def summarise(runs: dict[str, dict[str, float]]) -> dict[str, Any]:
@@ -194,6 +234,7 @@ def render(report: dict[str, Any]) -> str:
                      "common and nothing of their context (training/evaluation/lm_controls.py).")
     lines.append("")
     lines += [verdict_line(case, c["summary"]) for case, c in report["cases"].items() if "difference" in c["summary"]]
+    lines += learn_transfer.render(report)
     return "\n".join(lines) + "\n"
 
 
@@ -208,7 +249,7 @@ def objective_shards(data: dict[str, Path], steps: Steps, objective: str) -> Pat
 
 def main(argv: list[str] | None = None) -> int:
     from bench.report import cpu_model
-    from bench.train import TrainBenchConfig, build_data, code_id
+    from bench.train import TrainBenchConfig, build_data
 
     ap = bench_parser("lmforge bench learn", __doc__, LearnBenchConfig)
     ap.add_argument("--no-report", action="store_true", help="do not write docs/BENCHMARKS.md")
@@ -225,13 +266,14 @@ def main(argv: list[str] | None = None) -> int:
     for objective in cfg.objectives:  # mlm's are build_data's
         if OBJECTIVES[objective][0] not in data:
             data[OBJECTIVES[objective][0]] = objective_shards(data, steps, objective)
-    code = code_id()
+    code = learn_code_id()
     results_path = Path(cfg.work, "results.json")
     results = json.loads(results_path.read_text()) if results_path.exists() else {}
     cases: dict[str, Any] = {}
     for objective in cfg.objectives:
         for preset in cfg.presets:
             runs: dict[str, dict[str, Any]] = {s: {} for s in SYSTEMS}
+            transfers: dict[str, Any] = {}
             for seed in cfg.seeds:
                 for system, fn in (("lmforge", run_lmforge), ("hf_trainer", run_hf)):
                     key = (f"{system}|{objective}|{preset}|seed={seed}|steps={cfg.steps}|batch={cfg.micro_batch_size}|"
@@ -241,10 +283,18 @@ def main(argv: list[str] | None = None) -> int:
                         results[key] = fn(cfg, data, preset, seed, objective)
                         results_path.write_text(json.dumps(results, indent=1) + "\n")
                     runs[system][str(seed)] = results[key]
+                if cfg.transfer and OBJECTIVES[objective][3]:
+                    key = f"transfer|{objective}|{preset}|seed={seed}|steps={cfg.steps}|batch={cfg.micro_batch_size}|" \
+                          f"lr={cfg.lr}|code={code}"
+                    if key not in results:
+                        results[key] = transfer(cfg, data, preset, seed, objective, steps)
+                        results_path.write_text(json.dumps(results, indent=1) + "\n")
+                    transfers[str(seed)] = results[key]
             summary = summarise({s: {k: v["held_out_loss"] for k, v in r.items()} for s, r in runs.items()})
             cases[f"{objective} {preset}, {cfg.steps} steps"] = {
                 "objective": objective, "preset": preset, "steps": cfg.steps, "code_id": code, "runs": runs,
-                "summary": summary, "measured_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+                "summary": summary, "measured_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                **({"transfer": transfers} if transfers else {})}
     report_path = Path(cfg.work, "report.json")
     earlier = json.loads(report_path.read_text()).get("cases", {}) if report_path.exists() else {}
     # a case of another budget (steps) from an earlier invocation stays in the report, with its own code and time

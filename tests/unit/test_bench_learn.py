@@ -49,3 +49,27 @@ def test_bad_settings_fail_in_one_line():
         LearnBenchConfig(objectives=["t5_span"])
     with pytest.raises(ValueError, match="--steps must be >= 2"):
         LearnBenchConfig(steps=1)
+
+
+def test_the_transfer_check_pairs_each_model_with_its_twin_by_seed_and_says_the_cards_verdict():
+    from bench.learn_transfer import case_rows
+    from bench.learn_transfer import render as transfer_render
+
+    def ft(seed, pre, twin):
+        return {"metric": "accuracy", "test_examples": 2302,
+                "scores": {"pretrained": {seed: pre}, "scratch": {seed: twin}, "majority": {"null": 0.44},
+                           "tfidf_lr": {"null": 0.626}}}
+
+    lm = {"mean": 6.868, "low": 6.856, "high": 6.892, "seeds": 3}
+    case = {"objective": "mlm", "summary": {"lmforge": lm},
+            "transfer": {"1": ft("1", 0.45, 0.57), "2": ft("2", 0.50, 0.56), "3": ft("3", 0.44, 0.56)}}
+    metric, rows = case_rows(case)
+    by = {r["row"]: r for r in rows}
+    assert metric == "accuracy" and by["pretrained"]["per_seed"] == {"1": 0.45, "2": 0.50, "3": 0.44}
+    assert by["scratch"]["seeds"] == 3 and by["majority"]["mean"] == 0.44
+    text = "\n".join(transfer_render({"cases": {"mlm demo, 300 steps": case, "causal demo, 300 steps": {"objective": "causal"}},
+                                      "unigram_control": {"mlm": {"value": 7.093, "tokens": 2862}}}))
+    assert "| mlm demo, 300 steps | 6.868 | 0.225 | 0.463 (" in text and "| 0.440 | 0.626 |" in text
+    assert "causal demo" not in text  # not fine-tuned: not in the table
+    assert "- mlm demo, 300 steps: Pretraining did not pay: the fine-tuned model trailed its random-init twin" in text
+    assert transfer_render({"cases": {"causal demo, 300 steps": {"objective": "causal"}}}) == []
