@@ -155,6 +155,12 @@ def reading(report: dict[str, Any], verdicts: list[Verdict]) -> list[str]:
     """What each arm changed in the corpus, and whether the downstream rows can judge anything at this budget."""
     arms, base = report["arms"], report["arms"].get("baseline", {})
     out = []
+    if base.get("reference_unigram_control") is not None and base.get("reference_loss", {}).get("mean") is not None:
+        from training.evaluation.lm_controls import context_line
+
+        line, warning = context_line(base["reference_loss"]["mean"], base["reference_unigram_control"],
+                                     "the baseline's reference loss")
+        out.append(f"{line[0].upper()}{line[1:]}." + (f" So {warning}." if warning else ""))
     for name, a in arms.items():
         if name == "baseline" or "error" in a or "error" in base:
             continue

@@ -65,8 +65,9 @@ def arm_record(r: dict[str, Any]) -> dict[str, Any]:
     counts = corpus_counts(r["corpus"], r.get("cleaned"))
     train_tokens = read_manifest(Path(r["shards"]))["counts"]["train_tokens"]
     seeds = r["seeds"]
-    losses = {int(s): json.loads((Path(v["eval"]) / "report.json").read_text())["teacher"]["mlm_loss"]
-              for s, v in seeds.items()}
+    evals = {int(s): json.loads((Path(v["eval"]) / "report.json").read_text()) for s, v in seeds.items()}
+    losses = {s: e["teacher"]["mlm_loss"] for s, e in evals.items()}
+    controls = {e["unigram_control"] for e in evals.values() if e.get("unigram_control") is not None}
     tokens = {int(s): read_manifest(Path(v["pretrain"]))["counts"]["tokens"] for s, v in seeds.items()}
     trained = sum(tokens.values()) / len(tokens)
     contaminated = counts.get("contamination") or {}
@@ -77,6 +78,8 @@ def arm_record(r: dict[str, Any]) -> dict[str, Any]:
             "tokens_trained": trained, "tokens_trained_by_seed": tokens,
             "epochs": trained / train_tokens if train_tokens else None,
             "reference_loss_by_seed": losses, "reference_loss": interval(list(losses.values())),
+            # the arm's corpus's token frequencies alone on the same reference tokens (one value: the seeds share them)
+            "reference_unigram_control": min(controls) if controls else None,
             "tasks": task_scores(seeds)}
 
 
@@ -156,6 +159,10 @@ def table(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
             s = a["tasks"].get(t, {})
             row += [ci(s), ci(s.get("diff_to_baseline"))]
         rows.append(row)
+    for name, a in report["arms"].items():
+        if a.get("reference_unigram_control") is not None:
+            rows.append([f"control: token frequencies alone ({name}'s corpus)", *[""] * 5,
+                         f"{a['reference_unigram_control']:.4f}", *[""] * (len(header) - 7)])
     for t, c in report["controls"].items():
         rows.append([f"control: random init ({t})", *[""] * 7,
                      *[x for u in tasks for x in ((ci(c["scratch"]) if u == t else ""), "")]])

@@ -109,6 +109,9 @@ def test_arms_compare_on_equal_tokens_one_tokenizer_a_decontaminated_reference_a
     ref = read_manifest(root / "reference" / "shards")["counts"]
     ev = read_manifest(root / "arms" / "baseline" / "seed-1" / "eval")["counts"]
     assert ev["valid_rows"] == ref["train_rows"] + ref["valid_rows"]
+    # beside the reference loss, what each arm's corpus's token frequencies alone score on the same tokens
+    assert all(a["reference_unigram_control"] > 0 for a in arms.values() if "error" not in a)
+    assert "| control: token frequencies alone (baseline's corpus) |" in (root / "report.md").read_text()
     # what the arm changed shows in its counts, and its differences have intervals over the two seeds
     assert arms["baseline"]["duplicates_by_kind"].get("near", 0) > 0 and "near" not in arms["no-near-dedup"]["duplicates_by_kind"]
     for d in (arms["no-near-dedup"]["reference_loss"]["diff_to_baseline"],

@@ -127,6 +127,7 @@ def test_the_run_writes_every_stage_and_its_models_load(shared):
     for who in ("teacher", "student"):
         assert report[who]["params"] > 0 and report[who]["mlm_loss"] > 0
     assert report["student"]["params"] < report["teacher"]["params"]
+    assert report["unigram_control"] > 0  # the pretraining corpus's token frequencies on the same held-out tokens
     md = (run / "eval" / "report.md").read_text()
     assert "| teacher |" in md and "| scratch |" in md and "| tfidf_lr |" in md
 

@@ -37,3 +37,26 @@ def test_a_model_barely_under_the_control_is_warned_about():
                     "control): 0.22 nats learnt from context")
     assert warning.startswith("the pretrained model is only 0.22 nats under token frequencies alone")
     assert context_line(7.09 - LITTLE_CONTEXT - 1.0, 7.09)[1] is None  # well under it: nothing to warn about
+
+
+def test_the_control_of_another_text_uses_the_pretraining_corpus_frequencies_on_the_rows_read(tmp_path):
+    import pyarrow as pa
+
+    from training.pretraining.batches import build_batch
+    from training.pretraining.shard_set import ShardSet
+
+    scored = make_objective_shards(tmp_path / "a", "causal")
+    trained = make_objective_shards(tmp_path / "b", "causal", seq_len=32)  # another packing: other train counts
+    s, t = ShardSet.open(scored), ShardSet.open(trained)
+    counts = np.ones(t.vocab_size)
+    for ids, n in zip(t.read("train").column("input_ids").to_pylist(), t.read("train").column("length").to_pylist()):
+        np.add.at(counts, ids[:n], 1)
+    table = pa.concat_tables([s.read("train"), s.read("valid")])  # split="all": a reference set read whole
+    labels = build_batch(table, np.arange(5), 0)["labels"].numpy()[:, 1:]  # max_rows=5: the first rows only
+    y = labels[labels != -100]
+    expected = float(-np.log(counts[y] / counts.sum()).mean())
+    got = unigram_loss(scored, True, frequencies_from=trained, split="all", max_rows=5)
+    assert got["tokens"] == y.size and got["value"] == pytest.approx(expected, abs=1e-4)
+    other = make_objective_shards(tmp_path / "c", "t5_span")  # another tokenizer: refused in one line
+    with pytest.raises(ValueError, match="token frequencies need the same tokenizer"):
+        unigram_loss(scored, True, frequencies_from=other)

@@ -125,6 +125,18 @@ def throughput(model, table, batch_size: int, batches: int = 5) -> float:
     return len(rows) * batches / (time.perf_counter() - t0)
 
 
+def unigram_control(stages: dict[str, Path], cfg: EvaluateConfig) -> float | None:
+    """What the pretraining corpus's token frequencies alone score on the tokens the teacher is scored on
+    (training.evaluation.lm_controls): the frequencies of the shards the pretraining read, as its manifest names them."""
+    from training.evaluation.lm_controls import unigram_loss
+
+    trained_on = (read_manifest(stages["pretrain"]).get("config") or {}).get("shards") or stages["shards"]
+    if not Path(trained_on, "manifest.json").exists():
+        trained_on = stages["shards"]  # moved since: the scored shards' own train split
+    return unigram_loss(stages["shards"], False, frequencies_from=trained_on, split=cfg.split,
+                        max_rows=cfg.max_batches * cfg.batch_size)["value"]
+
+
 def model_entry(hf_dir: Path, table, cfg: EvaluateConfig) -> dict[str, Any]:
     from transformers import AutoModelForMaskedLM
 
@@ -174,6 +186,11 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"over {report['pretrain'].get('steps')} steps.",
         f"Held-out masked tokens: {t['masked_tokens']:,}.",
     ]
+    if report.get("unigram_control") is not None:
+        from training.evaluation.lm_controls import context_line
+
+        line, warning = context_line(t["mlm_loss"], report["unigram_control"])
+        lines += ["", f"Teacher: {line}." + (f" Warning: {warning}." if warning else "")]
     return "\n".join(lines) + "\n"
 
 
@@ -218,6 +235,7 @@ def run(cfg: EvaluateConfig) -> Path:
         "missing": missing,
         "pretrain": {"first_loss": pre.get("first_loss"), "last_loss": pre.get("last_loss"), "steps": pre.get("steps")},
         "valid_rows": table.num_rows,
+        "unigram_control": unigram_control(stages, cfg),
     }
     if "finetune" not in missing:
         ft = FinetuneMetrics.read(stages["finetune"] / "metrics.json")

@@ -35,21 +35,32 @@ def train_frequencies(shards) -> Any:
     return counts
 
 
-def unigram_loss(shards_dir: str | Path, shift: bool, batch_rows: int = 1024) -> dict[str, Any]:
-    """The unigram control on the shards' valid split: {value (nats), tokens}. `shift`: score next tokens (a causal
-    LM's labels, shifted as the model shifts them); else the labelled positions as they are (masked tokens)."""
+def unigram_loss(shards_dir: str | Path, shift: bool, *, frequencies_from: str | Path | None = None,
+                 split: str = "valid", max_rows: int = 0, batch_rows: int = 1024) -> dict[str, Any]:
+    """The unigram control on the shards' `split` (valid, or all: train and valid, as the evaluate stage reads a
+    reference set): {value (nats), tokens}. The frequencies are the train split's of `frequencies_from` (the
+    pretraining's own shards, when the scored ones are another text: a corpus ablation's reference set), else of
+    the scored shards. `shift`: score next tokens (a causal LM's labels, shifted as the model shifts them); else the
+    labelled positions as they are (masked tokens). `max_rows`: only the first rows, as an evaluation capped at
+    some batches reads them."""
     import numpy as np
+    import pyarrow as pa
 
     from training.pretraining.batches import build_batch
     from training.pretraining.shard_set import ShardSet
 
     shards = ShardSet.open(shards_dir)
-    counts = train_frequencies(shards)
+    source = ShardSet.open(frequencies_from) if frequencies_from else shards
+    if source.vocab_size != shards.vocab_size:
+        raise ValueError(f"{frequencies_from}: a vocabulary of {source.vocab_size} tokens, {shards_dir} has "
+                         f"{shards.vocab_size}: token frequencies need the same tokenizer")
+    counts = train_frequencies(source)
     log_p = np.log(counts / counts.sum())
-    valid = shards.read("valid")
+    table = shards.read("valid") if split == "valid" else pa.concat_tables([shards.read("train"), shards.read("valid")])
+    rows = min(table.num_rows, max_rows) if max_rows else table.num_rows
     total, n = 0.0, 0
-    for start in range(0, valid.num_rows, batch_rows):
-        labels = build_batch(valid, np.arange(start, min(start + batch_rows, valid.num_rows)), 0)["labels"].numpy()
+    for start in range(0, rows, batch_rows):
+        labels = build_batch(table, np.arange(start, min(start + batch_rows, rows)), 0)["labels"].numpy()
         if shift:
             labels = labels[:, 1:]
         y = labels[labels != -100]
