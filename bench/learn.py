@@ -31,6 +31,7 @@ Each finished run is kept in <work>/results.json under its settings and the dige
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -48,7 +49,10 @@ from common.config import opt
 from flows.stages import StageFailed
 
 TITLE = "Learning per token: lmforge against the HF Trainer"
-SYSTEMS = ("lmforge", "hf_trainer")
+SYSTEMS = ("lmforge", "hf_trainer", "hf_trainer_k_masks")
+HF_MODULES = {"hf_trainer": "bench.train_hf", "hf_trainer_k_masks": "bench.learn_masks"}
+"""The Trainer's runs: plain (fresh masks each batch), and with lmforge's precomputed masks (an ablation,
+bench/learn_masks.py: whether the masks explain a gap between the two)."""
 OBJECTIVES = {"mlm": ("shards", "masked_lm", "held-out masked-token loss", True),
               "causal": ("shards-causal", "causal_lm", "held-out next-token loss", False)}
 """objective: (its shards under the data directory, the model kind scored, what the loss is, whether `--transfer`
@@ -65,6 +69,8 @@ class LearnBenchConfig:
     steps: int = opt(300, "optimizer steps for each run (equal tokens: steps x rows x 128)")
     micro_batch_size: int = opt(16, "rows per step, both systems (one process each)")
     lr: float = opt(1e-3, "peak learning rate, both systems (lmforge's default)")
+    systems: list[str] = opt(["lmforge", "hf_trainer"], "what trains: lmforge, hf_trainer, and hf_trainer_k_masks (the "
+                                                        "Trainer on lmforge's precomputed masks, an ablation)")
     transfer: bool = opt(False, "also fine-tune each lmforge MLM model on VADER beside its random-init twin, paired by "
                                 "seed, with the majority and TF-IDF controls (bench/learn_transfer.py; ~1 minute a "
                                 "model for the demo preset)")
@@ -75,6 +81,8 @@ class LearnBenchConfig:
         bad = [p for p in self.presets if p not in PRESETS]
         if bad:
             raise ValueError(f"unknown presets {bad}; choose from {list(PRESETS)}")
+        if bad := [x for x in self.systems if x not in SYSTEMS]:
+            raise ValueError(f"unknown systems {bad}; choose from {list(SYSTEMS)}")
         if bad := [o for o in self.objectives if o not in OBJECTIVES]:
             raise ValueError(f"unknown objectives {bad}; choose from {list(OBJECTIVES)}")
         if self.steps < 2 or self.micro_batch_size < 1 or not self.seeds:
@@ -120,22 +128,22 @@ def run_lmforge(cfg: LearnBenchConfig, data: dict[str, Path], preset: str, seed:
             "seconds": time.time() - t0, "last_train_loss": metrics.get("last_loss")}
 
 
-def run_hf(cfg: LearnBenchConfig, data: dict[str, Path], preset: str, seed: int, objective: str) -> dict[str, Any]:
+def run_hf(cfg: LearnBenchConfig, data: dict[str, Path], preset: str, seed: int, objective: str,
+           system: str = "hf_trainer") -> dict[str, Any]:
     from bench.train import DROPOUT, PRESETS
 
     name, shards = run_name(objective, preset, seed, cfg.steps), data[OBJECTIVES[objective][0]]
-    out = Path(cfg.work, "hf_trainer", name)
+    out = Path(cfg.work, system, name)
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    args = ["-m", "bench.train_hf", "--shards", str(shards), "--tokenizer", str(data["tokenizer"]),
+    args = ["-m", HF_MODULES[system], "--shards", str(shards), "--tokenizer", str(data["tokenizer"]),
             "--model", PRESETS[preset], "--micro-batch-size", str(cfg.micro_batch_size), "--warmup", "1",
             "--steps", str(cfg.steps - 1), "--lr", str(cfg.lr), "--seed", str(seed), "--dropout",
             str(DROPOUT.get(preset, -1.0)), "--save", str(out / "hf"), "--out", str(out / "run.json")]
     env = {"PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     t0 = time.time()
     try:
-        run_command(f"hf_trainer-{name}", [sys.executable, *args], Path(cfg.work, "logs", f"hf_trainer-{name}.log"),
-                    env=env)
+        run_command(f"{system}-{name}", [sys.executable, *args], Path(cfg.work, "logs", f"{system}-{name}.log"), env=env)
     except StageFailed as e:
         raise SystemExit(f"bench learn: HF Trainer {objective} {preset} seed {seed}: {e}") from None
     loss, tokens = held_out_loss(out / "hf", shards, objective)
@@ -152,8 +160,6 @@ def learn_code_id() -> str:
     """The code a learning run depends on: the libraries, pretraining (training/pretraining, models, runtime, launch),
     the scorer (training/evaluation/card.py) and the Trainer's peer. Narrower than bench.train's code_id, so an edit
     to the fine-tune or the card's prose does not measure every run again."""
-    import hashlib
-
     import deepspeed
     import torch
     import transformers
@@ -185,7 +191,7 @@ def summarise(runs: dict[str, dict[str, float]]) -> dict[str, Any]:
     for system, by_seed in runs.items():
         vals = list(by_seed.values())
         out[system] = {"mean": mean(vals), "low": min(vals), "high": max(vals), "seeds": len(vals)}
-    if all(s in out for s in SYSTEMS):
+    if all(s in out for s in ("lmforge", "hf_trainer")):
         lm, hf = out["lmforge"], out["hf_trainer"]
         out["difference"] = lm["mean"] - hf["mean"]
         out["within_or_below"] = lm["mean"] <= hf["high"]
@@ -199,6 +205,14 @@ def verdict_line(case: str, s: dict[str, Any]) -> str:
     return (f"{case}: lmforge {lm['mean']:.3f} ({lm['low']:.3f}-{lm['high']:.3f}) against the Trainer's {hf['mean']:.3f} "
             f"({hf['low']:.3f}-{hf['high']:.3f}) over {hf['seeds']} seeds: {s['difference']:+.3f} nats, {where}. Goal "
             f"(issue 52: within the Trainer's spread, or below): **{'MET' if s['within_or_below'] else 'NOT MET'}**.")
+
+
+def masks_line(case: str, s: dict[str, Any]) -> str:
+    """The masks ablation's reading: where the Trainer fed lmforge's precomputed masks lands between the two."""
+    k, hf, lm = s["hf_trainer_k_masks"], s["hf_trainer"], s["lmforge"]
+    return (f"{case}, masks ablation: the Trainer on lmforge's precomputed masks (bench/learn_masks.py) "
+            f"{k['mean']:.3f} ({k['low']:.3f}-{k['high']:.3f}): {k['mean'] - hf['mean']:+.3f} nats against the plain "
+            f"Trainer, {k['mean'] - lm['mean']:+.3f} against lmforge.")
 
 
 def render(report: dict[str, Any]) -> str:
@@ -234,6 +248,8 @@ def render(report: dict[str, Any]) -> str:
                      "common and nothing of their context (training/evaluation/lm_controls.py).")
     lines.append("")
     lines += [verdict_line(case, c["summary"]) for case, c in report["cases"].items() if "difference" in c["summary"]]
+    lines += [masks_line(case, c["summary"]) for case, c in report["cases"].items()
+              if {"hf_trainer_k_masks", "hf_trainer", "lmforge"} <= set(c["summary"])]
     lines += learn_transfer.render(report)
     return "\n".join(lines) + "\n"
 
@@ -267,20 +283,22 @@ def main(argv: list[str] | None = None) -> int:
         if OBJECTIVES[objective][0] not in data:
             data[OBJECTIVES[objective][0]] = objective_shards(data, steps, objective)
     code = learn_code_id()
+    masks_code = hashlib.sha256((ROOT / "bench" / "learn_masks.py").read_bytes()).hexdigest()[:8]
     results_path = Path(cfg.work, "results.json")
     results = json.loads(results_path.read_text()) if results_path.exists() else {}
     cases: dict[str, Any] = {}
     for objective in cfg.objectives:
         for preset in cfg.presets:
-            runs: dict[str, dict[str, Any]] = {s: {} for s in SYSTEMS}
+            runs: dict[str, dict[str, Any]] = {s: {} for s in cfg.systems}
             transfers: dict[str, Any] = {}
             for seed in cfg.seeds:
-                for system, fn in (("lmforge", run_lmforge), ("hf_trainer", run_hf)):
+                for system in cfg.systems:
                     key = (f"{system}|{objective}|{preset}|seed={seed}|steps={cfg.steps}|batch={cfg.micro_batch_size}|"
-                           f"lr={cfg.lr}|code={code}")
+                           f"lr={cfg.lr}|code={code}" + (f"+{masks_code}" if system == "hf_trainer_k_masks" else ""))
                     if key not in results:
                         print(f"bench learn: {system} {objective} {preset} seed {seed}, {cfg.steps} steps ...", flush=True)
-                        results[key] = fn(cfg, data, preset, seed, objective)
+                        results[key] = (run_lmforge(cfg, data, preset, seed, objective) if system == "lmforge" else
+                                        run_hf(cfg, data, preset, seed, objective, system))
                         results_path.write_text(json.dumps(results, indent=1) + "\n")
                     runs[system][str(seed)] = results[key]
                 if cfg.transfer and OBJECTIVES[objective][3]:

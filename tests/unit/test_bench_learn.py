@@ -42,9 +42,22 @@ def test_the_report_lists_every_seed_and_states_the_recipe():
     assert "causal demo: lmforge 7.000 (7.000-7.000) against the Trainer's 6.900" in text and "**NOT MET**" in text
 
 
+def test_the_masks_ablation_reads_between_the_two_systems():
+    from bench.learn import masks_line
+
+    s = summarise({"lmforge": {"1": 7.04, "2": 7.04}, "hf_trainer": {"1": 7.03, "2": 7.03},
+                   "hf_trainer_k_masks": {"1": 7.039, "2": 7.041}})
+    assert s["difference"] == pytest.approx(0.01)  # the verdict stays lmforge against the plain Trainer
+    assert masks_line("mlm tiny, 300 steps", s) == (
+        "mlm tiny, 300 steps, masks ablation: the Trainer on lmforge's precomputed masks (bench/learn_masks.py) 7.040 "
+        "(7.039-7.041): +0.010 nats against the plain Trainer, +0.000 against lmforge.")
+
+
 def test_bad_settings_fail_in_one_line():
     with pytest.raises(ValueError, match="unknown presets"):
         LearnBenchConfig(presets=["huge"])
+    with pytest.raises(ValueError, match="unknown systems"):
+        LearnBenchConfig(systems=["megatron"])
     with pytest.raises(ValueError, match="unknown objectives"):
         LearnBenchConfig(objectives=["t5_span"])
     with pytest.raises(ValueError, match="--steps must be >= 2"):

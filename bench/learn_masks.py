@@ -1,0 +1,62 @@
+"""An ablation for bench learn: the HF Trainer (bench.train_hf) fed lmforge's precomputed masks instead of fresh ones.
+
+    python -m bench.learn_masks <bench.train_hf's arguments>
+
+lmforge masks each row K times when it writes the shards (exactly round(15%) of the row's maskable tokens, 80/10/10,
+random ids drawn outside the special tokens) and trains on variant k at the row's k-th visit (epoch % K); the
+Trainer's `DataCollatorForLanguageModeling` draws a Bernoulli(15%) mask afresh every batch. This runs bench.train_hf
+unchanged but for the collator: `PrecomputedMasks` looks each row up in the shards and returns its stored variant for
+that visit, so the two systems differ in their training loops only. If the Trainer with these masks lands where
+lmforge does, the masks explain a gap between them; if it lands where the plain Trainer does, they do not.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+
+class PrecomputedMasks:
+    """A data collator: each row's stored mask variants in turn (visit k: variant k % K), padded to the row length."""
+
+    def __init__(self, tokenizer: Any = None, mlm: bool = True, mlm_probability: float = 0.15, **_: Any):
+        self.table = self.rows = None
+        self.visits: dict[int, int] = {}
+
+    def attach(self, shards_dir: str) -> None:
+        from training.pretraining.shard_set import ShardSet
+
+        shards = ShardSet.open(shards_dir)
+        self.table, self.k = shards.read("train"), max(1, shards.num_variants)
+        ids, lengths = self.table.column("input_ids").to_pylist(), self.table.column("length").to_pylist()
+        # the Trainer hands the collator the rows' ids (bench.train_hf cuts each at its length): find each row by them
+        self.rows = {tuple(r[:n]): i for i, (r, n) in enumerate(zip(ids, lengths))}
+
+    def __call__(self, examples: list[dict[str, Any]]) -> dict[str, Any]:
+        import numpy as np
+        import torch
+
+        from training.pretraining.batches import build_batch
+
+        parts = []
+        for e in examples:
+            row = self.rows[tuple(e["input_ids"])]
+            visit = self.visits.get(row, 0)
+            self.visits[row] = visit + 1
+            parts.append(build_batch(self.table, np.array([row]), visit % self.k))
+        return {key: torch.cat([p[key] for p in parts]) for key in ("input_ids", "attention_mask", "labels")}
+
+
+def main(argv: list[str] | None = None) -> int:
+    import transformers
+
+    from bench import train_hf
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    collator = PrecomputedMasks()
+    collator.attach(argv[argv.index("--shards") + 1])
+    transformers.DataCollatorForLanguageModeling = lambda *a, **k: collator  # train_hf imports it at call time
+    return train_hf.main(argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
