@@ -207,6 +207,15 @@ def verdict_line(case: str, s: dict[str, Any]) -> str:
             f"(issue 52: within the Trainer's spread, or below): **{'MET' if s['within_or_below'] else 'NOT MET'}**.")
 
 
+def case_order(item: tuple[str, dict[str, Any]]) -> tuple[int, int, int]:
+    """Objectives as OBJECTIVES lists them, presets as bench.train's PRESETS, then budgets, smallest first."""
+    from bench.train import PRESETS
+
+    c = item[1]
+    return (list(OBJECTIVES).index(c["objective"]), list(PRESETS).index(c["preset"]) if c["preset"] in PRESETS else 99,
+            int(c.get("steps") or 0))
+
+
 def masks_line(case: str, s: dict[str, Any]) -> str:
     """The masks ablation's reading: where the Trainer fed lmforge's precomputed masks lands between the two."""
     k, hf, lm = s["hf_trainer_k_masks"], s["hf_trainer"], s["lmforge"]
@@ -217,6 +226,7 @@ def masks_line(case: str, s: dict[str, Any]) -> str:
 
 def render(report: dict[str, Any]) -> str:
     st = report["settings"]
+    times = [c.get("measured_utc") or report.get("measured_utc", "?") for c in report["cases"].values()] or ["?"]
     lines = [f"Each run: the case's optimizer steps of {st['micro_batch_size']} rows of 128 tokens (the same rows, one "
              "process, this machine's CPU), peak rate "
              f"{st['lr']:g}, AdamW (0.9, 0.98), epsilon 1e-6, weight decay 0.01, clipping 1.0, 6% linear warm-up then linear "
@@ -224,12 +234,15 @@ def render(report: dict[str, Any]) -> str:
              "model); lmforge as `lmforge pretrain` runs it (SparseMLM, 10 precomputed mask variants), the HF Trainer "
              "on BertForMaskedLM of the same config, masks drawn afresh each batch by DataCollatorForLanguageModeling. "
              "causal: GPT2LMHeadModel of the preset's shape, scored on the held-out rows' next-token cross-entropy; the "
-             "Trainer with the causal collator (mlm=False). "
+             "Trainer with the causal collator (mlm=False). s per run: start-up, training and scoring, at times with "
+             "other work on the machine; not a speed figure (bench train's section is). "
              f"Code {', '.join(sorted({c.get('code_id', st['code_id']) for c in report['cases'].values()}))} "
-             f"(bench.train's code_id: training/ and the peers); {report['machine']}.", "",
+             f"(learn_code_id: pretraining, the scorer and the Trainer's peer); {report['machine']}; cases measured "
+             f"{min(times)} to {max(times)}.", "",
              "| objective | preset | steps | system | held-out loss (nats), mean (lowest-highest) | under the unigram "
              "control | per seed | s per run |", "|---|---|---:|---|---:|---:|---|---:|"]
     unigram = report.get("unigram_control") or {}
+    report = {**report, "cases": dict(sorted(report["cases"].items(), key=case_order))}
     for c in report["cases"].values():
         for system in SYSTEMS:
             if system not in c["summary"]:
@@ -318,7 +331,9 @@ def main(argv: list[str] | None = None) -> int:
     # a case of another budget (steps) from an earlier invocation stays in the report, with its own code and time
     cases = {**{k: v for k, v in earlier.items() if "steps" in v and k not in cases}, **cases}
     report = {"cases": cases, "settings": {**asdict(cfg), "code_id": code},
-              "unigram_control": unigram_controls(data, cfg.objectives),
+              "unigram_control": unigram_controls({**{OBJECTIVES[o][0]: data["shards"].parent / OBJECTIVES[o][0]
+                                                      for o in OBJECTIVES}, **data},
+                                                   sorted({c["objective"] for c in cases.values()})),
               "machine": f"{cpu_model()}, {os.cpu_count()} cores", "wall_seconds": time.time() - t0,
               "measured_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     report_path.write_text(json.dumps(report, indent=1) + "\n")
@@ -347,11 +362,11 @@ def render_only(cfg: LearnBenchConfig, out: Path) -> int:
     if not path.exists():
         raise SystemExit(f"lmforge bench learn: no finished run under {cfg.work} ({path} is missing); run it first")
     report = json.loads(path.read_text())
-    if "unigram_control" not in report:
+    missing = sorted({c["objective"] for c in report["cases"].values()} - set(report.get("unigram_control") or {}))
+    if missing:
         data = Path(report["settings"].get("data") or Path(cfg.work, "data"))
-        objectives = sorted({c["objective"] for c in report["cases"].values()})
-        report["unigram_control"] = unigram_controls({OBJECTIVES[o][0]: data / OBJECTIVES[o][0] for o in objectives},
-                                                     objectives)
+        report["unigram_control"] = {**(report.get("unigram_control") or {}), **unigram_controls(
+            {OBJECTIVES[o][0]: data / OBJECTIVES[o][0] for o in missing}, missing)}
         path.write_text(json.dumps(report, indent=1) + "\n")
     text = render(report)
     print(text)

@@ -25,17 +25,19 @@ def test_the_report_lists_every_seed_and_states_the_recipe():
     causal = {"lmforge": {"1": {"held_out_loss": 7.0, "seconds": 30.0}}, "hf_trainer": {"1": {"held_out_loss": 6.9,
                                                                                                  "seconds": 12.0}}}
     text = render({"cases": {"mlm tiny": {"objective": "mlm", "preset": "tiny", "runs": runs, "summary": summary,
-                                          "steps": 1500, "code_id": "def"},
+                                          "steps": 1500, "code_id": "def", "measured_utc": "2026-11-28 21:57 UTC"},
                              "causal demo": {"objective": "causal", "preset": "demo", "runs": causal, "summary": summarise(
                                  {s: {k: v["held_out_loss"] for k, v in r.items()} for s, r in causal.items()})}},
                    "machine": "a CPU, 2 cores", "settings": {"steps": 300, "micro_batch_size": 16, "lr": 1e-3,
-                                                             "code_id": "abc"},
+                                                             "code_id": "abc"}, "measured_utc": "2026-11-28 23:06 UTC",
                    "unigram_control": {"mlm": {"value": 7.0, "tokens": 2862}}})
     assert "| mlm | tiny | 1500 | lmforge | 6.150 (6.100-6.200) | 0.850 | 1: 6.100, 2: 6.200 | 21 |" in text
     assert "| mlm | tiny | 1500 | hf_trainer | 6.150 (6.000-6.300) | 0.850 | 1: 6.000, 2: 6.300 | 26 |" in text
     # a case from before cases had their own steps reads the settings'; no control measured for causal
     assert "| causal | demo | 300 | hf_trainer | 6.900 (6.900-6.900) | - | 1: 6.900 | 12 |" in text
-    assert "Code abc, def (bench.train's code_id" in text
+    assert "Code abc, def (learn_code_id" in text and "cases measured 2026-11-28 21:57 UTC to 2026-11-28 23:06 UTC" in text
+    # causal after mlm whatever order the cases were run in, and budgets smallest first
+    assert text.index("| mlm | tiny |") < text.index("| causal | demo |")
     assert "token frequencies alone score 7.000 nats on the same 2,862 held-out tokens" in text
     assert "optimizer steps of 16 rows" in text and "mask variant 0" in text and "causal collator" in text
     assert "mlm tiny: lmforge 6.150" in text and "**MET**" in text
