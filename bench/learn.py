@@ -49,10 +49,12 @@ from common.config import opt
 from flows.stages import StageFailed
 
 TITLE = "Learning per token: lmforge against the HF Trainer"
-SYSTEMS = ("lmforge", "hf_trainer", "hf_trainer_k_masks")
-HF_MODULES = {"hf_trainer": "bench.train_hf", "hf_trainer_k_masks": "bench.learn_masks"}
-"""The Trainer's runs: plain (fresh masks each batch), and with lmforge's precomputed masks (an ablation,
-bench/learn_masks.py: whether the masks explain a gap between the two)."""
+SYSTEMS = ("lmforge", "hf_trainer", "hf_trainer_k_masks", "hf_trainer_fixed_count")
+HF_MODULES = {"hf_trainer": ["bench.train_hf"], "hf_trainer_k_masks": ["bench.learn_masks"],
+              "hf_trainer_fixed_count": ["bench.learn_masks", "--fixed-count"]}
+"""The Trainer's runs: plain (fresh masks each batch); with lmforge's precomputed masks; with fresh masks of
+lmforge's fixed count (ablations, bench/learn_masks.py: whether the masks explain a gap between the two, and which
+of their differences)."""
 OBJECTIVES = {"mlm": ("shards", "masked_lm", "held-out masked-token loss", True),
               "causal": ("shards-causal", "causal_lm", "held-out next-token loss", False)}
 """objective: (its shards under the data directory, the model kind scored, what the loss is, whether `--transfer`
@@ -69,8 +71,10 @@ class LearnBenchConfig:
     steps: int = opt(300, "optimizer steps for each run (equal tokens: steps x rows x 128)")
     micro_batch_size: int = opt(16, "rows per step, both systems (one process each)")
     lr: float = opt(1e-3, "peak learning rate, both systems (lmforge's default)")
-    systems: list[str] = opt(["lmforge", "hf_trainer"], "what trains: lmforge, hf_trainer, and hf_trainer_k_masks (the "
-                                                        "Trainer on lmforge's precomputed masks, an ablation)")
+    systems: list[str] = opt(["lmforge", "hf_trainer"], "what trains: lmforge, hf_trainer, and the ablations "
+                                                        "hf_trainer_k_masks (the Trainer on lmforge's precomputed "
+                                                        "masks) and hf_trainer_fixed_count (fresh masks of lmforge's "
+                                                        "fixed count)")
     transfer: bool = opt(False, "also fine-tune each lmforge MLM model on VADER beside its random-init twin, paired by "
                                 "seed, with the majority and TF-IDF controls (bench/learn_transfer.py; ~1 minute a "
                                 "model for the demo preset)")
@@ -136,7 +140,7 @@ def run_hf(cfg: LearnBenchConfig, data: dict[str, Path], preset: str, seed: int,
     out = Path(cfg.work, system, name)
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    args = ["-m", HF_MODULES[system], "--shards", str(shards), "--tokenizer", str(data["tokenizer"]),
+    args = ["-m", *HF_MODULES[system], "--shards", str(shards), "--tokenizer", str(data["tokenizer"]),
             "--model", PRESETS[preset], "--micro-batch-size", str(cfg.micro_batch_size), "--warmup", "1",
             "--steps", str(cfg.steps - 1), "--lr", str(cfg.lr), "--seed", str(seed), "--dropout",
             str(DROPOUT.get(preset, -1.0)), "--save", str(out / "hf"), "--out", str(out / "run.json")]
@@ -216,10 +220,14 @@ def case_order(item: tuple[str, dict[str, Any]]) -> tuple[int, int, int]:
             int(c.get("steps") or 0))
 
 
-def masks_line(case: str, s: dict[str, Any]) -> str:
-    """The masks ablation's reading: where the Trainer fed lmforge's precomputed masks lands between the two."""
-    k, hf, lm = s["hf_trainer_k_masks"], s["hf_trainer"], s["lmforge"]
-    return (f"{case}, masks ablation: the Trainer on lmforge's precomputed masks (bench/learn_masks.py) "
+MASKS_ABLATIONS = {"hf_trainer_k_masks": "on lmforge's precomputed masks",
+                   "hf_trainer_fixed_count": "on fresh masks of lmforge's fixed count"}
+
+
+def masks_line(case: str, s: dict[str, Any], system: str = "hf_trainer_k_masks") -> str:
+    """A masks ablation's reading: where the Trainer with those masks lands between the two systems."""
+    k, hf, lm = s[system], s["hf_trainer"], s["lmforge"]
+    return (f"{case}, masks ablation: the Trainer {MASKS_ABLATIONS[system]} (bench/learn_masks.py) "
             f"{k['mean']:.3f} ({k['low']:.3f}-{k['high']:.3f}): {k['mean'] - hf['mean']:+.3f} nats against the plain "
             f"Trainer, {k['mean'] - lm['mean']:+.3f} against lmforge.")
 
@@ -261,8 +269,9 @@ def render(report: dict[str, Any]) -> str:
                      "common and nothing of their context (training/evaluation/lm_controls.py).")
     lines.append("")
     lines += [verdict_line(case, c["summary"]) for case, c in report["cases"].items() if "difference" in c["summary"]]
-    lines += [masks_line(case, c["summary"]) for case, c in report["cases"].items()
-              if {"hf_trainer_k_masks", "hf_trainer", "lmforge"} <= set(c["summary"])]
+    lines += [masks_line(case, c["summary"], system) for case, c in report["cases"].items()
+              for system in ("hf_trainer_k_masks", "hf_trainer_fixed_count")
+              if {system, "hf_trainer", "lmforge"} <= set(c["summary"])]
     lines += learn_transfer.render(report)
     return "\n".join(lines) + "\n"
 
@@ -307,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
             for seed in cfg.seeds:
                 for system in cfg.systems:
                     key = (f"{system}|{objective}|{preset}|seed={seed}|steps={cfg.steps}|batch={cfg.micro_batch_size}|"
-                           f"lr={cfg.lr}|code={code}" + (f"+{masks_code}" if system == "hf_trainer_k_masks" else ""))
+                           f"lr={cfg.lr}|code={code}" + (f"+{masks_code}" if system.startswith("hf_trainer_") else ""))
                     if key not in results:
                         print(f"bench learn: {system} {objective} {preset} seed {seed}, {cfg.steps} steps ...", flush=True)
                         results[key] = (run_lmforge(cfg, data, preset, seed, objective) if system == "lmforge" else

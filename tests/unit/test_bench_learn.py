@@ -53,6 +53,9 @@ def test_the_masks_ablation_reads_between_the_two_systems():
     assert masks_line("mlm tiny, 300 steps", s) == (
         "mlm tiny, 300 steps, masks ablation: the Trainer on lmforge's precomputed masks (bench/learn_masks.py) 7.040 "
         "(7.039-7.041): +0.010 nats against the plain Trainer, +0.000 against lmforge.")
+    s["hf_trainer_fixed_count"] = {"mean": 7.035, "low": 7.03, "high": 7.04, "seeds": 2}
+    assert masks_line("mlm tiny, 300 steps", s, "hf_trainer_fixed_count").startswith(
+        "mlm tiny, 300 steps, masks ablation: the Trainer on fresh masks of lmforge's fixed count")
 
 
 def test_bad_settings_fail_in_one_line():
