@@ -164,15 +164,10 @@ def learn_code_id() -> str:
     """The code a learning run depends on: the libraries, pretraining (training/pretraining, models, runtime, launch),
     the scorer (training/evaluation/card.py) and the Trainer's peer. Narrower than bench.train's code_id, so an edit
     to the fine-tune or the card's prose does not measure every run again."""
-    import deepspeed
-    import torch
-    import transformers
+    from bench.train import code_digest
 
-    h = hashlib.sha256(f"{torch.__version__} {transformers.__version__} {deepspeed.__version__}".encode())
     files = [f for d in ("pretraining", "models", "runtime", "launch") for f in (ROOT / "training" / d).rglob("*.py")]
-    for f in sorted([*files, ROOT / "training" / "evaluation" / "card.py", ROOT / "bench" / "train_hf.py"]):
-        h.update(str(f.relative_to(ROOT)).encode() + f.read_bytes())
-    return h.hexdigest()[:12]
+    return code_digest([*files, ROOT / "training" / "evaluation" / "card.py", ROOT / "bench" / "train_hf.py"])
 
 
 def transfer(cfg: LearnBenchConfig, data: dict[str, Path], preset: str, seed: int, objective: str,
@@ -277,11 +272,11 @@ def render(report: dict[str, Any]) -> str:
 
 
 def objective_shards(data: dict[str, Path], steps: Steps, objective: str) -> Path:
-    """The bench corpus packed for another objective: bench.train's shards settings, `--mask-objective`."""
+    """The bench corpus packed for another objective: bench.train's shards step (build_data), `--mask-objective`."""
+    from bench.train import TrainBenchConfig, shards_argv
+
     out = data["shards"].parent / OBJECTIVES[objective][0]
-    steps.run(out.name, out, ["shards", "--corpus", str(data["corpus"]), "--tokenizer", str(data["tokenizer"]),
-                              "--output", str(out), "--seq-len", "128", "--num-shards", "2", "--valid-per-mille", "50",
-                              "--mask-objective", objective])
+    steps.run(out.name, out, [*shards_argv(TrainBenchConfig(), data, out), "--mask-objective", objective])
     return out
 
 

@@ -96,14 +96,19 @@ def measurement_key(system: str, preset: str, nproc: int, cfg: TrainBenchConfig,
 
 def code_id() -> str:
     """The training code and library versions: an edit to training/ or an upgrade measures again."""
+    # every file under training/, named by its path there: a move between subpackages measures again too
+    return code_digest([*(ROOT / "training").rglob("*.py"), *(ROOT / "bench" / n for n in ("train_hf.py", "step_peers.py",
+                                                                                          "train_host.py"))])
+
+
+def code_digest(files: list[Path]) -> str:
+    """12 hex digits over the torch, transformers and DeepSpeed versions and each file's path and bytes."""
     import deepspeed
     import torch
     import transformers
 
     h = hashlib.sha256(f"{torch.__version__} {transformers.__version__} {deepspeed.__version__}".encode())
-    # every file under training/, named by its path there: a move between subpackages measures again too
-    for f in sorted([*(ROOT / "training").rglob("*.py"), *(ROOT / "bench" / n for n in ("train_hf.py", "step_peers.py",
-                                                                                       "train_host.py"))]):
+    for f in sorted(files):
         h.update(str(f.relative_to(ROOT)).encode() + f.read_bytes())
     return h.hexdigest()[:12]
 
@@ -119,10 +124,14 @@ def build_data(cfg: TrainBenchConfig, steps: Steps) -> dict[str, Path]:
                                           "--num-shards", "2", "--line-dedup"])
     steps.run("tokenizer", paths["tokenizer"], ["tokenizer", "--corpus", str(paths["corpus"]), "--output",
                                                 str(paths["tokenizer"]), "--vocab-size", str(cfg.vocab_size)])
-    steps.run("shards", paths["shards"], ["shards", "--corpus", str(paths["corpus"]), "--tokenizer", str(paths["tokenizer"]),
-                                          "--output", str(paths["shards"]), "--seq-len", str(cfg.seq_len), "--num-shards",
-                                          "2", "--valid-per-mille", "50"])
+    steps.run("shards", paths["shards"], shards_argv(cfg, paths, paths["shards"]))
     return paths
+
+
+def shards_argv(cfg: TrainBenchConfig, paths: dict[str, Path], out: Path) -> list[str]:
+    """The bench's shards step over `paths`' corpus and tokenizer into `out` (MLM masks unless more is added)."""
+    return ["shards", "--corpus", str(paths["corpus"]), "--tokenizer", str(paths["tokenizer"]), "--output", str(out),
+            "--seq-len", str(cfg.seq_len), "--num-shards", "2", "--valid-per-mille", "50"]
 
 
 # ---- the two systems -------------------------------------------------------------------------------
