@@ -49,7 +49,10 @@ from common.config import opt
 from flows.stages import StageFailed
 
 TITLE = "Learning per token: lmforge against the HF Trainer"
-SYSTEMS = ("lmforge", "hf_trainer", "hf_trainer_k_masks", "hf_trainer_fixed_count")
+SYSTEMS = ("lmforge", "lmforge_bernoulli", "hf_trainer", "hf_trainer_k_masks", "hf_trainer_fixed_count")
+LMFORGE_SHARDS = {"lmforge": None, "lmforge_bernoulli": ("shards-bernoulli", ["--mask-count", "bernoulli"])}
+"""lmforge's runs: on the bench's shards, and (mlm) on the same rows masked with `--mask-count bernoulli` (each token at
+15%, as the Trainer's collator draws), scored on the same held-out tokens: (the shards' folder, the shards options)."""
 HF_MODULES = {"hf_trainer": ["bench.train_hf"], "hf_trainer_k_masks": ["bench.learn_masks"],
               "hf_trainer_fixed_count": ["bench.learn_masks", "--fixed-count"]}
 """The Trainer's runs: plain (fresh masks each batch); with lmforge's precomputed masks; with fresh masks of
@@ -73,8 +76,9 @@ class LearnBenchConfig:
     lr: float = opt(1e-3, "peak learning rate, both systems (lmforge's default)")
     systems: list[str] = opt(["lmforge", "hf_trainer"], "what trains: lmforge, hf_trainer, and the ablations "
                                                         "hf_trainer_k_masks (the Trainer on lmforge's precomputed "
-                                                        "masks) and hf_trainer_fixed_count (fresh masks of lmforge's "
-                                                        "fixed count)")
+                                                        "masks), hf_trainer_fixed_count (fresh masks of lmforge's "
+                                                        "fixed count) and lmforge_bernoulli (lmforge on shards masked "
+                                                        "with --mask-count bernoulli)")
     transfer: bool = opt(False, "also fine-tune each lmforge MLM model on VADER beside its random-init twin, paired by "
                                 "seed, with the majority and TF-IDF controls (bench/learn_transfer.py; ~1 minute a "
                                 "model for the demo preset)")
@@ -93,6 +97,13 @@ class LearnBenchConfig:
             raise ValueError("--steps must be >= 2, --micro-batch-size >= 1, and give at least one seed")
 
 
+def has_masks(objective: str) -> bool:
+    """The objective's rows carry precomputed masks (schemas.objectives): mlm does, causal does not."""
+    from schemas.objectives import objective as registered
+
+    return registered(objective).stores_variants
+
+
 def held_out_loss(model_dir: Path, shards: Path, objective: str) -> tuple[float, int]:
     """(the objective's mean cross-entropy on the shards' valid rows, mask variant 0; the tokens it averages)."""
     import torch
@@ -104,7 +115,8 @@ def held_out_loss(model_dir: Path, shards: Path, objective: str) -> tuple[float,
     return q["value"], q["tokens"]
 
 
-def run_lmforge(cfg: LearnBenchConfig, data: dict[str, Path], preset: str, seed: int, objective: str) -> dict[str, Any]:
+def run_lmforge(cfg: LearnBenchConfig, data: dict[str, Path], preset: str, seed: int, objective: str,
+                system: str = "lmforge") -> dict[str, Any]:
     import contextlib
 
     from bench.train import DROPOUT, PRESETS
@@ -112,19 +124,20 @@ def run_lmforge(cfg: LearnBenchConfig, data: dict[str, Path], preset: str, seed:
     from training.pretraining.pretrain import PretrainConfig
 
     name, shards = run_name(objective, preset, seed, cfg.steps), data[OBJECTIVES[objective][0]]
-    out = Path(cfg.work, "lmforge", name)
+    train_shards = data[LMFORGE_SHARDS[system][0]] if LMFORGE_SHARDS[system] else shards
+    out = Path(cfg.work, system, name)
     shutil.rmtree(out, ignore_errors=True)
-    pc = PretrainConfig(shards=str(shards), tokenizer=str(data["tokenizer"]), output=str(out),
+    pc = PretrainConfig(shards=str(train_shards), tokenizer=str(data["tokenizer"]), output=str(out),
                         model=PRESETS[preset], dropout=DROPOUT.get(preset, -1.0), steps=cfg.steps, lr=cfg.lr,
                         micro_batch_size=cfg.micro_batch_size, seed=seed, eval_batches=0, tensorboard=False)
-    log = Path(cfg.work, "logs", f"lmforge-{name}.log")
+    log = Path(cfg.work, "logs", f"{system}-{name}.log")
     log.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     try:
         with open(log, "w") as f, contextlib.redirect_stdout(f), contextlib.redirect_stderr(f):
             launch_pretrain(pc, nproc=1, accelerator="cpu")
     except RuntimeError as e:
-        raise SystemExit(f"bench learn: lmforge {objective} {preset} seed {seed} failed; log {log}\n{e}") from None
+        raise SystemExit(f"bench learn: {system} {objective} {preset} seed {seed} failed; log {log}\n{e}") from None
     metrics = json.loads((out / "metrics.json").read_text())
     loss, tokens = held_out_loss(out / "hf", shards, objective)
     shutil.rmtree(out / "checkpoints", ignore_errors=True)
@@ -184,26 +197,40 @@ def transfer(cfg: LearnBenchConfig, data: dict[str, Path], preset: str, seed: in
 
 
 def summarise(runs: dict[str, dict[str, float]]) -> dict[str, Any]:
-    """{system: {seed: loss}} -> each system's mean and range over seeds, lmforge minus the Trainer, and the verdict:
-    lmforge's mean at or under the Trainer's highest seed (within its spread, or below it)."""
+    """{system: {seed: loss}} -> each system's mean and range over seeds, lmforge minus the Trainer (with Welch's 95%
+    interval: the two systems' seeds share nothing), and the verdict: lmforge's mean at or under the Trainer's highest
+    seed (within its spread, or below it)."""
+    from common.stats import difference_interval
+
     out: dict[str, Any] = {}
     for system, by_seed in runs.items():
         vals = list(by_seed.values())
         out[system] = {"mean": mean(vals), "low": min(vals), "high": max(vals), "seeds": len(vals)}
-    if all(s in out for s in ("lmforge", "hf_trainer")):
-        lm, hf = out["lmforge"], out["hf_trainer"]
-        out["difference"] = lm["mean"] - hf["mean"]
-        out["within_or_below"] = lm["mean"] <= hf["high"]
+    for system in [s for s in LMFORGE_SHARDS if s in out and "hf_trainer" in out]:
+        d = difference_interval(list(runs[system].values()), list(runs["hf_trainer"].values()))
+        v = {"difference": d["mean"], "interval": [d["ci_low"], d["ci_high"]],
+             "within_or_below": out[system]["mean"] <= out["hf_trainer"]["high"]}
+        if system == "lmforge":
+            out |= v  # lmforge's verdict sits on the case, a variant's on its own summary
+        else:
+            out[system] |= v
     return out
 
 
-def verdict_line(case: str, s: dict[str, Any]) -> str:
-    lm, hf = s["lmforge"], s["hf_trainer"]
-    where = ("below the Trainer's mean" if s["difference"] < 0 else
-             "within the Trainer's spread over seeds" if s["within_or_below"] else "above the Trainer's highest seed")
-    return (f"{case}: lmforge {lm['mean']:.3f} ({lm['low']:.3f}-{lm['high']:.3f}) against the Trainer's {hf['mean']:.3f} "
-            f"({hf['low']:.3f}-{hf['high']:.3f}) over {hf['seeds']} seeds: {s['difference']:+.3f} nats, {where}. Goal "
-            f"(issue 52: within the Trainer's spread, or below): **{'MET' if s['within_or_below'] else 'NOT MET'}**.")
+LMFORGE_LABELS = {"lmforge": "lmforge", "lmforge_bernoulli": "lmforge with `--mask-count bernoulli`"}
+
+
+def verdict_line(case: str, s: dict[str, Any], system: str = "lmforge") -> str:
+    lm, hf = s[system], s["hf_trainer"]
+    v = s if system == "lmforge" else lm  # lmforge's verdict sits on the case; a variant's on its own summary
+    low, high = v.get("interval") or (None, None)
+    ci = f" (95% interval {low:+.3f} to {high:+.3f}, Welch's t over seeds)" if low is not None else ""
+    where = ("below the Trainer's mean" if v["difference"] < 0 else
+             "within the Trainer's spread over seeds" if v["within_or_below"] else "above the Trainer's highest seed")
+    return (f"{case}: {LMFORGE_LABELS[system]} {lm['mean']:.3f} ({lm['low']:.3f}-{lm['high']:.3f}) against the "
+            f"Trainer's {hf['mean']:.3f} ({hf['low']:.3f}-{hf['high']:.3f}) over {hf['seeds']} seeds: "
+            f"{v['difference']:+.3f} nats{ci}, {where}. Goal (issue 52: within the Trainer's spread, or below): "
+            f"**{'MET' if v['within_or_below'] else 'NOT MET'}**.")
 
 
 def case_order(item: tuple[str, dict[str, Any]]) -> tuple[int, int, int]:
@@ -227,6 +254,20 @@ def masks_line(case: str, s: dict[str, Any], system: str = "hf_trainer_k_masks")
             f"Trainer, {k['mean'] - lm['mean']:+.3f} against lmforge.")
 
 
+def count_line(case: str, c: dict[str, Any]) -> str:
+    """What the mask count costs: lmforge on `--mask-count bernoulli` shards minus lmforge on the default fixed count,
+    paired by seed (the same initialisation and row order; only the masks differ), with its 95% interval."""
+    from common.stats import interval
+
+    fixed, bern = c["runs"]["lmforge"], c["runs"]["lmforge_bernoulli"]
+    diffs = {seed: bern[seed]["held_out_loss"] - fixed[seed]["held_out_loss"] for seed in sorted(set(fixed) & set(bern))}
+    d = interval(list(diffs.values()))
+    ci = f" (95% interval {d['ci_low']:+.4f} to {d['ci_high']:+.4f})" if d["ci_low"] is not None else ""
+    per = ", ".join(f"{seed}: {v:+.4f}" for seed, v in diffs.items())
+    return (f"{case}, mask count: lmforge on `--mask-count bernoulli` shards minus lmforge on the default fixed count, "
+            f"paired by seed: {d['mean']:+.4f} nats{ci}; per seed {per}.")
+
+
 def render(report: dict[str, Any]) -> str:
     st = report["settings"]
     times = [c.get("measured_utc") or report.get("measured_utc", "?") for c in report["cases"].values()] or ["?"]
@@ -245,7 +286,10 @@ def render(report: dict[str, Any]) -> str:
              "| objective | preset | steps | system | held-out loss (nats), mean (lowest-highest) | under the unigram "
              "control | per seed | s per run |", "|---|---|---:|---|---:|---:|---|---:|"]
     unigram = report.get("unigram_control") or {}
-    report = {**report, "cases": dict(sorted(report["cases"].items(), key=case_order))}
+    # each case's summary from its runs, so a case kept from an earlier invocation reads as a new one would
+    report = {**report, "cases": {k: {**c, "summary": summarise({s: {seed: v["held_out_loss"] for seed, v in r.items()}
+                                                                 for s, r in c["runs"].items()})}
+                                  for k, c in sorted(report["cases"].items(), key=case_order)}}
     for c in report["cases"].values():
         for system in SYSTEMS:
             if system not in c["summary"]:
@@ -263,20 +307,26 @@ def render(report: dict[str, Any]) -> str:
                      f"nats on the same {u['tokens']:,} held-out tokens. A model at that loss has learnt which tokens are "
                      "common and nothing of their context (training/evaluation/lm_controls.py).")
     lines.append("")
-    lines += [verdict_line(case, c["summary"]) for case, c in report["cases"].items() if "difference" in c["summary"]]
+    lines += [verdict_line(case, c["summary"], system) for case, c in report["cases"].items() for system in LMFORGE_LABELS
+              if "difference" in (c["summary"] if system == "lmforge" else c["summary"].get(system, {}))]
     lines += [masks_line(case, c["summary"], system) for case, c in report["cases"].items()
               for system in ("hf_trainer_k_masks", "hf_trainer_fixed_count")
               if {system, "hf_trainer", "lmforge"} <= set(c["summary"])]
+    lines += [count_line(case, c) for case, c in report["cases"].items()
+              if {"lmforge", "lmforge_bernoulli"} <= set(c["runs"])]
     lines += learn_transfer.render(report)
     return "\n".join(lines) + "\n"
 
 
-def objective_shards(data: dict[str, Path], steps: Steps, objective: str) -> Path:
-    """The bench corpus packed for another objective: bench.train's shards step (build_data), `--mask-objective`."""
+def objective_shards(data: dict[str, Path], steps: Steps, objective: str, folder: str = "",
+                     options: list[str] | None = None) -> Path:
+    """The bench corpus packed for another objective, or with other shards options: bench.train's shards step
+    (build_data), `--mask-objective`."""
     from bench.train import TrainBenchConfig, shards_argv
 
-    out = data["shards"].parent / OBJECTIVES[objective][0]
-    steps.run(out.name, out, [*shards_argv(TrainBenchConfig(), data, out), "--mask-objective", objective])
+    out = data["shards"].parent / (folder or OBJECTIVES[objective][0])
+    steps.run(out.name, out, [*shards_argv(TrainBenchConfig(), data, out), "--mask-objective", objective,
+                              *(options or [])])
     return out
 
 
@@ -299,22 +349,33 @@ def main(argv: list[str] | None = None) -> int:
     for objective in cfg.objectives:  # mlm's are build_data's
         if OBJECTIVES[objective][0] not in data:
             data[OBJECTIVES[objective][0]] = objective_shards(data, steps, objective)
+    for system in cfg.systems:  # an lmforge variant's own shards: the bench's MLM rows, masked otherwise
+        if LMFORGE_SHARDS.get(system) and (masked := [o for o in cfg.objectives if has_masks(o)]):
+            folder, options = LMFORGE_SHARDS[system]
+            data[folder] = objective_shards(data, steps, masked[0], folder, options)
     code = learn_code_id()
     masks_code = hashlib.sha256((ROOT / "bench" / "learn_masks.py").read_bytes()).hexdigest()[:8]
+    masking_code = hashlib.sha256((ROOT / "pipelines" / "shards" / "masking.py").read_bytes()).hexdigest()[:8]
     results_path = Path(cfg.work, "results.json")
     results = json.loads(results_path.read_text()) if results_path.exists() else {}
     cases: dict[str, Any] = {}
     for objective in cfg.objectives:
         for preset in cfg.presets:
-            runs: dict[str, dict[str, Any]] = {s: {} for s in cfg.systems}
+            runs: dict[str, dict[str, Any]] = {s: {} for s in cfg.systems
+                                               if not (LMFORGE_SHARDS.get(s) and not has_masks(objective))}
             transfers: dict[str, Any] = {}
             for seed in cfg.seeds:
                 for system in cfg.systems:
+                    if LMFORGE_SHARDS.get(system) and not has_masks(objective):
+                        continue  # a masks variant: causal rows have no masks
+                    extra = (f"+{masks_code}" if system.startswith("hf_trainer_") else
+                             f"+{masking_code}" if LMFORGE_SHARDS.get(system) else "")
                     key = (f"{system}|{objective}|{preset}|seed={seed}|steps={cfg.steps}|batch={cfg.micro_batch_size}|"
-                           f"lr={cfg.lr}|code={code}" + (f"+{masks_code}" if system.startswith("hf_trainer_") else ""))
+                           f"lr={cfg.lr}|code={code}{extra}")
                     if key not in results:
                         print(f"bench learn: {system} {objective} {preset} seed {seed}, {cfg.steps} steps ...", flush=True)
-                        results[key] = (run_lmforge(cfg, data, preset, seed, objective) if system == "lmforge" else
+                        results[key] = (run_lmforge(cfg, data, preset, seed, objective, system)
+                                        if system in LMFORGE_SHARDS else
                                         run_hf(cfg, data, preset, seed, objective, system))
                         results_path.write_text(json.dumps(results, indent=1) + "\n")
                     runs[system][str(seed)] = results[key]

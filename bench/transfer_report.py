@@ -146,11 +146,13 @@ def render(res: dict[str, Any]) -> str:
                      f"MLM head fitted for {cfg['probe_minutes']:g} minutes: the shipped model has no MLM head), after "
                      f"continued pretraining {dom['minilm_cpt']['loss']:.3f}.")
     if res.get("experiments"):
-        lines += ["", "Recipe measurements: shorter budgets with other settings, one fine-tuning seed (same corpus, "
-                  "tokenizer, tasks and fine-tuning recipe; lmforge vs its random-init twin, test primary metric):", "",
-                  "| run | layout | dropout | precision | batch x 128 | budget | steps | tokens | held-out MLM loss | "
+        lines += ["", "Recipe measurements: other budgets, model sizes and settings (same corpus, tokenizer, tasks and "
+                  "fine-tuning recipe; lmforge vs its random-init twin, test primary metric, the mean over the run's "
+                  "fine-tuning seeds):", "",
+                  "| run | model | seeds | layout | dropout | precision | batch x 128 | budget | steps | tokens | "
+                  "held-out MLM loss | "
                   + " | ".join(sorted({t for e in res["experiments"] for t in e["tasks"]})) + " |",
-                  "|---|---|---:|---|---:|---:|---:|---:|---:|" + "---|" * len({t for e in res["experiments"]
+                  "|---|---|---:|---|---:|---|---:|---:|---:|---:|---:|" + "---|" * len({t for e in res["experiments"]
                                                                               for t in e["tasks"]})]
         names = sorted({t for e in res["experiments"] for t in e["tasks"]})
         for e in res["experiments"]:
@@ -159,7 +161,8 @@ def render(res: dict[str, Any]) -> str:
                 x = e["tasks"].get(t)
                 cells.append(f"{_pts(x.get('lmforge'))} vs {_pts(x.get('lmforge_scratch'))}" if x else "")
             drop = "the preset's" if e["dropout"] in (None, -1.0) else e["dropout"]
-            lines.append(f"| {Path(e['work']).name} | {'pre-LN' if e['prenorm'] else 'post-LN'} | {drop} | "
+            lines.append(f"| {Path(e['work']).name} | {e.get('model', '-')} | {len(e.get('seeds') or []) or '-'} | "
+                         f"{'pre-LN' if e['prenorm'] else 'post-LN'} | {drop} | "
                          f"{'bf16' if e['bf16'] else 'fp32'} | {e['global_batch']} | {e['budget_minutes']:g} min | "
                          f"{e['steps']:,} | {e['tokens_seen'] / 1e6:.1f}M | {e['valid_loss']:.3f} | " + " | ".join(cells) + " |")
     words = c.get("words", {})

@@ -11,6 +11,7 @@ import numpy as np
 from common.config import opt, require
 from schemas.objectives import OBJECTIVES, help_text, objective, tokenizer_problem
 
+MASK_COUNTS = ("fixed", "bernoulli")
 MAX_SEQ_LEN = int(np.iinfo(np.int16).max) + 1  # positions are int16: rows up to 32,768 tokens
 
 
@@ -20,6 +21,12 @@ class MaskConfig:
     num_variants: int = opt(10, "K mask variants per row; the loader uses variant epoch % K (BERT's dupe factor is 10)")
     rate: float = opt(0.15, "mlm/whole_word/span: fraction of maskable tokens selected per variant; "
                             "t5_span: noise density")
+    count: str = opt("fixed", "mlm: how many positions a variant masks. fixed: exactly max(1, round(rate x the row's "
+                              "maskable tokens)) (Google's BERT), so a compiled run's masked-positions head is sized to "
+                              "the mean; bernoulli: each maskable token with probability rate (HF's "
+                              "DataCollatorForLanguageModeling), a binomial count whose largest row sizes that head "
+                              "(the bench corpus at seq 128: 41 a row against fixed's 19); its loss against fixed: "
+                              "docs/BENCHMARKS.md, bench learn")
     mask_fraction: float = opt(0.8, "of the selected, the fraction replaced by [MASK]")
     random_fraction: float = opt(0.1, "of the selected, the fraction replaced by a random token (the rest stay)")
     span_p: float = opt(0.2, "span: p of the geometric span length in words (SpanBERT 0.2: mean 3.8 words)")
@@ -31,6 +38,7 @@ class MaskConfig:
         require(self.objective in OBJECTIVES, f"objective {self.objective!r} is not one of {', '.join(OBJECTIVES)}")
         require(self.num_variants >= 1, "num_variants must be >= 1")
         require(0.0 < self.rate <= 0.4, f"rate must be in (0, 0.4], got {self.rate}")
+        require(self.count in MASK_COUNTS, f"count {self.count!r} is not one of {', '.join(MASK_COUNTS)}")
         require(0.0 <= self.mask_fraction and 0.0 <= self.random_fraction and self.mask_fraction + self.random_fraction <= 1.0,
                 "mask_fraction + random_fraction must be within [0, 1]")
         require(0.0 < self.span_p < 1.0, f"span_p must be in (0, 1), got {self.span_p}")

@@ -17,6 +17,9 @@ n = 126 (128 minus [CLS] and [SEP]), rate 0.15 and 10 variants, next to 128 * 4 
 - mlm (BERT): `budget` positions drawn uniformly without replacement (the `budget` smallest
   hashed keys among the maskable positions); per position 80% [MASK],
   10% a random id, 10% unchanged. round(0.15 * 126) = 19 positions * (2 + 4) bytes * 10 = 1,140 bytes.
+  With count="bernoulli" (MaskConfig.count) a variant instead selects each maskable position with probability
+  rate (the hashed key's uniform under rate), as HF's DataCollatorForLanguageModeling draws: 19 positions on
+  average, a binomial spread around it, none at times.
 - whole_word (BERT whole-word masking, Google's create_pretraining_data.py --do_whole_word_mask):
   shuffle the words, walk them and take a word whole if the total stays <= budget, else skip it
   (a later, shorter word may still fit); stop at the budget. The 80/10/10 is decided per token,
@@ -53,13 +56,12 @@ ranks random keys instead of shuffling an indicator (the same distribution, one 
 """
 from __future__ import annotations
 
-import bisect
-import functools
 from typing import NamedTuple
 
 import numpy as np
 
 from pipelines.shards.mask_config import MAX_SEQ_LEN, MaskConfig, MaskVocab, check_objective
+from pipelines.shards.mask_words import Words, row_words, span_plan, whole_word_positions
 from schemas.objectives import objective
 
 # ---- one row, K variants --------------------------------------------------------------------------
@@ -234,6 +236,8 @@ def mlm_block(input_ids: np.ndarray, lengths: np.ndarray, vocab: MaskVocab, cfg:
         raise ValueError(f"shard {shard} row {int(rows[bad[0]])}: token ids {live.min()}..{live.max()} fall outside "
                          f"the vocabulary [0, {vocab.vocab_size})")
     maskable = real & ~vocab.is_special[np.clip(ids, 0, vocab.vocab_size - 1)]
+    if cfg.count == "bernoulli":
+        return _bernoulli_block(ids, maskable, vocab, cfg, shard, rows)
     n = maskable.sum(axis=1)
     budget = np.where(n > 0, np.maximum(1, np.round(cfg.rate * n)), 0).astype(np.int64)
     positions, tokens = [np.zeros(0, np.int16)], [np.zeros(0, np.int32)]
@@ -273,6 +277,32 @@ def mlm_block(input_ids: np.ndarray, lengths: np.ndarray, vocab: MaskVocab, cfg:
     return np.concatenate(positions), np.concatenate(tokens), np.repeat(budget, k)
 
 
+def _bernoulli_block(ids: np.ndarray, maskable: np.ndarray, vocab: MaskVocab, cfg: MaskConfig, shard: int,
+                     rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """mlm_block with count="bernoulli": each maskable position of variant k is selected when its hashed uniform
+    (the same key `fixed` ranks) is under `rate`, as DataCollatorForLanguageModeling's per-token draw; a variant may
+    select none. The 80/10/10 draws as `fixed`'s."""
+    n_rows, seq_len = ids.shape
+    k = cfg.num_variants
+    positions, tokens, counts = [np.zeros(0, np.int16)], [np.zeros(0, np.int32)], [np.zeros(0, np.int64)]
+    with np.errstate(over="ignore"):
+        steps = np.arange(seq_len, dtype=np.uint64) * _GOLDEN
+    for a in range(0, n_rows, MLM_BLOCK_ROWS):
+        b = min(a + MLM_BLOCK_ROWS, n_rows)
+        states = variant_states(cfg.seed, shard, rows[a:b], k)  # (R, K)
+        with np.errstate(over="ignore"):
+            keys = _mix_inplace(states[:, :, None] + steps)
+        selected = (_unit(keys) < cfg.rate) & maskable[a:b, None, :]  # (R, K, L)
+        r_i, k_i, pos = np.nonzero(selected)  # row-major: (row, variant, ascending position) order
+        st = states[r_i, k_i]
+        u = _unit(counter_bits(st, pos.astype(np.uint64) + np.uint64(_U_STREAM)))
+        v = _unit(counter_bits(st, pos.astype(np.uint64) + np.uint64(_V_STREAM)))
+        positions.append(pos.astype(np.int16))
+        tokens.append(_replace(ids[a + r_i, pos], u, v, vocab, cfg))
+        counts.append(selected.sum(axis=2).reshape(-1).astype(np.int64))
+    return np.concatenate(positions), np.concatenate(tokens), np.concatenate(counts)
+
+
 def _replace(original: np.ndarray, u: np.ndarray, v: np.ndarray, vocab: MaskVocab, cfg: MaskConfig) -> np.ndarray:
     """The 80/10/10 on the selected tokens `original` (any shape): u < mask_fraction -> [MASK];
     u < mask_fraction + random_fraction -> the non-special id number floor(v * m) (m of them;
@@ -282,98 +312,6 @@ def _replace(original: np.ndarray, u: np.ndarray, v: np.ndarray, vocab: MaskVoca
     rnd = (u >= cfg.mask_fraction) & (u < cfg.mask_fraction + cfg.random_fraction)
     tok[rnd] = vocab.replaceable[(v[rnd] * vocab.replaceable.size).astype(np.intp)]
     return tok
-
-
-# ---- words: whole_word and span ---------------------------------------------------------------------
-
-class Words(NamedTuple):
-    start: np.ndarray
-    """token index where each word begins"""
-    size: np.ndarray
-    """tokens per word"""
-    ok: np.ndarray
-    """maskable word (False for a special token, which is a word of its own)"""
-    of_token: np.ndarray
-    """word index of each token"""
-    runs: list[tuple[int, int]]
-    """maximal runs [s, e) of maskable words: the stretches between special tokens"""
-
-
-def row_words(word_starts: np.ndarray, special: np.ndarray) -> Words:
-    """The row's words: a special token is a word of one token, and the token after it starts a word."""
-    starts = word_starts | special
-    starts[1:] |= special[:-1]
-    if starts.size:
-        starts[0] = True
-    start = np.flatnonzero(starts)
-    ok = ~special[start]
-    edges = np.flatnonzero(np.diff(np.concatenate([[0], ok.astype(np.int8), [0]]))).tolist()
-    return Words(start, np.diff(np.append(start, starts.size)), ok, np.cumsum(starts) - 1,
-                 list(zip(edges[0::2], edges[1::2])))
-
-
-def whole_word_positions(rng: np.random.Generator, words: Words, budget: int) -> np.ndarray:
-    """Google's rule: shuffle the words; take each whole if the total stays <= budget, else skip it."""
-    cand = np.flatnonzero(words.ok)
-    order = cand[np.argsort(rng.random(cand.size))]
-    sizes = words.size[order]
-    head = int(np.searchsorted(np.cumsum(sizes), budget, side="right"))  # the shuffled prefix that fits, at once
-    take, total = order[:head].tolist(), int(sizes[:head].sum())
-    for w, n in zip(order[head:].tolist(), sizes[head:].tolist()):  # then word by word: skip or take
-        if total == budget:
-            break
-        if total + n <= budget:
-            take.append(w)
-            total += n
-    selected = np.zeros(len(words.start), bool)
-    selected[take] = True
-    return np.flatnonzero(selected[words.of_token])
-
-
-def span_lengths_pmf(span_p: float, span_max: int) -> np.ndarray:
-    """P(L = 1..span_max): SpanBERT's p (1 - p)^(L - 1), renormalised; p = 0.2, max 10 keeps 1 - 0.8^10 = 89%."""
-    pmf = span_p * (1 - span_p) ** np.arange(span_max)
-    return pmf / pmf.sum()
-
-
-@functools.lru_cache(maxsize=8)
-def _span_cdf(span_p: float, span_max: int) -> list[float]:
-    return np.cumsum(span_lengths_pmf(span_p, span_max)).tolist()
-
-
-def span_plan(rng: np.random.Generator, words: Words, budget: int, cfg: MaskConfig) -> list[tuple[int, int, int]]:
-    """SpanBERT spans as [(first word, drawn length, taken length)] in the order drawn (see the module docstring).
-
-    Available words form runs [s, e): maskable, unselected and not next to a selected word, so
-    spans never touch. L = min(drawn, longest run); the anchor is uniform over the starts of L
-    available words. taken < drawn only for the last span (the budget was reached inside it) or
-    when no run holds `drawn` words. Each span adds >= 1 token, so <= budget spans and 2 draws each.
-    """
-    cdf = _span_cdf(cfg.span_p, cfg.span_max)
-    runs = words.runs
-    size = words.size.tolist()
-    draws = iter(rng.random(2 * budget).tolist())
-    spans: list[tuple[int, int, int]] = []
-    total = 0
-    while total < budget and runs:
-        drawn = min(bisect.bisect_right(cdf, next(draws)) + 1, cfg.span_max)
-        length = min(drawn, max(e - s for s, e in runs))
-        fits = [(s, e - s - length + 1) for s, e in runs if e - s >= length]  # (run start, starts in it)
-        pick = int(next(draws) * sum(c for _, c in fits))
-        for s, c in fits:
-            if pick < c:
-                first = s + pick
-                break
-            pick -= c
-        taken = 0
-        while taken < length and total < budget:
-            total += size[first + taken]
-            taken += 1
-        spans.append((first, drawn, taken))
-        runs = [piece for s, e in runs
-                for piece in (((s, first - 1), (first + taken + 1, e)) if s <= first < e else ((s, e),))
-                if piece[1] > piece[0]]
-    return spans
 
 
 # ---- T5 span corruption -------------------------------------------------------------------------------

@@ -91,3 +91,36 @@ def test_the_transfer_check_pairs_each_model_with_its_twin_by_seed_and_says_the_
     assert "causal demo" not in text  # not fine-tuned: not in the table
     assert "- mlm demo, 300 steps: Pretraining did not pay: the fine-tuned model trailed its random-init twin" in text
     assert transfer_render({"cases": {"causal demo, 300 steps": {"objective": "causal"}}}) == []
+
+
+def test_the_difference_has_welchs_interval_and_a_masks_variant_its_own_verdict():
+    from scipy.stats import ttest_ind
+
+    from common.stats import difference_interval
+
+    lm, hf = [7.028, 7.046, 7.041], [7.035, 7.032, 7.024]
+    d = difference_interval(lm, hf)
+    # the interval excludes 0 exactly when Welch's two-sided test rejects at 5% (scipy's own, as a check)
+    assert d["mean"] == pytest.approx(0.008) and d["ci_low"] < 0 < d["ci_high"]
+    assert ttest_ind(lm, hf, equal_var=False).pvalue > 0.05
+    far = difference_interval([7.20, 7.21, 7.22], hf)
+    assert far["ci_low"] > 0 and ttest_ind([7.20, 7.21, 7.22], hf, equal_var=False).pvalue < 0.05
+    assert difference_interval([7.0], hf)["ci_low"] is None
+    s = summarise({"lmforge": dict(zip("123", lm)), "lmforge_bernoulli": {"1": 7.027, "2": 7.042, "3": 7.040},
+                   "hf_trainer": dict(zip("123", hf))})
+    assert s["interval"] == [pytest.approx(d["ci_low"]), pytest.approx(d["ci_high"])]
+    line = verdict_line("mlm tiny, 300 steps", s, "lmforge_bernoulli")
+    assert line.startswith("mlm tiny, 300 steps: lmforge with `--mask-count bernoulli` 7.036 (7.027-7.042)")
+    assert "+0.006 nats (95% interval" in line and "**NOT MET**" in line
+
+
+def test_the_mask_counts_cost_is_paired_by_seed():
+    from bench.learn import count_line
+
+    runs = {"lmforge": {"1": {"held_out_loss": 7.028}, "2": {"held_out_loss": 7.046}, "3": {"held_out_loss": 7.041}},
+            "lmforge_bernoulli": {"1": {"held_out_loss": 7.027}, "2": {"held_out_loss": 7.042},
+                                  "3": {"held_out_loss": 7.040}}}
+    line = count_line("mlm tiny, 300 steps", {"runs": runs})
+    assert line.startswith("mlm tiny, 300 steps, mask count: lmforge on `--mask-count bernoulli` shards minus lmforge")
+    assert "paired by seed: -0.0020 nats (95% interval -0.0063 to +0.0023); per seed 1: -0.0010, 2: -0.0040, " \
+           "3: -0.0010." in line

@@ -164,3 +164,13 @@ def test_compression_goals_and_tables(tmp_path):
     full = render({**RES, "compression": COMP})
     assert "### Compression" in full and "benchmarks/compression.png" in full
     assert "vader TF-IDF + LR 75.0, majority 44.0; reuters TF-IDF + LR 72.0, majority 32.0" in full
+
+
+def test_an_experiment_lists_its_model_seeds_and_each_tasks_pair():
+    exp = {"work": "runs/bench-transfer-demo", "model": "demo", "prenorm": True, "dropout": 0.0, "bf16": True,
+           "global_batch": 32, "lr": 1e-3, "mask_rate": 0.15, "budget_minutes": 60, "steps": 9000,
+           "tokens_seen": 36_864_000, "valid_loss": 4.2, "seeds": [1, 2, 3],
+           "tasks": {"vader": {"primary": "accuracy", "lmforge": 0.58, "lmforge_scratch": 0.56, "tfidf_lr": 0.63}}}
+    md = render({**RES, "experiments": [exp]})
+    assert "| run | model | seeds | layout | dropout | precision | batch x 128 | budget | steps | tokens |" in md
+    assert "| bench-transfer-demo | demo | 3 | pre-LN | 0.0 | bf16 | 32 | 60 min | 9,000 | 36.9M | 4.200 |" in md

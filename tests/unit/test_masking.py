@@ -9,16 +9,8 @@ import numpy as np
 import pytest
 
 from pipelines.shards.mask_config import OBJECTIVES, MaskConfig, MaskVocab
-from pipelines.shards.masking import (
-    apply_mlm,
-    apply_t5,
-    mask_variants,
-    row_words,
-    span_lengths_pmf,
-    span_plan,
-    t5_lengths,
-    t5_noise_counts,
-)
+from pipelines.shards.mask_words import row_words, span_lengths_pmf, span_plan
+from pipelines.shards.masking import apply_mlm, apply_t5, mask_variants, t5_lengths, t5_noise_counts
 from pipelines.tokenizer import special_ids
 
 # Public-domain openings (Austen, Dickens, Melville, Twain), cut into WordPiece-like pieces below.
@@ -99,7 +91,8 @@ def masked():
 
 @pytest.mark.parametrize("bad", [dict(objective="bart"), dict(rate=0.41), dict(rate=0.0), dict(span_p=0.0),
                                  dict(span_p=1.0), dict(span_max=0), dict(mean_span=0.5), dict(num_variants=0),
-                                 dict(mask_fraction=0.9, random_fraction=0.2)])
+                                 dict(mask_fraction=0.9, random_fraction=0.2),
+                                 dict(count="poisson")])
 def test_mask_config_validates(bad):
     with pytest.raises(ValueError):
         MaskConfig(**bad)
@@ -405,3 +398,36 @@ def test_mlm_block_rejects_ids_outside_the_vocabulary():
     ids[1, 5] = BERT.vocab_size
     with pytest.raises(ValueError, match="row 8: token ids"):
         mlm_block(ids, np.array([SEQ_LEN, SEQ_LEN]), BERT, MaskConfig(), 0, np.array([7, 8]))
+
+
+def test_mlm_bernoulli_count_draws_each_token_at_the_rate():
+    """count="bernoulli": per variant, each maskable token selected with probability 0.15 (a binomial count, as
+    DataCollatorForLanguageModeling), never a special or padding; the block path equals row by row; the 80/10/10
+    holds; a pure function of (seed, shard, row, k)."""
+    from pipelines.shards.masking import mlm_block
+
+    cfg = MaskConfig(count="bernoulli")
+    rows = BERT_ROWS[:600]
+    ids, lengths = np.stack([r[0] for r in rows]), np.array([r[1] for r in rows])
+    pos, tok, counts = mlm_block(ids, lengths, BERT, cfg, 0, np.arange(len(rows)))
+    assert counts.shape == (len(rows) * K,) and counts.sum() == pos.size == tok.size
+    n = np.repeat([budget_of(i, n, BERT)[0] for i, n, _ in rows], K)
+    # the counts are Binomial(n, 0.15): their mean, and a spread a fixed count (variance 0) would not have
+    assert within(int(counts.sum()), int(n.sum()), 0.15)
+    full = n == n.max()
+    var = counts[full].var()
+    assert 0.7 < var / (n.max() * 0.15 * 0.85) < 1.3, var
+    cuts = np.cumsum(counts)[:-1]
+    per_row = [mask_variants(i, length, BERT, cfg, 0, r, ws) for r, (i, length, ws) in enumerate(rows)]
+    flat = [(p, t) for p_k, t_k in per_row for p, t in zip(p_k, t_k)]
+    blocks = list(zip(np.split(pos, cuts), np.split(tok, cuts)))
+    assert all(np.array_equal(p, bp) and np.array_equal(t, bt) for (p, t), (bp, bt) in zip(flat, blocks))
+    for (row_ids, length, _), (p_k, _) in zip(rows, per_row):
+        for p in p_k:
+            assert (np.diff(p) > 0).all() and (p < length).all() and not BERT.is_special[row_ids[p]].any()
+    selected, n_mask, _, randoms = classify([(r, *v) for r, v in zip(rows, per_row)], BERT)
+    assert within(n_mask, selected, 0.8) and not BERT.is_special[randoms].any()
+    again = mlm_block(ids.copy(), lengths, BERT, MaskConfig(count="bernoulli"), 0, np.arange(len(rows)))
+    assert all(np.array_equal(a, b) for a, b in zip(again, (pos, tok, counts)))
+    other = mlm_block(ids, lengths, BERT, MaskConfig(count="bernoulli", seed=1), 0, np.arange(len(rows)))
+    assert not np.array_equal(other[2], counts)
