@@ -27,7 +27,8 @@ both, on this machine's CPU, one process each:
 
 Each finished run is kept in <work>/results.json under its settings and the digest of the code it depends on
 (`learn_code_id`); a later invocation skips those, and the report keeps the cases of every budget run so far
-(<work>/report.json; `--render-only` writes the section from it).
+(<work>/report.json; `--render-only` writes the section from it). A case run again with other seeds or systems keeps
+those measured before under the same code (`--seeds 4 5 6` adds three seeds to a case of three).
 """
 from __future__ import annotations
 
@@ -358,6 +359,8 @@ def main(argv: list[str] | None = None) -> int:
     masking_code = hashlib.sha256((ROOT / "pipelines" / "shards" / "masking.py").read_bytes()).hexdigest()[:8]
     results_path = Path(cfg.work, "results.json")
     results = json.loads(results_path.read_text()) if results_path.exists() else {}
+    report_path = Path(cfg.work, "report.json")
+    earlier = json.loads(report_path.read_text()).get("cases", {}) if report_path.exists() else {}
     cases: dict[str, Any] = {}
     for objective in cfg.objectives:
         for preset in cfg.presets:
@@ -386,13 +389,13 @@ def main(argv: list[str] | None = None) -> int:
                         results[key] = transfer(cfg, data, preset, seed, objective, steps)
                         results_path.write_text(json.dumps(results, indent=1) + "\n")
                     transfers[str(seed)] = results[key]
+            name = f"{objective} {preset}, {cfg.steps} steps"
+            runs, transfers = merged(earlier.get(name), code, runs, transfers)
             summary = summarise({s: {k: v["held_out_loss"] for k, v in r.items()} for s, r in runs.items()})
-            cases[f"{objective} {preset}, {cfg.steps} steps"] = {
+            cases[name] = {
                 "objective": objective, "preset": preset, "steps": cfg.steps, "code_id": code, "runs": runs,
                 "summary": summary, "measured_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                 **({"transfer": transfers} if transfers else {})}
-    report_path = Path(cfg.work, "report.json")
-    earlier = json.loads(report_path.read_text()).get("cases", {}) if report_path.exists() else {}
     # a case of another budget (steps) from an earlier invocation stays in the report, with its own code and time
     cases = {**{k: v for k, v in earlier.items() if "steps" in v and k not in cases}, **cases}
     report = {"cases": cases, "settings": {**asdict(cfg), "code_id": code},
@@ -409,6 +412,19 @@ def main(argv: list[str] | None = None) -> int:
 
         write_section(Path(a.out), TITLE, text, report, measured=report["measured_utc"])
     return 0
+
+
+def merged(earlier: dict[str, Any] | None, code: str, runs: dict[str, dict[str, Any]],
+           transfers: dict[str, Any]) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """This invocation's runs of a case with the earlier report's runs of it under the same code: systems and seeds
+    measured before stay (seeds 4-6 added later join seeds 1-3; an ablation not rerun keeps its rows), this
+    invocation's win where both have a seed. A case of other code is replaced whole."""
+    if not earlier or earlier.get("code_id") != code:
+        return runs, transfers
+    out = {s: dict(r) for s, r in earlier.get("runs", {}).items()}
+    for system, by_seed in runs.items():
+        out[system] = {**out.get(system, {}), **by_seed}
+    return out, {**earlier.get("transfer", {}), **transfers}
 
 
 def unigram_controls(data: dict[str, Path], objectives: list[str]) -> dict[str, dict[str, Any]]:

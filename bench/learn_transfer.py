@@ -76,7 +76,10 @@ def render(report: dict[str, Any]) -> list[str]:
     for key, c in cases.items():
         metric, rows = case_rows(c)
         by = {r["row"]: r for r in rows}
-        loss = c["summary"]["lmforge"]["mean"]
+        # the mean over the seeds fine-tuned (a case may have more seeds of loss than of fine-tunes)
+        ran = (c.get("runs") or {}).get("lmforge", {})
+        losses = [ran[s]["held_out_loss"] for s in c["transfer"] if s in ran]
+        loss = sum(losses) / len(losses) if losses else c["summary"]["lmforge"]["mean"]
         control = (unigram.get(c["objective"]) or {}).get("value")
 
         cells = " | ".join(_cell(by.get(row)) for row in ("pretrained", "scratch", "majority", "tfidf_lr"))

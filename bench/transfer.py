@@ -255,6 +255,8 @@ def collect(cfg: TransferBenchConfig, data: dict[str, Path], models: dict[str, P
 
 def experiment_summary(work: Path) -> dict[str, Any]:
     """The recipe and outcome of an earlier (shorter) run: its pretraining and each task's lmforge rows."""
+    from bench.transfer_report import pretraining_verdicts
+
     r = json.loads((work / "results.json").read_text())
     c, p = r["config"], r["pretraining"].get("pretrain", {})
     return {"work": str(work), "model": c["model"], "prenorm": c.get("prenorm", False),
@@ -265,7 +267,8 @@ def experiment_summary(work: Path) -> dict[str, Any]:
             "tasks": {t: {"primary": x["primary"], **{row: x["rows"][row]["test"][x["primary"]]["mean"]
                                                      for row in ("lmforge", "lmforge_scratch", "tfidf_lr")
                                                      if row in x["rows"]}}
-                      for t, x in r["tasks"].items()}}
+                      for t, x in r["tasks"].items()},
+            "verdicts": pretraining_verdicts(r), "machine": r.get("machine"), "measured_utc": r.get("measured_utc")}
 
 
 def _corpus_words(corpus: Path) -> dict[str, int]:

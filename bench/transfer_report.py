@@ -165,6 +165,11 @@ def render(res: dict[str, Any]) -> str:
                          f"{'pre-LN' if e['prenorm'] else 'post-LN'} | {drop} | "
                          f"{'bf16' if e['bf16'] else 'fp32'} | {e['global_batch']} | {e['budget_minutes']:g} min | "
                          f"{e['steps']:,} | {e['tokens_seen'] / 1e6:.1f}M | {e['valid_loss']:.3f} | " + " | ".join(cells) + " |")
+        said = [f"- {Path(e['work']).name}, {v}" for e in res["experiments"] for v in e.get("verdicts") or []]
+        lines += [""] + [f"{Path(e['work']).name}: measured {e['measured_utc']} on {e['machine']}." for e in res["experiments"]
+                  if e.get("machine") and e.get("measured_utc")]
+        lines += ["", "Did each run's pretraining pay (the card's sentence, paired by fine-tuning seed):", "", *said] \
+            if said else []
     words = c.get("words", {})
     lines += ["", "### Corpus", "",
               f"{c['counts']['kept']:,} documents kept of {c['counts']['in']:,} read ({c['counts']['duplicates']:,} "

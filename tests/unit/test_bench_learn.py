@@ -124,3 +124,18 @@ def test_the_mask_counts_cost_is_paired_by_seed():
     assert line.startswith("mlm tiny, 300 steps, mask count: lmforge on `--mask-count bernoulli` shards minus lmforge")
     assert "paired by seed: -0.0020 nats (95% interval -0.0063 to +0.0023); per seed 1: -0.0010, 2: -0.0040, " \
            "3: -0.0010." in line
+
+
+def test_a_rerun_case_keeps_earlier_seeds_and_systems_of_the_same_code():
+    from bench.learn import merged
+
+    earlier = {"code_id": "abc", "runs": {"lmforge": {"1": {"held_out_loss": 6.28}},
+                                          "lmforge_bernoulli": {"1": {"held_out_loss": 6.27}}},
+               "transfer": {"1": {"metric": "accuracy"}}}
+    new = {"lmforge": {"4": {"held_out_loss": 6.26}}, "hf_trainer": {"4": {"held_out_loss": 6.27}}}
+    runs, transfer = merged(earlier, "abc", new, {})
+    assert {s: sorted(r) for s, r in runs.items()} == {"lmforge": ["1", "4"], "lmforge_bernoulli": ["1"],
+                                                       "hf_trainer": ["4"]}
+    assert transfer == {"1": {"metric": "accuracy"}}
+    assert merged(earlier, "other code", new, {}) == (new, {})  # measured by other code: replaced whole
+    assert merged(None, "abc", new, {})[0] is new

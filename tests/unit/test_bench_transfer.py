@@ -170,7 +170,11 @@ def test_an_experiment_lists_its_model_seeds_and_each_tasks_pair():
     exp = {"work": "runs/bench-transfer-demo", "model": "demo", "prenorm": True, "dropout": 0.0, "bf16": True,
            "global_batch": 32, "lr": 1e-3, "mask_rate": 0.15, "budget_minutes": 60, "steps": 9000,
            "tokens_seen": 36_864_000, "valid_loss": 4.2, "seeds": [1, 2, 3],
-           "tasks": {"vader": {"primary": "accuracy", "lmforge": 0.58, "lmforge_scratch": 0.56, "tfidf_lr": 0.63}}}
+           "tasks": {"vader": {"primary": "accuracy", "lmforge": 0.58, "lmforge_scratch": 0.56, "tfidf_lr": 0.63}},
+           "verdicts": ["vader (test accuracy): Pretraining paid: ..."], "machine": "a CPU, 2 cores",
+           "measured_utc": "2026-11-29 01:43 UTC"}
     md = render({**RES, "experiments": [exp]})
     assert "| run | model | seeds | layout | dropout | precision | batch x 128 | budget | steps | tokens |" in md
     assert "| bench-transfer-demo | demo | 3 | pre-LN | 0.0 | bf16 | 32 | 60 min | 9,000 | 36.9M | 4.200 |" in md
+    assert "- bench-transfer-demo, vader (test accuracy): Pretraining paid: ..." in md
+    assert "bench-transfer-demo: measured 2026-11-29 01:43 UTC on a CPU, 2 cores." in md

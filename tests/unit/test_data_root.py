@@ -30,7 +30,7 @@ OPTION_NOT_PATHS = {
     "CorpusConfig": {"languages", "char_shingle_languages", "applied_steps"}, "C4Config": {"variant"},
     "GopherQualityConfig": {"stop_words", "stop_words_languages"}, "FineWebConfig": {"line_end_chars"},
     "DecontConfig": {"splits", "text_column", "split_column", "id_column", "mode"}, "TokenizerConfig": {"model"},
-    "ShardsConfig": {"packing"}, "MaskConfig": {"objective"},
+    "ShardsConfig": {"packing"}, "MaskConfig": {"objective", "count"},
     "PretrainConfig": {"model", "schedule", "optimizer", "compile_mode", "kernel_tuning", "attention", "profile_steps"},
     "FinetuneConfig": {"task", "text_column", "text_pair_column", "label_column", "split_column", "id_column",
                        "tokens_column", "tags_column", "init", "select_metric"},
