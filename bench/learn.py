@@ -47,6 +47,7 @@ from bench import learn_transfer
 from bench.options import bench_parser, parse_bench
 from bench.steps import ROOT, Steps, run_command
 from common.config import opt
+from common.stats import difference_interval, interval
 from flows.stages import StageFailed
 
 TITLE = "Learning per token: lmforge against the HF Trainer"
@@ -201,8 +202,6 @@ def summarise(runs: dict[str, dict[str, float]]) -> dict[str, Any]:
     """{system: {seed: loss}} -> each system's mean and range over seeds, lmforge minus the Trainer (with Welch's 95%
     interval: the two systems' seeds share nothing), and the verdict: lmforge's mean at or under the Trainer's highest
     seed (within its spread, or below it)."""
-    from common.stats import difference_interval
-
     out: dict[str, Any] = {}
     for system, by_seed in runs.items():
         vals = list(by_seed.values())
@@ -258,8 +257,6 @@ def masks_line(case: str, s: dict[str, Any], system: str = "hf_trainer_k_masks")
 def count_line(case: str, c: dict[str, Any]) -> str:
     """What the mask count costs: lmforge on `--mask-count bernoulli` shards minus lmforge on the default fixed count,
     paired by seed (the same initialisation and row order; only the masks differ), with its 95% interval."""
-    from common.stats import interval
-
     fixed, bern = c["runs"]["lmforge"], c["runs"]["lmforge_bernoulli"]
     diffs = {seed: bern[seed]["held_out_loss"] - fixed[seed]["held_out_loss"] for seed in sorted(set(fixed) & set(bern))}
     d = interval(list(diffs.values()))
