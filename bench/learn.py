@@ -49,6 +49,7 @@ from bench.steps import ROOT, Steps, run_command
 from common.config import opt
 from common.stats import difference_interval, interval
 from flows.stages import StageFailed
+from schemas.objectives import objective as registered
 
 TITLE = "Learning per token: lmforge against the HF Trainer"
 SYSTEMS = ("lmforge", "lmforge_bernoulli", "hf_trainer", "hf_trainer_k_masks", "hf_trainer_fixed_count")
@@ -101,8 +102,6 @@ class LearnBenchConfig:
 
 def has_masks(objective: str) -> bool:
     """The objective's rows carry precomputed masks (schemas.objectives): mlm does, causal does not."""
-    from schemas.objectives import objective as registered
-
     return registered(objective).stores_variants
 
 
