@@ -59,6 +59,10 @@ class TransferBenchConfig:
     model: str = opt("bert_mini", "lmforge's model preset")
     prenorm: bool = opt(True, "pre-LN model")
     dropout: float = opt(0.0, "pretraining dropout")
+    embeddings: str = opt("preset", "pretrain --embeddings: preset (untied for the CPU presets) | tied | untied")
+    pretrained: str = opt("", "fine-tune an earlier run's pretrain/ stage directory instead of pretraining here: "
+                              "fine-tuning recipes compared on one pretrained model (the report takes its recipe from "
+                              "that stage's manifest)", path=True)
     vocab_size: int = opt(16000, "lmforge tokenizer")
     seq_len: int = opt(128, "tokens per row of the shards")
     mask_rate: float = opt(0.15, "MLM mask rate")
@@ -78,6 +82,9 @@ class TransferBenchConfig:
     ft_lr_grid_small: list[float] = opt([], "further fine-tune rates for lmforge and its twin; each row keeps the one "
                                         "with the best mean validation score (finetune --lr-grid)")
     ft_lr_minilm: float = opt(1e-4, "fine-tune lr of the MiniLM rows")
+    ft_min_steps: int = opt(800, "every neural row fine-tunes for at least this many steps (finetune --min-steps): "
+                                 "more epochs on the small tasks, no early stop before them (2026-11-29, demo "
+                                 "preset: wsj_pos +5.7 over the twin at 800, +2.6 at the tasks' epochs)")
     nproc: int = opt(2, "pretraining processes")
     compress_tasks: list[str] = opt(["vader", "reuters"], "tasks of the compression part: half-depth students, int8 and "
                                     "pruning of the MiniLM and lmforge teachers (none skips it)")
@@ -138,11 +145,16 @@ def model_steps(s: Steps, cfg: TransferBenchConfig, data: dict[str, Path]) -> di
     models: dict[str, Path] = {}
     common = dict(micro_batch_size=cfg.micro_batch_size, warmup_ratio=cfg.warmup_ratio, save_every=500, log_every=100,
                   eval_batches=50, bf16=cfg.bf16)
-    if {"lmforge", "lmforge_scratch"} & set(cfg.rows):
+    if {"lmforge", "lmforge_scratch"} & set(cfg.rows) and cfg.pretrained:
+        if not (Path(cfg.pretrained) / "hf" / "config.json").exists():
+            raise SystemExit(f"--pretrained {cfg.pretrained}: no finished pretrain stage there (hf/config.json)")
+        models["lmforge"] = Path(cfg.pretrained) / "hf"
+    elif {"lmforge", "lmforge_scratch"} & set(cfg.rows):
         pre = w / "pretrain"
         resume = ["--resume"] if (pre / "checkpoints" / "latest").exists() and not s.done(pre) else []
         s.run("pretrain", pre, ["pretrain", *flags(shards=data["shards"], tokenizer=data["tokenizer"], output=pre,
                                                    model=cfg.model, prenorm=cfg.prenorm, dropout=cfg.dropout, lr=cfg.lr,
+                                                   embeddings=cfg.embeddings,
                                                    time_budget_minutes=cfg.budget_minutes, **common),
                                 "--nproc", str(cfg.nproc), *resume])
         models["lmforge"] = pre / "hf"
@@ -173,7 +185,7 @@ def finetune_steps(s: Steps, cfg: TransferBenchConfig, models: dict[str, Path]) 
         labeled = s.run(f"labeled_{task}", w / "labeled" / task,
                         ["labeled", "prepare", task, "--output", str(w / "labeled" / task)])
         common = dict(seeds=cfg.seeds, max_train=plan.max_train, max_length=plan.max_length, epochs=plan.epochs,
-                      bf16=True)
+                      min_steps=cfg.ft_min_steps, bf16=True)
         runs: dict[str, Path] = {}
         if "lmforge" in models:
             inits = [i for i, row in (("pretrained", "lmforge"), ("scratch", "lmforge_scratch")) if row in cfg.rows]
@@ -236,7 +248,7 @@ def collect(cfg: TransferBenchConfig, data: dict[str, Path], models: dict[str, P
     words = _corpus_words(data["corpus"])
     pre = {}
     for name in ("pretrain", "minilm_cpt", "minilm_probe"):
-        p = w / name / "metrics.json"
+        p = (Path(cfg.pretrained) if name == "pretrain" and cfg.pretrained else w / name) / "metrics.json"
         if p.exists():
             mm = json.loads(p.read_text())
             pre[name] = {k: mm.get(k) for k in ("steps", "tokens_seen", "valid_loss", "first_loss", "last_loss",
@@ -259,7 +271,13 @@ def experiment_summary(work: Path) -> dict[str, Any]:
 
     r = json.loads((work / "results.json").read_text())
     c, p = r["config"], r["pretraining"].get("pretrain", {})
+    pre_dir = Path(c["pretrained"]) if c.get("pretrained") else work / "pretrain"
+    if c.get("pretrained"):  # another run's pretraining: its own recipe, from its manifest
+        pc = read_manifest(pre_dir)["config"]
+        c = {**c, "model": pc["model"], "prenorm": pc["prenorm"], "dropout": pc["dropout"], "bf16": pc["bf16"],
+             "lr": pc["lr"], "budget_minutes": pc["time_budget_minutes"]}
     return {"work": str(work), "model": c["model"], "prenorm": c.get("prenorm", False),
+            "untied": untied(pre_dir), "ft_min_steps": c.get("ft_min_steps", 0),
             "dropout": c.get("dropout"), "bf16": c.get("bf16", False),  # runs before these options: the preset's, fp32
             "global_batch": p.get("global_batch"), "lr": c["lr"], "mask_rate": c["mask_rate"],
             "budget_minutes": c["budget_minutes"], "steps": p.get("steps"), "tokens_seen": p.get("tokens_seen"),
@@ -268,7 +286,29 @@ def experiment_summary(work: Path) -> dict[str, Any]:
                                                      for row in ("lmforge", "lmforge_scratch", "tfidf_lr")
                                                      if row in x["rows"]}}
                       for t, x in r["tasks"].items()},
-            "verdicts": pretraining_verdicts(r), "machine": r.get("machine"), "measured_utc": r.get("measured_utc")}
+            "verdicts": pretraining_verdicts(r), "machine": r.get("machine"), "measured_utc": r.get("measured_utc"),
+            "token_embeddings": token_embeddings(pre_dir), "pretrained": c.get("pretrained") or None}
+
+
+def untied(pre: Path) -> bool:
+    """Whether the pretrained export has an output projection of its own (its config.json says)."""
+    cfg = pre / "hf" / "config.json"
+    return cfg.exists() and json.loads(cfg.read_text()).get("tie_word_embeddings", True) is False
+
+
+def token_embeddings(pre: Path) -> dict[str, Any] | None:
+    """The pretrained model's embedding geometry (training.models.embedding_geometry): from its metrics.json,
+    or measured on its hf/ export for runs from before pretraining wrote it."""
+    metrics = pre / "metrics.json"
+    if metrics.exists() and "token_embeddings" in (m := json.loads(metrics.read_text())):
+        return m["token_embeddings"]
+    if not (pre / "hf" / "config.json").exists():
+        return None
+    from transformers import AutoModelForMaskedLM
+
+    from training.models.embedding_geometry import embedding_geometry
+
+    return embedding_geometry(AutoModelForMaskedLM.from_pretrained(pre / "hf").get_input_embeddings().weight)
 
 
 def _corpus_words(corpus: Path) -> dict[str, int]:

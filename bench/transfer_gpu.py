@@ -54,6 +54,8 @@ class TransferGpuConfig:
     work: str = opt("/tmp/bench-transfer-gpu", "runs, logs and results")
     model: str = opt("bert_base", "lmforge's model preset")
     micro_batch_size: int = opt(256, "rows per step (one GPU): 32k tokens, so a few-minute run takes thousands of steps")
+    embeddings: str = opt("preset", "pretrain --embeddings: preset | tied | untied")
+    min_steps: int = opt(0, "fine-tune for at least this many steps (finetune --min-steps)")
     lr: float = opt(5e-4, "peak pretraining learning rate (pre-LN; Cramming's 1e-3 at 1,536 rows, scaled to 256)")
     budget_minutes: float = opt(3.0, "wall clock of lmforge's pretraining loop, compilation included")
     warmup_ratio: float = opt(0.3, "share of the budget's clock warming the learning rate up (the first ~40 s are "
@@ -173,6 +175,7 @@ def pretrain(cfg: TransferGpuConfig, data: Path, shard_dir: Path, work: Path, de
     extra: dict[str, Any] = {"compile": False} if device == "cpu" else {"kernel_tuning": cfg.kernel_tuning}
     pc = PretrainConfig(shards=str(shard_dir), tokenizer=str(data / "tokenizer"), output=str(out),
                         model=cfg.model, prenorm=True, dropout=0.0, lr=cfg.lr, micro_batch_size=cfg.micro_batch_size,
+                        embeddings=cfg.embeddings,
                         time_budget_minutes=cfg.budget_minutes, warmup_ratio=cfg.warmup_ratio,
                         eval_every=cfg.eval_every, log_every=20,
                         eval_batches=max(1, valid_rows // cfg.micro_batch_size), bf16=True, tensorboard=False, **extra)
@@ -210,8 +213,8 @@ def finetune(cfg: TransferGpuConfig, data: Path, model: Path, work: Path, device
         shutil.rmtree(out, ignore_errors=True)
         small = dict(max_train=200, max_validation=100, max_test=100, epochs=1) if device == "cpu" else {}
         opts = dict(model=model, output=out, init=[init], seeds=cfg.seeds, lr=cfg.ft_lr, lr_grid=cfg.ft_lr_grid,
-                    max_train=plan.max_train, max_length=plan.max_length, epochs=plan.epochs, bf16=True, threads=2,
-                    controls=init == "pretrained")
+                    max_train=plan.max_train, max_length=plan.max_length, epochs=plan.epochs, min_steps=cfg.min_steps, bf16=True,
+                    threads=2, controls=init == "pretrained")
         t = time.time()
         try:
             run_cli(f"finetune_{task}_{init}", ["finetune", "--config", str(data / "labeled" / task / "finetune.json"),
@@ -263,7 +266,8 @@ def hf_peer(spec: dict[str, Any]) -> dict[str, Any]:
     vbatches = [{k: b[k] for k in ("input_ids", "attention_mask", "labels")}
                 for _, b in zip(range(spec["eval_batches"]), vloader.epoch(0))]
     torch.manual_seed(spec["seed"])
-    mc = model_config(argparse.Namespace(model=spec["model"], prenorm=True, max_position=0, dropout=0.0))
+    mc = model_config(argparse.Namespace(model=spec["model"], prenorm=True, max_position=0, dropout=0.0,
+                                         embeddings=spec.get("embeddings", "preset")))
     model = build_for_objective(shards.objective, mc, shards.vocab_size, shards.pad_id, shards.eos_id,
                                 shards.seq_len).hf
     tok = AutoTokenizer.from_pretrained(spec["tokenizer"])
@@ -335,7 +339,7 @@ def time_to_quality(cfg: TransferGpuConfig, data: Path, shard_dir: Path, pre: di
     out = work / "hf" / "result.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     spec = {"shards": str(shard_dir), "tokenizer": str(data / "tokenizer"), "model": cfg.model,
-            "micro_batch_size": pre["micro_batch_size"], "lr": cfg.lr, "max_steps": pre["steps"],
+            "embeddings": cfg.embeddings, "micro_batch_size": pre["micro_batch_size"], "lr": cfg.lr, "max_steps": pre["steps"],
             "lr_by_step": pre["lr_by_step"], "eval_every": cfg.eval_every, "eval_batches": pre["eval_batches"],
             "seed": pre["seed"], "seconds": seconds, "deadline": deadline, "out": str(out)}
     (out.parent / "spec.json").write_text(json.dumps(spec, indent=1))

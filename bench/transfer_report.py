@@ -110,7 +110,8 @@ def render(res: dict[str, Any]) -> str:
         cap = f", train capped at {plan['max_train']:,}" if plan.get("max_train") else ""
         lines += [f"**{name}** ({t['task']}, {len(t['labels'] or []) or 'float'} labels; "
                   f"{counts.get('train_examples', 0):,} train / {counts.get('validation_examples', 0):,} validation / "
-                  f"{counts.get('test_examples', 0):,} test{cap}; {plan['max_length']} tokens, {plan['epochs']} epochs; "
+                  f"{counts.get('test_examples', 0):,} test{cap}; {plan['max_length']} tokens, {plan['epochs']} epochs"
+                  f"{_at_least(res['config'].get('ft_min_steps'))}; "
                   f"selected on validation {t['primary']})", "",
                   "| row | " + " | ".join(metrics) + " |", "|---|" + "---:|" * len(metrics)]
         for row in ORDER:
@@ -146,13 +147,15 @@ def render(res: dict[str, Any]) -> str:
                      f"MLM head fitted for {cfg['probe_minutes']:g} minutes: the shipped model has no MLM head), after "
                      f"continued pretraining {dom['minilm_cpt']['loss']:.3f}.")
     if res.get("experiments"):
-        lines += ["", "Recipe measurements: other budgets, model sizes and settings (same corpus, tokenizer, tasks and "
-                  "fine-tuning recipe; lmforge vs its random-init twin, test primary metric, the mean over the run's "
-                  "fine-tuning seeds):", "",
+        lines += ["", "Recipe measurements: other budgets, model sizes and settings (same corpus, tokenizer and tasks, "
+                  "BERT's fine-tuning recipe for as many steps as the column says; lmforge vs its random-init twin, test primary metric, the mean over the run's "
+                  "fine-tuning seeds; untied: an output projection of its own, not the token embeddings; embeddings' mean cosine: "
+                  "between two rows of the pretrained token embeddings, about 0 for a random start, "
+                  "training.models.embedding_geometry):", "",
                   "| run | model | seeds | layout | dropout | precision | batch x 128 | budget | steps | tokens | "
-                  "held-out MLM loss | "
+                  "held-out MLM loss | embeddings' mean cosine | fine-tune steps | "
                   + " | ".join(sorted({t for e in res["experiments"] for t in e["tasks"]})) + " |",
-                  "|---|---|---:|---|---:|---|---:|---:|---:|---:|---:|" + "---|" * len({t for e in res["experiments"]
+                  "|---|---|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---|" + "---|" * len({t for e in res["experiments"]
                                                                               for t in e["tasks"]})]
         names = sorted({t for e in res["experiments"] for t in e["tasks"]})
         for e in res["experiments"]:
@@ -162,9 +165,10 @@ def render(res: dict[str, Any]) -> str:
                 cells.append(f"{_pts(x.get('lmforge'))} vs {_pts(x.get('lmforge_scratch'))}" if x else "")
             drop = "the preset's" if e["dropout"] in (None, -1.0) else e["dropout"]
             lines.append(f"| {Path(e['work']).name} | {e.get('model', '-')} | {len(e.get('seeds') or []) or '-'} | "
-                         f"{'pre-LN' if e['prenorm'] else 'post-LN'} | {drop} | "
+                         f"{'pre-LN' if e['prenorm'] else 'post-LN'}{', untied' if e.get('untied') else ''} | {drop} | "
                          f"{'bf16' if e['bf16'] else 'fp32'} | {e['global_batch']} | {e['budget_minutes']:g} min | "
-                         f"{e['steps']:,} | {e['tokens_seen'] / 1e6:.1f}M | {e['valid_loss']:.3f} | " + " | ".join(cells) + " |")
+                         f"{e['steps']:,} | {e['tokens_seen'] / 1e6:.1f}M | {e['valid_loss']:.3f} | "
+                         f"{_cosine(e.get('token_embeddings'))} | {_ft_steps(e.get('ft_min_steps'))} | " + " | ".join(cells) + " |")
         said = [f"- {Path(e['work']).name}, {v}" for e in res["experiments"] for v in e.get("verdicts") or []]
         lines += [""] + [f"{Path(e['work']).name}: measured {e['measured_utc']} on {e['machine']}." for e in res["experiments"]
                   if e.get("machine") and e.get("measured_utc")]
@@ -189,6 +193,18 @@ def render(res: dict[str, Any]) -> str:
               "wall time, across resumed runs: " + ", ".join(f"{k} {v / 60:.1f}" for k, v in steps.items())
               + f"); the last invocation {res.get('wall_seconds', 0) / 60:.0f} minutes."]
     return "\n".join(lines) + "\n"
+
+
+def _at_least(min_steps: int | None) -> str:
+    return f" or more for at least {min_steps:,} steps" if min_steps else ""
+
+
+def _cosine(geometry: dict[str, Any] | None) -> str:
+    return f"{geometry['mean_cosine']:.2f}" if geometry else "-"
+
+
+def _ft_steps(min_steps: int | None) -> str:
+    return f"at least {min_steps:,}" if min_steps else "the task's epochs"
 
 
 def plot(res: dict[str, Any], path: Path) -> Path:

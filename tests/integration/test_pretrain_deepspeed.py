@@ -67,6 +67,8 @@ def test_pretrain_two_processes_zero2(zero2):
     assert [p["step"] for p in metrics["loss_curve"]] == list(range(1, steps + 1))
     assert metrics["world_size"] == 2 and metrics["attn_implementation"] == "sdpa" and metrics["attention"] == "row" and metrics["precision"] == "fp32"
     assert metrics["last_loss"] < metrics["first_loss"] - 0.5, (metrics["first_loss"], metrics["last_loss"])
+    geometry = metrics["token_embeddings"]  # a dozen steps leave the rows near their random start
+    assert geometry["rows"] == model.config.vocab_size and not geometry["collapsed"], geometry
     assert (out / "tensorboard").is_dir()
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     train = [r for r in records if r["kind"] == "train"]

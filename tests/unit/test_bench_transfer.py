@@ -175,6 +175,24 @@ def test_an_experiment_lists_its_model_seeds_and_each_tasks_pair():
            "measured_utc": "2026-11-29 01:43 UTC"}
     md = render({**RES, "experiments": [exp]})
     assert "| run | model | seeds | layout | dropout | precision | batch x 128 | budget | steps | tokens |" in md
-    assert "| bench-transfer-demo | demo | 3 | pre-LN | 0.0 | bf16 | 32 | 60 min | 9,000 | 36.9M | 4.200 |" in md
+    assert "| bench-transfer-demo | demo | 3 | pre-LN | 0.0 | bf16 | 32 | 60 min | 9,000 | 36.9M | 4.200 | - | " \
+           "the task's epochs | 58.0 vs 56.0 |" in md
+    untied = {**exp, "work": "runs/untied", "untied": True, "ft_min_steps": 800,
+              "token_embeddings": {"mean_cosine": 0.1234, "effective_rank": 120.0}}
+    md = render({**RES, "experiments": [exp, untied]})
+    assert "| untied | demo | 3 | pre-LN, untied | 0.0 | bf16 | 32 | 60 min | 9,000 | 36.9M | 4.200 | 0.12 | " \
+           "at least 800 | 58.0 vs 56.0 |" in md
     assert "- bench-transfer-demo, vader (test accuracy): Pretraining paid: ..." in md
     assert "bench-transfer-demo: measured 2026-11-29 01:43 UTC on a CPU, 2 cores." in md
+
+
+def test_an_experiments_embedding_geometry_comes_from_its_metrics_or_its_export(tmp_path):
+    import json
+
+    from bench.transfer import token_embeddings
+
+    pre = tmp_path / "pretrain"
+    pre.mkdir()
+    assert token_embeddings(pre) is None  # neither metrics nor an export
+    (pre / "metrics.json").write_text(json.dumps({"token_embeddings": {"mean_cosine": 0.8}}))
+    assert token_embeddings(pre) == {"mean_cosine": 0.8}

@@ -129,6 +129,29 @@ def test_lr_grid_keeps_each_inits_best_mean_validation(tmp_path, model_dir):
     verify_outputs(out)
 
 
+def test_min_steps_adds_epochs_only_where_the_data_is_small():
+    from training.finetuning.trainer import Recipe, epochs_for
+
+    assert epochs_for(Recipe(epochs=3, batch_size=32, min_steps=600), 811) == 24  # 26 steps an epoch
+    assert epochs_for(Recipe(epochs=3, batch_size=32, min_steps=600), 100_000) == 3
+    assert epochs_for(Recipe(epochs=3, batch_size=32), 811) == 3
+
+
+def test_early_stopping_waits_for_min_steps(tmp_path, model_dir):
+    from training.finetuning.trainer import Recipe, stop_early
+
+    assert stop_early(Recipe(patience=2), stale=2, step=10)
+    assert not stop_early(Recipe(patience=2, min_steps=800), stale=2, step=132)  # a flat start is not a failure
+    assert stop_early(Recipe(patience=2, min_steps=800), stale=2, step=800)
+    assert not stop_early(Recipe(patience=0), stale=50, step=10_000)
+    _, data = split_reviews(tmp_path / "reviews.jsonl", 300)
+    out = tmp_path / "ft"
+    finetune(["--model", str(model_dir), "--data", str(data), "--output", str(out), "--lr", "1e-9",
+              "--patience", "1", "--min-steps", "20", "--no-controls"])
+    d = FinetuneMetrics.read(out / "metrics.json").rows["pretrained"].details["1"]
+    assert d["planned_steps"] > 3 * 5 and d["steps"] >= 20  # more than 3 epochs, none of them cut short
+
+
 def test_lr_grid_must_not_repeat_lr(tmp_path, model_dir, capsys):
     from lmforge.cli import main
 

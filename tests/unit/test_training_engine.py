@@ -3,6 +3,7 @@ choice of a good tag (training.pretraining.checkpoint), metrics.jsonl and Tensor
 positions (training.models.model), multi-node commands (training.launch.torchrun) and the resume check across world sizes."""
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -192,6 +193,59 @@ def test_max_position_is_independent_of_the_training_length():
     assert module.hf(input_ids=ids).logits.shape == (1, 300, 300)
     with pytest.raises(ValueError, match="max_position 16 is shorter than the shards' rows"):
         build_for_objective("mlm", dataclasses.replace(preset("tiny"), max_position=16), 300, 0, None, 32)
+
+
+@pytest.mark.parametrize("prenorm", [False, True])
+def test_untied_embeddings_keep_their_own_output_matrix_through_export(tmp_path, prenorm):
+    import dataclasses
+
+    from transformers import AutoModelForMaskedLM
+
+    from training.models.model import build_for_objective, preset
+    from training.pretraining.module import model_config
+
+    assert not preset("tiny").tie_embeddings and preset("bert_base").tie_embeddings  # CPU presets untie
+    tied = build_for_objective("mlm", dataclasses.replace(preset("tiny"), prenorm=prenorm, tie_embeddings=True),
+                               300, 0, None, 32).hf
+    assert tied.get_output_embeddings().weight.data_ptr() == tied.get_input_embeddings().weight.data_ptr()
+    hf = build_for_objective("mlm", dataclasses.replace(preset("tiny"), prenorm=prenorm), 300, 0, None, 32).hf
+    assert hf.get_output_embeddings().weight.data_ptr() != hf.get_input_embeddings().weight.data_ptr()
+    extra = sum(p.numel() for p in hf.parameters()) - sum(p.numel() for p in tied.parameters())
+    assert extra in (300 * 64, 300 * 65)  # the decoder's matrix (BERT's class also unties the decoder's bias)
+    if not prenorm:  # the ZeRO plan's estimate before the model is built: exact for BERT's class
+        from training.pretraining.run_plan import estimate_parameters
+
+        assert estimate_parameters(64, 2, 256, 300, 512, tied=False) == sum(p.numel() for p in hf.parameters())
+        assert estimate_parameters(64, 2, 256, 300, 512) == sum(p.numel() for p in tied.parameters())
+    # pretrain --embeddings: the preset's layout, or either one asked for
+    ns = argparse.Namespace(model="tiny", prenorm=prenorm, max_position=0, dropout=-1.0)
+    assert not model_config(argparse.Namespace(**vars(ns), embeddings="preset")).tie_embeddings
+    assert model_config(argparse.Namespace(**vars(ns), embeddings="tied")).tie_embeddings
+    assert model_config(argparse.Namespace(model="bert_base", prenorm=False, max_position=0, dropout=-1.0,
+                                           embeddings="untied")).tie_embeddings is False
+    with torch.no_grad():
+        hf.get_output_embeddings().weight.mul_(3.0)  # the export must keep the two matrices apart
+    hf.save_pretrained(tmp_path)
+    back = AutoModelForMaskedLM.from_pretrained(tmp_path)
+    assert not back.config.tie_word_embeddings
+    torch.testing.assert_close(back.get_output_embeddings().weight, hf.get_output_embeddings().weight)
+    torch.testing.assert_close(back.get_input_embeddings().weight, hf.get_input_embeddings().weight)
+
+
+def test_embedding_geometry_tells_a_collapsed_matrix_from_a_random_one():
+    from training.models.embedding_geometry import embedding_geometry, geometry_line
+
+    g = torch.Generator().manual_seed(0)
+    fresh = embedding_geometry(torch.randn(2000, 64, generator=g) * 0.02)
+    assert abs(fresh["mean_cosine"]) < 0.01 and fresh["effective_rank"] > 55 and not fresh["collapsed"]
+    rows = torch.randn(2000, 64, generator=g)
+    shared = torch.randn(64, generator=g)
+    collapsed = embedding_geometry(0.3 * rows + 3.0 * shared)  # one direction dominates every row
+    unit = torch.nn.functional.normalize(0.3 * rows + 3.0 * shared, dim=1)
+    pairs = (unit @ unit.T).sum() - 2000
+    assert collapsed["mean_cosine"] == pytest.approx(float(pairs / (2000 * 1999)), abs=1e-4)
+    assert collapsed["collapsed"] and "--embeddings untied" in geometry_line(collapsed)
+    assert "untie" not in geometry_line(fresh)
 
 
 def test_sparse_mlm_reports_top1_accuracy_at_masked_positions():

@@ -72,6 +72,8 @@ class FinetuneConfig:
                           "random start: the control for what pretraining bought)")
     seeds: list[int] = opt([1], "one fine-tune per seed (head init, shuffling, dropout); mean and sd are reported")
     epochs: int = opt(3, "passes over train")
+    min_steps: int = opt(0, "more epochs where --epochs make fewer optimizer steps than this (small datasets train "
+                            "longer: Mosbach et al. 2021); --patience stops early only after them")
     batch_size: int = opt(32, "examples per step")
     lr: float = opt(5e-5, "peak AdamW learning rate (BERT: 2e-5..5e-5; small models from scratch like more)")
     lr_grid: list[float] = opt([], "also try these peak learning rates: each init keeps the one whose mean validation "
@@ -110,7 +112,7 @@ class FinetuneConfig:
         require(all(x > 0 for x in self.lr_grid) and self.lr not in self.lr_grid
                 and len(set(self.lr_grid)) == len(self.lr_grid), f"lr_grid must hold distinct positive rates other "
                 f"than lr ({self.lr}), got {self.lr_grid}")
-        require(self.patience >= 0 and self.eval_every >= 0, "patience and eval_every must be >= 0")
+        require(min(self.patience, self.eval_every, self.min_steps) >= 0, "patience, eval_every and min_steps must be >= 0")
         require(self.dropout == -1.0 or 0 <= self.dropout < 1, "dropout must be in [0, 1) or -1")
         if self.select_metric:
             require(self.select_metric in METRICS[self.task], f"select_metric for {self.task} is one of {METRICS[self.task]}")
@@ -126,7 +128,7 @@ class FinetuneConfig:
 
     def recipe_at(self, lr: float) -> Recipe:
         return Recipe(lr, self.epochs, self.batch_size, self.warmup_ratio, self.weight_decay, self.clip,
-                      self.patience, self.eval_every, None if self.dropout == -1.0 else self.dropout, self.bf16)
+                      self.patience, self.min_steps, self.eval_every, None if self.dropout == -1.0 else self.dropout, self.bf16)
 
 
 def load_data(cfg: FinetuneConfig) -> TaskData:

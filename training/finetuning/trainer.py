@@ -29,6 +29,11 @@ class Recipe:
     weight_decay: float = 0.01
     clip: float = 1.0
     patience: int = 2
+    min_steps: int = 0
+    """More epochs, if needed, for at least this many optimizer steps, and no early stop before them: a few
+    hundred sentences make a few dozen steps an epoch, and BERT's 3 epochs leave the head unconverged and scores
+    swinging with the seed (Mosbach et al. 2021, "On the stability of fine-tuning BERT": train small datasets for
+    more iterations). A classifier that predicts the majority class for its first epochs has not failed yet."""
     eval_every: int = 0
     """Steps between validation scores; 0: at the end of every epoch."""
     dropout: float | None = None
@@ -166,6 +171,17 @@ def _backward(model, train: Encoded, rows: list[int], data, pad_id: int, bf16: b
     return sum_gradients(model, [loss.detach() * share])[0] if world > 1 else loss
 
 
+def epochs_for(recipe: Recipe, examples: int) -> int:
+    """The recipe's epochs, or more where that many make fewer than its `min_steps` steps."""
+    per_epoch = -(-examples // recipe.batch_size)
+    return max(recipe.epochs, -(-recipe.min_steps // per_epoch))
+
+
+def stop_early(recipe: Recipe, stale: int, step: int) -> bool:
+    """After `patience` validation scores without a gain, once the recipe's `min_steps` are done."""
+    return bool(recipe.patience) and stale >= recipe.patience and step >= recipe.min_steps
+
+
 def fit(model, train: Encoded, validation: Encoded, data, recipe: Recipe, seed: int, primary: str, pad_id: int,
         desc: str = "finetune", teacher=None, alpha: float = 0.5, temperature: float = 2.0) -> dict[str, Any]:
     """Train in place; at the end the model holds its best weights on validation. Returns the history.
@@ -181,7 +197,8 @@ def fit(model, train: Encoded, validation: Encoded, data, recipe: Recipe, seed: 
     rank, world = data_parallel()  # under `lmforge finetune --nproc N` each process takes a slice of every batch
     torch.manual_seed(rank_seed(seed, rank))  # one process: the seed as always; others their own dropout
     per_epoch = -(-len(train.input_ids) // recipe.batch_size)
-    total = per_epoch * recipe.epochs
+    epochs = epochs_for(recipe, len(train.input_ids))
+    total = per_epoch * epochs
     # BERT's fine-tuning AdamW (betas 0.9/0.999, eps 1e-8), linear warm-up and decay: the shared recipe
     opt = build_optimizer("adamw", param_groups(model, recipe.weight_decay), recipe.lr, betas=(0.9, 0.999), eps=1e-8)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule_fn("linear", int(recipe.warmup_ratio * total), total))
@@ -193,7 +210,7 @@ def fit(model, train: Encoded, validation: Encoded, data, recipe: Recipe, seed: 
     step, stale, t0 = 0, 0, time.time()
     bar = tqdm(total=total, desc=desc, unit="step", mininterval=5, leave=False, disable=rank != 0)
     stopped_early = False
-    for epoch in range(recipe.epochs):
+    for epoch in range(epochs):
         model.train()
         for rows in _batches(len(train.input_ids), recipe.batch_size, seed * 1000 + epoch):
             loss = _backward(model, train, rows, data, pad_id, recipe.bf16, teacher, alpha, temperature)
@@ -220,7 +237,7 @@ def fit(model, train: Encoded, validation: Encoded, data, recipe: Recipe, seed: 
             else:
                 stale += 1
             model.train()
-            if recipe.patience and stale >= recipe.patience:
+            if stop_early(recipe, stale, step):
                 stopped_early = True
                 break
         if stopped_early:

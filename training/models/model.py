@@ -35,7 +35,7 @@ def bert_config(m: ModelConfig, vocab_size: int, pad_id: int, max_position: int)
         max_position_embeddings=max_position,
         pad_token_id=pad_id,
         type_vocab_size=2,
-        tie_word_embeddings=True,
+        tie_word_embeddings=m.tie_embeddings,
     )
 
 
@@ -48,7 +48,8 @@ def prenorm_config(m: ModelConfig, vocab_size: int, pad_id: int, max_position: i
         vocab_size=vocab_size, hidden_size=m.hidden_size, num_hidden_layers=m.num_layers,
         num_attention_heads=m.num_heads, intermediate_size=m.intermediate_size, hidden_dropout_prob=m.dropout,
         attention_probs_dropout_prob=m.dropout, max_position_embeddings=max_position + pad_id + 1,
-        pad_token_id=pad_id, bos_token_id=None, eos_token_id=None, type_vocab_size=2, tie_word_embeddings=True)
+        pad_token_id=pad_id, bos_token_id=None, eos_token_id=None, type_vocab_size=2,
+        tie_word_embeddings=m.tie_embeddings)
 
 
 def gpt2_config(m: ModelConfig, vocab_size: int, pad_id: int, eos_id: int | None, max_position: int):
@@ -58,7 +59,7 @@ def gpt2_config(m: ModelConfig, vocab_size: int, pad_id: int, eos_id: int | None
     return GPT2Config(vocab_size=vocab_size, n_positions=max_position, n_embd=m.hidden_size, n_layer=m.num_layers,
                       n_head=m.num_heads, n_inner=m.intermediate_size, resid_pdrop=m.dropout, embd_pdrop=m.dropout,
                       attn_pdrop=m.dropout, pad_token_id=pad_id, bos_token_id=eos_id, eos_token_id=eos_id,
-                      tie_word_embeddings=True)
+                      tie_word_embeddings=m.tie_embeddings)
 
 
 def t5_config(m: ModelConfig, vocab_size: int, pad_id: int, eos_id: int | None):
@@ -69,7 +70,7 @@ def t5_config(m: ModelConfig, vocab_size: int, pad_id: int, eos_id: int | None):
     return T5Config(vocab_size=vocab_size, d_model=m.hidden_size, d_kv=m.hidden_size // m.num_heads,
                     d_ff=m.intermediate_size, num_layers=m.num_layers, num_decoder_layers=m.num_layers,
                     num_heads=m.num_heads, dropout_rate=m.dropout, feed_forward_proj="relu", pad_token_id=pad_id,
-                    eos_token_id=eos_id, decoder_start_token_id=pad_id, tie_word_embeddings=True)
+                    eos_token_id=eos_id, decoder_start_token_id=pad_id, tie_word_embeddings=m.tie_embeddings)
 
 
 # ---- model families: which HF model a preset's sizes become, per model kind -----------------------

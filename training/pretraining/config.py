@@ -17,6 +17,10 @@ TRAINABLE = OBJECTIVES
 builds the model of the objective's kind; tests/unit/test_registries.py checks each kind has a builder)."""
 
 
+EMBEDDINGS = ("preset", "tied", "untied")
+"""--embeddings: the preset's layout, or the output projection tied to / apart from the token embeddings."""
+
+
 @dataclass
 class PretrainConfig:
     shards: str = opt(help="Shards stage directory (manifest.json, train/ and valid/ Arrow streams).", path=True)
@@ -27,6 +31,10 @@ class PretrainConfig:
                                   "bert_medium 8x512).")
     prenorm: bool = opt(False, help="Pre-LN transformer (LayerNorm before each sublayer; transformers' "
                                     "RobertaPreLayerNormForMaskedLM) instead of BERT's post-LN, for MLM shards.")
+    embeddings: str = opt("preset", help="A fresh model's output projection: `tied` to the token embeddings "
+                                         "(BERT's layout), `untied` (a matrix of its own), or the `preset`'s: untied "
+                                         "for tiny, demo and the bert_* miniatures, whose tied rows collapse on a "
+                                         "CPU-sized run (training.models.presets.ModelConfig.tie_embeddings).")
     dropout: float = opt(-1.0, help="Dropout of the fresh model (-1: the preset's). Short pretraining runs see each "
                                     "row about once and do better without (Cramming).")
     init_from: str = opt("", help="Continue pretraining this Hugging Face model directory (domain-adaptive pretraining) "
@@ -114,6 +122,9 @@ class PretrainConfig:
                                    "may change if the global batch stays).")
 
     def __post_init__(self) -> None:
+        require(self.embeddings in EMBEDDINGS, f"embeddings must be one of {', '.join(EMBEDDINGS)}, got {self.embeddings!r}")
+        require(self.embeddings == "preset" or not self.init_from, "--embeddings chooses a fresh model's layout; "
+                "--init-from keeps the loaded model's")
         preset(self.model)  # raises on an unknown name
         require(self.steps >= 0, f"steps must be >= 0, got {self.steps}")
         require(self.steps > 0 or self.epochs >= 1, f"epochs must be >= 1 when steps is 0, got {self.epochs}")

@@ -24,7 +24,9 @@ log = logging.getLogger("lmforge.pretrain")
 
 def model_config(cfg: Any):
     """The preset's sizes with this run's architecture and dropout choices."""
-    m = dataclasses.replace(preset(cfg.model), prenorm=cfg.prenorm)
+    m = preset(cfg.model)
+    tie = {"tied": True, "untied": False}.get(getattr(cfg, "embeddings", "preset"), m.tie_embeddings)
+    m = dataclasses.replace(m, prenorm=cfg.prenorm, tie_embeddings=tie)
     if cfg.max_position:
         m = dataclasses.replace(m, max_position=cfg.max_position)
     return m if cfg.dropout == -1.0 else dataclasses.replace(m, dropout=cfg.dropout)
@@ -94,10 +96,12 @@ def estimated_parameters(cfg: Any, shards: ShardSet) -> int:
         layers = getattr(c, "num_hidden_layers", None) or getattr(c, "n_layer", None) or 2 * c.num_layers
         inner = getattr(c, "intermediate_size", None) or getattr(c, "n_inner", None) or getattr(c, "d_ff", 4 * hidden)
         positions = getattr(c, "max_position_embeddings", None) or getattr(c, "n_positions", 0) or 0
-        return estimate_parameters(hidden, layers, inner or 4 * hidden, c.vocab_size, positions)
+        return estimate_parameters(hidden, layers, inner or 4 * hidden, c.vocab_size, positions,
+                                   getattr(c, "tie_word_embeddings", True))
     m = model_config(cfg)
     layers = m.num_layers * (2 if KINDS[objective_record(shards.objective).model_kind].encoder_decoder else 1)
-    return estimate_parameters(m.hidden_size, layers, m.intermediate_size, shards.vocab_size, m.max_position)
+    return estimate_parameters(m.hidden_size, layers, m.intermediate_size, shards.vocab_size, m.max_position,
+                               m.tie_embeddings)
 
 
 def set_attention(module: torch.nn.Module, attention: str, device: torch.device) -> str:

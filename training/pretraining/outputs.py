@@ -17,6 +17,7 @@ import torch
 
 from common.config import config_to_dict
 from schemas.manifest import MANIFEST_NAME, Manifest, atomic_write_json, describe_outputs, input_ref, write_manifest
+from training.models.embedding_geometry import embedding_geometry, geometry_line
 from training.models.export import HF_DIR, METRICS_NAME, save_hf
 from training.pretraining.data import ShardSet
 
@@ -104,8 +105,10 @@ def write_outputs(cfg: Any, engine, tokenizer, metrics: dict, counts: dict, t0: 
                         for name, p in export.named_parameters():
                             p.copy_(masters[name])
             hf_files = save_hf(export, tokenizer, Path(cfg.output) / HF_DIR)
+            metrics["token_embeddings"] = embedding_geometry(export.get_input_embeddings().weight)
     if rank != 0:
         return
+    log.info(geometry_line(metrics["token_embeddings"]))
     out = Path(cfg.output)
     atomic_write_json(out / METRICS_NAME, metrics)
     summary = {k: metrics[k] for k in ("first_loss", "last_loss", "loss_window", "valid_loss", "seconds_per_step",

@@ -46,12 +46,14 @@ class RunPlan:
         return dataclasses.asdict(self)
 
 
-def estimate_parameters(hidden: int, layers: int, intermediate: int, vocab: int, positions: int) -> int:
+def estimate_parameters(hidden: int, layers: int, intermediate: int, vocab: int, positions: int,
+                        tied: bool = True) -> int:
     """Parameters of a BERT-shaped masked LM (embeddings, blocks, tied head), within a few percent of GPT-2's and
-    RoBERTa's: bert_base with 30,522 pieces and 512 positions: 109,514,298, as transformers counts it."""
+    RoBERTa's: bert_base with 30,522 pieces and 512 positions: 109,514,298, as transformers counts it. Untied,
+    the decoder's own vocab x hidden matrix and bias more."""
     embed = vocab * hidden + positions * hidden + 2 * hidden + 2 * hidden
     block = 4 * (hidden * hidden + hidden) + 2 * hidden + 2 * hidden * intermediate + intermediate + hidden + 2 * hidden
-    head = hidden * hidden + hidden + 2 * hidden + vocab
+    head = hidden * hidden + hidden + 2 * hidden + vocab + (0 if tied else vocab * (hidden + 1))
     return embed + layers * block + head
 
 
