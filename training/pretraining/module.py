@@ -25,7 +25,7 @@ log = logging.getLogger("lmforge.pretrain")
 def model_config(cfg: Any):
     """The preset's sizes with this run's architecture and dropout choices."""
     m = preset(cfg.model)
-    tie = {"tied": True, "untied": False}.get(getattr(cfg, "embeddings", "preset"), m.tie_embeddings)
+    tie = {"tied": True, "untied": False}.get(cfg.embeddings, m.tie_embeddings)
     m = dataclasses.replace(m, prenorm=cfg.prenorm, tie_embeddings=tie)
     if cfg.max_position:
         m = dataclasses.replace(m, max_position=cfg.max_position)
