@@ -43,6 +43,7 @@ from bench.steps import Steps
 from bench.transfer_tasks import DEFAULT_TASKS, TASKS, flags
 from common.config import opt
 from schemas.manifest import read_manifest
+from training.models.embedding_geometry import embedding_geometry
 
 ROOT = Path(__file__).resolve().parents[1]
 TITLE = "transfer: does pretraining pay?"
@@ -304,9 +305,7 @@ def token_embeddings(pre: Path) -> dict[str, Any] | None:
         return m["token_embeddings"]
     if not (pre / "hf" / "config.json").exists():
         return None
-    from transformers import AutoModelForMaskedLM
-
-    from training.models.embedding_geometry import embedding_geometry
+    from transformers import AutoModelForMaskedLM  # a second of imports, only for runs from before the figure
 
     return embedding_geometry(AutoModelForMaskedLM.from_pretrained(pre / "hf").get_input_embeddings().weight)
 
