@@ -72,7 +72,7 @@ gpu-check: setup
 	$(BIN)/lmforge doctor --gpu-run
 
 # The Prefect UI on http://127.0.0.1:4200, loopback only, telemetry off (infra/README.md says how
-# to expose it safely; then run flows with PREFECT_API_URL set, see README).
+# to expose it safely; then run flows with PREFECT_API_URL set, see docs/USAGE.md, "The Prefect UI").
 ui: setup
 	PREFECT_SERVER_ANALYTICS_ENABLED=false $(BIN)/prefect server start --host 127.0.0.1
 

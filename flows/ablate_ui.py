@@ -3,7 +3,7 @@
 Deploys as infra/README.md documents it (flows/ops.py: a server on 127.0.0.1 with its own PREFECT_HOME, the work
 pool, every deployment, a process worker), then drives headless Chromium (Debian's, through playwright) to the
 `lmforge-ablate/ablate` deployment's run form, screenshots it, and submits it as the deployment gives it (the
-README's small ablation: three arms of the bundled sample at the tiny preset, three seeds), or with a form field
+docs/ABLATIONS.md's small ablation: three arms of the bundled sample at the tiny preset, three seeds), or with a form field
 changed (`--field name=value`, typed into the form as a user would). It waits for the run, then screenshots the
 run's page (its arm subflows) and the ablation's artifacts (table and plot) into docs/ui/ablate-*.png and prints
 the run's wall time. Needs `apt-get install chromium` and the `playwright` package (make setup installs it).
