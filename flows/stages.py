@@ -94,7 +94,7 @@ def run_logged(cmd: list[str], log_path: Path, stage: str, grace: float = STOP_G
     engine turns into TerminationSignal here; Ctrl-C), the stage gets SIGTERM first and `grace` seconds to
     stop cleanly, so a stage that submitted a cluster job cancels it instead of living on as an orphan.
 
-    The benches' options (bench/steps.py): `echo=False` keeps stdout out of this process's own (the log only),
+    The benches' options (bench/kit/steps.py): `echo=False` keeps stdout out of this process's own (the log only),
     `append` adds to the log (a resumed step keeps its earlier attempts), `env` adds variables, `cwd` is the
     child's folder, `on_start(proc)` runs once the child exists (bench scale samples its memory from there)."""
     with open(log_path, "a" if append else "w", buffering=1) as log:  # line-buffered: tail -f works while a stage runs

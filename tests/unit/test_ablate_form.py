@@ -57,7 +57,7 @@ def _arm(diff_loss, task_diffs):
 
 
 def test_each_published_direction_is_judged_from_the_paired_interval():
-    from bench.ablate import judge
+    from bench.transfer.ablate import judge
 
     base = {"tasks": {"vader": {"metric": "accuracy", "by_seed": {1: 0.60, 2: 0.61, 3: 0.62}},
                       "reuters": {"metric": "accuracy", "by_seed": {1: 0.5, 2: 0.5, 3: 0.5}}}}
@@ -89,7 +89,7 @@ def test_each_published_direction_is_judged_from_the_paired_interval():
 
 
 def test_each_task_takes_the_recipes_own_options_the_same_for_every_arm():
-    from bench.ablate import AblateBenchConfig
+    from bench.transfer.ablate import AblateBenchConfig
     from flows.ablation_arm import finetune_options
 
     plan = {"opts": AblateBenchConfig(tasks=["vader", "wsj_pos"]).stage_options()}

@@ -125,6 +125,37 @@ def test_no_training_import_runs_back_up_a_subpackage():
     assert wrong == []
 
 
+BENCH = ("kit", "corpus", "data", "train", "transfer")
+"""bench/'s subpackages (bench/__init__.py): each may import `kit` and the layers below bench, never another
+subpackage; `kit` imports none of them."""
+BENCH_TOP = ("__init__.py", "registry.py")
+"""bench/'s top level besides them: the package's docstring and the table of benches (which imports no bench)."""
+BENCH_MAY = {}
+"""Edges between two subpackages the rule would refuse but the house plan allows, each with why: none so far (what
+two subpackages share goes into kit, as `device_facts` did from bench gpu for bench transfer --gpu)."""
+
+
+def test_bench_is_subpackages_by_responsibility():
+    top = sorted(p.name for p in (ROOT / "bench").iterdir() if p.suffix == ".py" or (p / "__init__.py").exists())
+    assert top == sorted([*BENCH_TOP, *BENCH]), "a module at bench/'s top level: give it its subpackage"
+    assert all((ROOT / "bench" / sub / "__init__.py").read_text().startswith('"""') for sub in BENCH)
+
+
+def test_no_bench_subpackage_imports_another():
+    def sub(module: str) -> str | None:
+        parts = module.split(".")
+        return parts[1] if parts[0] == "bench" and len(parts) > 2 else None
+
+    edges = graph()
+    # a subpackage's own modules and kit's (so kit, whose own are kit's, imports no other subpackage); bench itself
+    # and bench.registry are the CLI's, not a bench's
+    wrong = sorted(f"{m} -> {o}" for m, out in edges.items() if sub(m) for o in out if o.split(".")[0] == "bench"
+                   and sub(o) not in (sub(m), "kit") and sub(o) not in BENCH_MAY.get(sub(m), set()))
+    assert wrong == []
+    # lmforge/cli.py reads the registry for every `lmforge bench`: it imports no bench, so none of their libraries
+    assert {o for o in edges["bench.registry"] if o.split(".")[0] == "bench"} == set()
+
+
 MAX_LINES = 500
 
 
