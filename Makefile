@@ -72,13 +72,13 @@ ui: setup
 # Deploy as infra/README.md documents, run the demo deployment at preset tiny, screenshot the UI
 # with headless Chromium (Debian: apt-get install chromium) into docs/ui/.
 ui-check: setup
-	$(BIN)/python -m flows.ops ui-check --out docs/ui
+	$(BIN)/python -m flows.deploy.ops ui-check --out docs/ui
 
 # The same deployment, then the ablation deployment's form filled in headless Chromium (playwright) and
 # submitted; its run's page and artifacts screenshotted into docs/ui/ablate-*.png (about 20 minutes).
 ablate-ui-check: setup
 	$(BIN)/python -m pip install --quiet -c constraints.txt 'playwright==1.65.2'
-	$(BIN)/python -m flows.ablate_ui --out docs/ui
+	$(BIN)/python -m flows.deploy.ablate_ui --out docs/ui
 
 # runs/ only: the refresh's shared band index (state/) and crawl snapshots (crawl/) stay.
 clean:

@@ -14,12 +14,12 @@ Flows: `lmforge-dag` (everything), `lmforge-train` (from existing shards), `lmfo
 (flows/refresh.py). Their parameters are flat (flows/params.py), so a run's partial parameters
 merge with its deployment's.
 
-Every task launches one stage's entry point as a subprocess (flows/stages.py) and returns the stage
+Every task launches one stage's entry point as a subprocess (flows/stages/runner.py) and returns the stage
 directory; nothing is computed here. With `cluster` other than local, the pretrain stage's entry point
 (`lmforge pretrain --submit KIND`) submits the job to the cluster and follows it to its end. A stage whose
 options and inputs did not change since it last finished is skipped. Each task has a timeout; retries only where a rerun is safe (every stage writes
 its manifest last, and pretraining resumes from its last checkpoint) and only a failure a second try can get past
-(flows/stages.py `worth_retrying`: a lost worker or node, the network, a lock another run held): a stage that named bad
+(flows/stages/runner.py `worth_retrying`: a lost worker or node, the network, a lock another run held): a stage that named bad
 input fails once, in one line. Fine-tuning and distillation
 run independently: evaluate reports whatever finished, then the flow fails if either did.
 """
@@ -50,7 +50,7 @@ from flows.params import (
     TrainParams,
     flow_doc,
 )
-from flows.stages import StageFailed, StagesFailed, launch_stage, progress, retry_if_transient
+from flows.stages.runner import StageFailed, StagesFailed, launch_stage, progress, retry_if_transient
 from pipelines.labeled.registry import SOURCES
 from training.finetuning.readers import TooFewRows
 from training.launch.cluster import job_name

@@ -25,9 +25,9 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 
 from common.cli import closest
 from common.redact import is_secret_name, secret_in_value
-from flows import stage_table
 from flows.data_root import check_beam_paths, check_option_paths, data_roots, inside_root, refuse_code_folder
 from flows.presets import RUN_PRESETS
+from flows.stages import table as stage_table
 from pipelines.tokenizer import MODELS
 from schemas.finetune import TASKS
 from schemas.objectives import MLM_OBJECTIVES

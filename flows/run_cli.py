@@ -19,13 +19,14 @@ from typing import Any
 
 from common.cli import Parser, parse_strict
 from common.config import read_json_object
-from flows import dag, stages
+from flows import dag
 from flows.dag import lmforge_dag, lmforge_train
 from flows.data_root import trust_paths
 from flows.params import FLOW_PARAMS, PATH_PARAMS, check_params, trust_image
 from flows.refresh import lmforge_refresh
-from flows.stage_lines import shown
-from flows.stages import StageFailed, StagesFailed
+from flows.stages import runner
+from flows.stages.lines import shown
+from flows.stages.runner import StageFailed, StagesFailed
 from pipelines.io import expand_inputs
 from pipelines.labeled.registry import SOURCES
 from schemas.finetune import TASKS
@@ -83,7 +84,7 @@ YOUR_OWN_DATA = """Your own data (README.md, "Your own data"):
 class _NoFailureRecords(logging.Filter):
     """Keeps Prefect's failure records (task and flow tracebacks, 'Finished in state Failed') off the console;
     the flow log file and the Prefect API still get them. `quiet`: every record under WARNING too (the stages' lines,
-    Prefect's task-run lines), where `lmforge run` prints one line per stage instead (stages.progress)."""
+    Prefect's task-run lines), where `lmforge run` prints one line per stage instead (flows.stages.runner.progress)."""
 
     def __init__(self, quiet: bool = False):
         super().__init__()
@@ -100,7 +101,7 @@ class _NoFailureRecords(logging.Filter):
 def failures_to_file(log_path: Path, quiet: bool = False) -> Iterator[None]:
     """Everything Prefect logs, tracebacks included, into `log_path`; failures off the console (unless
     LMFORGE_TRACEBACK=1), where `lmforge run` prints a line per failed stage instead. `quiet`: the console shows
-    only the stages' progress lines (stages.progress) and warnings; the log file still gets every line."""
+    only the stages' progress lines (flows.stages.runner.progress) and warnings; the log file still gets every line."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     root = logging.getLogger()
     file = logging.FileHandler(log_path, encoding="utf-8")
@@ -112,12 +113,12 @@ def failures_to_file(log_path: Path, quiet: bool = False) -> Iterator[None]:
     for h in consoles:
         h.addFilter(console_filter)
     if console_filter.quiet:
-        stages.TERMINAL.append(sys.stdout)
+        runner.TERMINAL.append(sys.stdout)
     try:
         yield
     finally:
         if console_filter.quiet:
-            stages.TERMINAL.remove(sys.stdout)
+            runner.TERMINAL.remove(sys.stdout)
             logging.getLogger("prefect").setLevel(logging.WARNING)  # its lines at exit ("Stopping temporary server")
         for h in consoles:
             h.removeFilter(console_filter)
@@ -126,7 +127,7 @@ def failures_to_file(log_path: Path, quiet: bool = False) -> Iterator[None]:
 
 
 def failure_lines(error: BaseException, flow_log: Path) -> list[str]:
-    """At most 3 lines: each failed stage with its reason and log (flows.stages), then where the rest is."""
+    """At most 3 lines: each failed stage with its reason and log (flows.stages.runner), then where the rest is."""
     stages = error.failures if isinstance(error, StagesFailed) else [error]
     lines = [f"lmforge run: {e}" if isinstance(e, StageFailed) else f"lmforge run: error: {type(e).__name__}: "
              f"{str(e).splitlines()[0] if str(e) else ''}" for e in stages]

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from common.cli import Failed, Parser, closest, parse_strict, reject_unknown
 from common.config import add_config_args, config_from_args
-from flows.stage_table import STAGES, stage_entry
+from flows.stages.table import STAGES, stage_entry
 from schemas.finetune import TASKS
 from schemas.manifest import StageBusy
 
@@ -203,11 +203,11 @@ def main(argv: list[str] | None = None) -> int:
     if command == "bench":
         return _bench(rest)
     if command == "ablate":
-        from flows.ablate import main as ablate
+        from flows.ablation.ablate import main as ablate
 
         return ablate(rest)
     if command == "alerts":
-        from flows.automations import main as alerts
+        from flows.deploy.automations import main as alerts
 
         return alerts(rest)
     if command == "labeled":
@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _stage(command: str, rest: list[str]) -> int:
     """`lmforge <stage> [options]`: parse and validate its config, run it, say where it wrote in one line."""
-    from flows.stage_table import STAGE_TABLE
+    from flows.stages.table import STAGE_TABLE
 
     cls, run_fn, doc = stage_entry(command)
     beam = STAGE_TABLE[command].beam
@@ -258,7 +258,7 @@ def _stage(command: str, rest: list[str]) -> int:
             if isinstance(out, int):  # a file emitted, a cluster job followed, a plan printed
                 return out
         elif command in ("distill", "finetune") and ns.nproc > 1:
-            from flows.stage_table import check_inputs
+            from flows.stages.table import check_inputs
             from training.launch.torchrun import launch
 
             check_inputs(command, cfg)

@@ -34,7 +34,7 @@ from bench.corpus.scale_inputs import MB, Bases, GenConfig, cached_meta, corpus_
 from bench.kit.options import bench_parser, parse_bench
 from bench.kit.steps import code_version, run_cli
 from common.config import opt
-from flows.stages import StageFailed
+from flows.stages.runner import StageFailed
 
 
 def _total_memory() -> int:
@@ -66,7 +66,7 @@ class ScaleBenchConfig:
 def run_stage(inputs: Path, out: Path, beam_args: list[str], max_rss: int = 0) -> dict[str, Any]:
     """One `lmforge corpus` subprocess: wall time, peak RSS (tree, largest process, root), counts.
     With max_rss > 0 the tree is killed when its RSS passes it; the row then says so. A stage that exits
-    non-zero is flows.stages.StageFailed (its error line and its log)."""
+    non-zero is flows.stages.runner.StageFailed (its error line and its log)."""
     shutil.rmtree(out, ignore_errors=True)
     load_before = os.getloadavg()
     # bench.kit.steps: the stage's exit status, its log, and the peak RSS of its tree sampled every 0.2 s

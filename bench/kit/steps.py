@@ -1,13 +1,13 @@
-"""How every bench runs `lmforge <stage>`: flows/stages.py's subprocess, log, skip rule and one-line failure.
+"""How every bench runs `lmforge <stage>`: flows/stages/runner.py's subprocess, log, skip rule and one-line failure.
 
     steps = Steps("train", Path(work, "logs"))
     corpus = steps.run("corpus", d / "corpus", ["corpus", "--input", ..., "--output", str(d / "corpus")])
     tok = steps.run("tokenizer", d / "tokenizer", ["tokenizer", "--corpus", str(corpus), ...])  # reads corpus
 
-`run_command` / `run_cli` run one child (flows.stages.run_logged: stdout and stderr to its log, redacted, SIGTERM
+`run_command` / `run_cli` run one child (flows.stages.runner.run_logged: stdout and stderr to its log, redacted, SIGTERM
 passed on), timed from its start to its exit, optionally with the peak RSS of its process tree (bench scale);
 a non-zero exit is `StageFailed`: the stage, its own error line, its log. `Steps` adds the skip rule of the flows
-(flows.stages.stage_key / unchanged): a finished step (its manifest) is kept while its command and the manifests
+(flows.stages.runner.stage_key / unchanged): a finished step (its manifest) is kept while its command and the manifests
 of the steps it reads are the same; the key goes to `.flow-key.json` beside its manifest.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from common.redact import redact_args
-from flows.stages import FLOW_KEY, StageFailed, failure_reason, run_logged, stage_key, unchanged
+from flows.stages.runner import FLOW_KEY, StageFailed, failure_reason, run_logged, stage_key, unchanged
 from schemas.manifest import MANIFEST_NAME, atomic_write_json, read_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,7 +46,7 @@ class Run:
 
 def run_command(name: str, cmd: list[str], log: Path, *, env: dict[str, str] | None = None, cwd: str | Path | None = None,
                 append: bool = False, rss_limit: int | None = None) -> Run:
-    """`cmd` with stdout and stderr to `log` (flows.stages.run_logged); StageFailed in one line if it exits non-zero.
+    """`cmd` with stdout and stderr to `log` (flows.stages.runner.run_logged); StageFailed in one line if it exits non-zero.
 
     rss_limit: None measures no memory; 0 samples the peak RSS of the child's tree every 0.2 s (bench.kit.peak_rss);
     > 0 also kills the tree when it passes that many bytes, and then returns (run.rss.killed_at says so)."""

@@ -49,7 +49,7 @@ from bench.kit.steps import ROOT, Steps, run_command
 from bench.train import learn_transfer
 from common.config import opt
 from common.stats import difference_interval, interval
-from flows.stages import StageFailed
+from flows.stages.runner import StageFailed
 from schemas.objectives import objective as registered
 
 TITLE = "Learning per token: lmforge against the HF Trainer"

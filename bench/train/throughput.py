@@ -49,7 +49,7 @@ from bench.train import host_work
 from bench.train.machine import machine_peak, matmul_ceiling
 from bench.train.throughput_report import QUIET, TITLE, render
 from common.config import opt
-from flows.stages import StageFailed
+from flows.stages.runner import StageFailed
 from schemas.manifest import MANIFEST_NAME, atomic_write_bytes
 from training.models.flops import ModelShape, cpu_watch
 

@@ -1,4 +1,4 @@
-"""Which data choice pays, measured on real text: a corpus ablation (flows/ablate.py) on the transfer bench's corpus.
+"""Which data choice pays, measured on real text: a corpus ablation (flows/ablation/ablate.py) on the transfer bench's corpus.
 
     lmforge bench ablate [--resume] [--seeds 1 2 3] [--token-budget 3000000] [--arms baseline no-near-dedup ...]
 
@@ -33,7 +33,7 @@ from typing import Any
 from bench.kit.options import bench_parser, parse_bench
 from bench.kit.tasks import TASKS
 from common.config import opt
-from flows.ablation_stats import paired, seeds_phrase
+from flows.ablation.stats import paired, seeds_phrase
 
 ROOT = Path(__file__).resolve().parents[2]
 TITLE = "ablate: which data choice pays"
@@ -47,7 +47,7 @@ class AblateBenchConfig:
     crawl: list[str] = opt([], "crawl files, folders or globs instead of the transfer bench's corpus (a smaller run, "
                                "or your own crawl)")
     reference: str = opt(str(ROOT / "samples" / "reference" / "news-en.jsonl"), "the reference texts (JSONL)")
-    arms: list[str] = opt(list(ARMS), "arm presets (flows/ablation_arms.py)")
+    arms: list[str] = opt(list(ARMS), "arm presets (flows/ablation/arms.py)")
     seeds: list[int] = opt([1, 2, 3], "seeds per arm (pretraining and fine-tuning)")
     tasks: list[str] = opt(["vader", "reuters", "wsj_pos"], "downstream tasks, each fine-tuned by the transfer bench's "
                                                             "recipe for it (bench/kit/tasks.py)")
@@ -180,7 +180,7 @@ def reading(report: dict[str, Any], verdicts: list[Verdict]) -> list[str]:
 
 
 def render(res: dict[str, Any]) -> str:
-    from flows.ablation_report import pretraining_verdicts
+    from flows.ablation.report import pretraining_verdicts
 
     report, cfg = res["report"], res["config"]
     lines = [f"`lmforge bench ablate`: {len(report['arms'])} arms x {len(report['seeds'])} seeds of `{cfg['model']}` "
@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     from prefect.task_runners import ThreadPoolTaskRunner
 
     from bench.kit.real_text import build
-    from flows.ablate import AblationConfig, run_ablation
+    from flows.ablation.ablate import AblationConfig, run_ablation
 
     cfg, a = parse(argv)
     work = Path(cfg.work).resolve()
@@ -251,8 +251,8 @@ def publish(cfg: AblateBenchConfig, work: Path, out: Path, report_md: str, faile
             measured: str | None = None) -> None:
     """The section in `out` (and its plot and data) from the ablation's report.json under `work`."""
     from bench.kit.report import write_section
-    from flows.ablation_outputs import write_outputs
-    from flows.ablation_report import differences
+    from flows.ablation.outputs import write_outputs
+    from flows.ablation.report import differences
 
     report = json.loads((work / "ablation" / "report.json").read_text())
     report["preset"] = "lmforge bench ablate's own"  # the bench passes every stage's options (stage_options above)

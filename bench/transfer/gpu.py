@@ -204,7 +204,7 @@ def finetune(cfg: TransferGpuConfig, data: Path, model: Path, work: Path, device
     learning rate on validation inside its process (finetune --lr-grid), the controls come with the pretrained one."""
     from bench.kit.steps import run_cli
     from bench.kit.tasks import TASKS, flags
-    from flows.stages import StageFailed
+    from flows.stages.runner import StageFailed
     from schemas.finetune import FinetuneMetrics
 
     def one(job: tuple[str, str]) -> dict[str, Any]:
@@ -372,7 +372,7 @@ def compare(ours: list[dict[str, float]], hf: list[dict[str, float]]) -> dict[st
 # ---- the run --------------------------------------------------------------------------------------------------------
 
 def paired(res: dict[str, Any], metric: str) -> dict[str, Any] | None:
-    from flows.ablation_stats import paired as paired_diff
+    from flows.ablation.stats import paired as paired_diff
 
     rows = res["rows"]
     if "pretrained" not in rows or "scratch" not in rows:

@@ -83,7 +83,7 @@ def test_probe_languages_are_the_corpus_languages(tmp_path):
 
 
 def test_failure_reason_is_the_stages_own_error_line(tmp_path):
-    from flows.stages import StageFailed, failure_reason
+    from flows.stages.runner import StageFailed, failure_reason
 
     log = tmp_path / "finetune.log"
     log.write_text("step 1\nTraceback (most recent call last):\n  File x\nValueError: boom\n"

@@ -1,6 +1,6 @@
-"""The corpus ablation started from the Prefect UI, in a real browser: `python -m flows.ablate_ui`.
+"""The corpus ablation started from the Prefect UI, in a real browser: `python -m flows.deploy.ablate_ui`.
 
-Deploys as infra/README.md documents it (flows/ops.py: a server on 127.0.0.1 with its own PREFECT_HOME, the work
+Deploys as infra/README.md documents it (flows/deploy/ops.py: a server on 127.0.0.1 with its own PREFECT_HOME, the work
 pool, every deployment, a process worker), then drives headless Chromium (Debian's, through playwright) to the
 `lmforge-ablate/ablate` deployment's run form, screenshots it, and submits it as the deployment gives it (the
 docs/ABLATIONS.md's small ablation: three arms of the bundled sample at the tiny preset, three seeds), or with a form field
@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from flows.ops import ROOT, api, artifacts, deploy, prefect_server, wait_run, worker
+from flows.deploy.ops import ROOT, api, artifacts, deploy, prefect_server, wait_run, worker
 
 CHROMIUM = ("chromium", "chromium-browser", "google-chrome")
 
@@ -88,7 +88,7 @@ def ablate_ui_check(out: Path, work: Path, fields: dict[str, str], timeout: floa
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m flows.ablate_ui", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m flows.deploy.ablate_ui", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="docs/ui", help="where the screenshots go (default: %(default)s)")
     ap.add_argument("--work", default="runs/ablate-ui", help="server home and worker log (default: %(default)s)")

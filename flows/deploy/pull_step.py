@@ -55,7 +55,7 @@ def lmforge_home(directory: str = "") -> dict[str, str]:
     refuse_open_pool."""
     refuse_open_pool()
     chosen = directory or os.environ.get(HOME_ENV, "")
-    home = Path(chosen or Path(__file__).resolve().parents[1]).expanduser().resolve()
+    home = Path(chosen or Path(__file__).resolve().parents[2]).expanduser().resolve()
     where = f"{HOME_ENV}={chosen}" if chosen else "the checkout this worker's Python imports lmforge from"
     if not (home / "flows" / "dag.py").is_file():
         raise RuntimeError(f"lmforge deployment: {home} ({where}) is not an lmforge checkout (no flows/dag.py). "

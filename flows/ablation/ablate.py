@@ -7,7 +7,7 @@
 and from the Prefect UI: the `lmforge-ablate/ablate` deployment (infra/prefect/prefect.yaml), whose form has every
 option below typed (arm presets and tasks as choices, custom arms as objects, bounded numbers).
 
-Each arm is a set of corpus options over one crawl (flows.ablation_arms: `baseline`, `no-near-dedup`,
+Each arm is a set of corpus options over one crawl (flows.ablation.arms: `baseline`, `no-near-dedup`,
 `no-quality-rules`, ... or your own, optionally over a crawl of its own). Comparable by construction:
 - one tokenizer for every arm, trained on the corpus of `tokenizer_arm` (<name>/tokenizer);
 - the same shards options for every arm, from the preset (flows/presets.py);
@@ -21,12 +21,12 @@ Each arm is a set of corpus options over one crawl (flows.ablation_arms: `baseli
   (<name>/labeled/<task>) and every model fine-tuned on it with its own seed; the baseline's fine-tunes also give
   the random-init twin and the majority and TF-IDF controls.
 Stages no arm changes run once (the tokenizer, the reference shards, the tasks' data, and the cleaning that arms
-differing only in deduplication share: flows/ablation_cleaning.py, `share_cleaning`); then each arm is its own
-subflow run, `<name>-<arm>` (flows/ablation_arm.py), `parallel_arms` at a time: <name>/arms/<arm>/{corpus,shards},
+differing only in deduplication share: flows/ablation/cleaning.py, `share_cleaning`); then each arm is its own
+subflow run, `<name>-<arm>` (flows/ablation/arm.py), `parallel_arms` at a time: <name>/arms/<arm>/{corpus,shards},
 per seed seed-<s>/{pretrain,eval,tasks/<task>/finetune}. Every stage is an ordinary lmforge stage with its manifest,
 skipped on a rerun when nothing it reads changed, so a finished arm costs nothing the second time and an interrupted
 ablation continues where it stopped. The report (<name>/report.md, report.html, report.json, report.png;
-flows.ablation_report) gives per arm the documents kept and dropped by reason, tokens trained and epochs, the
+flows.ablation.report) gives per arm the documents kept and dropped by reason, tokens trained and epochs, the
 reference loss and each task score over seeds with their intervals, and their differences to the baseline paired
 over seeds, in words where an interval cannot tell; the flow run shows it as artifacts. An arm that fails (its corpus
 ends empty, a stage errs) fails its own subflow run with the reason; the others still run and are reported, and
@@ -46,9 +46,9 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import BaseModel, Field, create_model
 
 from common.config import opt, require
-from flows.ablation_arm import arm_task, cleaning_of, corpus_of
-from flows.ablation_arms import ARM_PRESETS, QUALITY_FAMILIES, changed, nest_options, resolve_arms
-from flows.ablation_cleaning import share_cleaning
+from flows.ablation.arm import arm_task, cleaning_of, corpus_of
+from flows.ablation.arms import ARM_PRESETS, QUALITY_FAMILIES, changed, nest_options, resolve_arms
+from flows.ablation.cleaning import share_cleaning
 from flows.dag import corpus_task, labeled_task, shards_task, tokenizer_task
 from flows.data_root import check_option_paths, inside_root, refuse_code_folder
 from flows.params import DEMO_CRAWL, NAME_PATTERN, ParamError, check_values, checked_types, flow_doc
@@ -90,7 +90,7 @@ class AblationConfig:
     tokenizer_arm: str = opt("baseline", "the arm whose corpus trains the one tokenizer all arms share")
     nproc: int = opt(1, "pretraining processes per model")
     share_cleaning: bool = opt(True, "arms that differ only in deduplication read one cleaning of the crawl, run "
-                                     "once (flows/ablation_cleaning.py); off: every arm cleans the crawl itself")
+                                     "once (flows/ablation/cleaning.py); off: every arm cleans the crawl itself")
     parallel_arms: int = opt(2, "arms run at once, each its own subflow run (2: on 2 cores one arm's start-ups and "
                                 "waits overlap another's work; more only where cores allow)")
     stage_timeout_minutes: float = opt(120.0, "a stage running longer fails (its arm is reported as failed)")
@@ -158,7 +158,7 @@ def reference_items(cfg: AblationConfig, root: Path) -> str:
 
 
 def arm_plan(cfg: AblationConfig, root: Path, opts: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
-    """What every arm's subflow reads (flows/ablation_arm.py): the shared recipe (the preset's stage options, or
+    """What every arm's subflow reads (flows/ablation/arm.py): the shared recipe (the preset's stage options, or
     `opts`), and per arm its crawl and corpus options, decontaminated against the reference set. Plain JSON: Prefect
     stores a subflow's parameters."""
     opts = opts or RUN_PRESETS[cfg.preset]()
@@ -206,8 +206,8 @@ def run_arms(cfg: AblationConfig, plan: dict[str, Any]) -> dict[str, dict[str, A
 def run_ablation(cfg: AblationConfig, opts: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The whole ablation (module docstring), with the preset's stage options or `opts` (`lmforge bench ablate`'s);
     returns {"report": report.md, "failed": {arm: reason}}."""
-    from flows.ablation_outputs import publish_report, write_outputs
-    from flows.ablation_report import write_report
+    from flows.ablation.outputs import publish_report, write_outputs
+    from flows.ablation.report import write_report
 
     root = Path(cfg.runs_dir) / cfg.name
     root.mkdir(parents=True, exist_ok=True)
@@ -249,7 +249,7 @@ def _params_model() -> type[BaseModel]:
 
 
 class CustomArm(BaseModel):
-    """An arm that is not a preset (flows.ablation_arms)."""
+    """An arm that is not a preset (flows.ablation.arms)."""
 
     name: str = Field(pattern=NAME_PATTERN, description="the arm's name (letters, digits, '.', '_', '-')")
     corpus: dict[str, Any] = Field({}, description="corpus options that differ from the defaults")
@@ -328,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     if dry:
         print("\n".join(plan_lines(cfg)))
         return 0
-    from flows.stages import StageFailed, StagesFailed
+    from flows.stages.runner import StageFailed, StagesFailed
 
     arms = [a for a in cfg.arms if isinstance(a, str)]
     custom = [a for a in cfg.arms if not isinstance(a, str)]

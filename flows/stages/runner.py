@@ -26,7 +26,7 @@ from typing import Any
 
 from common.config import options_to_argv
 from common.redact import redact_args, redact_text
-from flows.stage_lines import shown, stage_summary
+from flows.stages.lines import shown, stage_summary
 from schemas.manifest import MANIFEST_NAME, atomic_write_json, sha256_file
 
 FLOW_KEY = ".flow-key.json"

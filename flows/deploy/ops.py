@@ -2,7 +2,7 @@
 127.0.0.1 with its own PREFECT_HOME, the work pool and the deployments created by the README's own
 commands, a process worker, and (`ui-check`) screenshots of the UI taken with headless Chromium.
 
-    make ui-check       # = python -m flows.ops ui-check --out docs/ui
+    make ui-check       # = python -m flows.deploy.ops ui-check --out docs/ui
 
 The slow test tests/integration/test_dag_e2e.py drives the same helpers against the test session's server.
 """
@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]  # flows/deploy/ops.py -> the checkout
 README = ROOT / "infra" / "README.md"
 MARK = "<!-- deploy-commands"
 
@@ -215,7 +215,7 @@ def ui_check(out: Path, work: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m flows.ops", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m flows.deploy.ops", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     u = sub.add_parser("ui-check", help="deploy as infra/README.md says, run the demo at preset tiny, screenshot the UI")

@@ -1,4 +1,4 @@
-"""A corpus ablation's report as a picture, a web page and Prefect artifacts (flows/ablation_report.py has the
+"""A corpus ablation's report as a picture, a web page and Prefect artifacts (flows/ablation/report.py has the
 figures).
 
 - report.png: one panel for the reference loss and one per downstream task; per arm its seeds as dots and the mean
@@ -14,7 +14,7 @@ import html
 from pathlib import Path
 from typing import Any
 
-from flows.ablation_report import pretraining_verdicts, render, table
+from flows.ablation.report import pretraining_verdicts, render, table
 from flows.artifacts import artifact_key, image_data_uri, inline_images
 from schemas.manifest import atomic_write_bytes
 

@@ -1,11 +1,11 @@
-"""A corpus ablation's report from its stages' manifests (flows/ablate.py): report.json, and its table and markdown;
-flows/ablation_outputs.py writes them with the plot, report.html and the Prefect artifacts.
+"""A corpus ablation's report from its stages' manifests (flows/ablation/ablate.py): report.json, and its table and markdown;
+flows/ablation/outputs.py writes them with the plot, report.html and the Prefect artifacts.
 
 Per arm: documents kept and dropped (by reason, duplicates by kind, contaminated by the reference), the positions
 trained (steps x global batch x row length: equal for every arm by construction), the tokens among them (without
 padding, from each pretraining's manifest) and the epochs those were over its corpus; the reference loss per seed
 with its mean and 95% interval, and each downstream task's test score (its primary metric) the same way; each with
-its difference to the baseline paired over seeds (flows.ablation_stats) and a plain sentence, which says so where
+its difference to the baseline paired over seeds (flows.ablation.stats) and a plain sentence, which says so where
 the interval includes zero. The controls stand beside the task scores: the random-init twin (same architecture and
 tokenizer, fine-tuned with the same seeds), the majority class and TF-IDF + logistic regression, all on the same
 test split (from the baseline's fine-tunes: they do not depend on the arm). A failed arm is listed with its error.
@@ -16,8 +16,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from flows.ablation_arm import corpus_counts
-from flows.ablation_stats import interval, paired, sentence
+from flows.ablation.arm import corpus_counts
+from flows.ablation.stats import interval, paired, sentence
 from flows.presets import RUN_PRESETS
 from schemas.finetune import FinetuneMetrics
 from schemas.manifest import atomic_write_json, read_manifest
@@ -104,7 +104,7 @@ def differences(arms: dict[str, dict[str, Any]]) -> list[str]:
 
 
 def write_report(cfg, root: Path, results: dict[str, dict[str, Any]], plan: dict[str, Any]) -> dict[str, Any]:
-    """The report's figures, written to `root`/report.json and returned (flows.ablation_outputs renders them)."""
+    """The report's figures, written to `root`/report.json and returned (flows.ablation.outputs renders them)."""
     arms = {name: arm_record(r) for name, r in results.items()}
     sentences = differences(arms)
     base = results.get("baseline", {})

@@ -1,10 +1,10 @@
-"""One arm of a corpus ablation (flows/ablate.py) as its own Prefect subflow run, `<ablation>-<arm>`.
+"""One arm of a corpus ablation (flows/ablation/ablate.py) as its own Prefect subflow run, `<ablation>-<arm>`.
 
 Its stages, each an ordinary lmforge stage with its manifest under <root>/arms/<arm>/ (skipped on a rerun when
 nothing it reads changed, so a finished arm costs nothing the second time):
   corpus   the arm's corpus options over its crawl, decontaminated against the reference set; an arm that differs
            from others only in deduplication reads the cleaning they share instead (<root>/cleaned/<first arm>,
-           flows/ablation_cleaning.py) and deduplicates it its own way
+           flows/ablation/cleaning.py) and deduplicates it its own way
   shards   the shared tokenizer, the preset's shards options
   per seed (seed-<s>/): pretrain (the steps that make the ablation's token budget), eval (the masked-LM loss on
            the reference shards, all of their rows), and per downstream task tasks/<task>/finetune: the model
@@ -22,14 +22,14 @@ from typing import Any
 from prefect import flow, task
 from prefect.context import FlowRunContext
 
-from flows.ablation_cleaning import after_cleaning, data_dir, merged_counts
-from flows.ablation_stats import steps_for_budget
+from flows.ablation.cleaning import after_cleaning, data_dir, merged_counts
+from flows.ablation.stats import steps_for_budget
 from flows.dag import corpus_task, evaluate_task, finetune_task, pretrain_task, shards_task
 from schemas.manifest import read_manifest
 
 
 def cleaning_of(plan: dict[str, Any], name: str) -> str:
-    """A cleaning several arms share (flows/ablation_cleaning.py), run once, or skipped when finished."""
+    """A cleaning several arms share (flows/ablation/cleaning.py), run once, or skipped when finished."""
     c = plan["cleanings"][name]
     return corpus_task.with_options(**plan["limit"])(c["crawl"], Path(plan["root"], "cleaned", name), None, False,
                                                      c["corpus"], [], 0.0)
