@@ -29,7 +29,7 @@ from flows.stages.lines import shown
 from flows.stages.runner import StageFailed, StagesFailed
 from pipelines.io import expand_inputs
 from pipelines.labeled.registry import SOURCES
-from schemas.finetune import TASKS
+from schemas.finetune import LABELED_COLUMNS, LABELED_FILE_OPTIONS, TASKS
 from schemas.manifest import read_manifest
 
 
@@ -153,9 +153,9 @@ def cli_main(argv: list[str]) -> int:
                     "the demo (the bundled crawl), else none (no fine-tune)")
     ap.add_argument("--task", default=None, choices=TASKS,
                     help="what --labeled's label is (default: classification)")
-    for col in ("text", "text-pair", "label", "split", "id", "tokens", "tags"):
-        ap.add_argument(f"--{col}-column", default=None, help=f"--labeled's {col.replace('-', ' ')} column "
-                        f"(default: {'none' if col == 'text-pair' else col})")
+    for c in LABELED_COLUMNS:
+        ap.add_argument(f"--{c.option.replace('_', '-')}", default=None,
+                        help=f"--labeled's {c.key.replace('_', ' ')} column (default: {c.default or 'none'})")
     ap.add_argument("--languages", nargs="+", default=None, metavar="CODE",
                     help="languages the corpus keeps: ISO 639-1 codes (--languages fr de), or auto (default): every "
                          "language with at least 5%% of the pages that pass cleaning, or 1,000 of them")
@@ -179,10 +179,8 @@ def cli_main(argv: list[str]) -> int:
     kwargs: dict[str, Any] = {k: v for k, v in (("run_name", a.name), ("runs_dir", a.runs_dir), ("crawl", a.crawl),
                                                 ("labeled", a.labeled), ("languages", a.languages), ("preset", a.preset), ("nproc", a.nproc),
                                                 ("dedup_index", a.dedup_index), ("init_from", a.init_from),
-                                                ("task", a.task), ("credentials_block", a.credentials_block),
-                                                *((f"{c}_column", getattr(a, f"{c}_column"))
-                                                  for c in ("text", "text_pair", "label", "split", "id", "tokens",
-                                                            "tags")))
+                                                ("credentials_block", a.credentials_block),
+                                                *((k, getattr(a, k)) for k in LABELED_FILE_OPTIONS))
                               if v is not None}
     for item in a.param:
         key, sep, value = item.partition("=")

@@ -24,7 +24,7 @@ from pathlib import Path
 from common.cli import Failed, Parser, closest, parse_strict, reject_unknown
 from common.config import add_config_args, config_from_args
 from flows.stages.table import STAGES, stage_entry
-from schemas.finetune import TASKS
+from schemas.finetune import LABELED_COLUMNS, TASKS
 from schemas.manifest import StageBusy
 
 SUMMARIES = {
@@ -150,10 +150,9 @@ def _labeled(rest: list[str]) -> int:
     f.add_argument("--output", required=True, help="directory to write")
     f.add_argument("--task", default="classification", choices=TASKS,
                    help="what the label is (default: %(default)s)")
-    for col, default in (("text", "text"), ("text-pair", ""), ("label", "label"), ("split", "split"), ("id", "id"),
-                         ("tokens", "tokens"), ("tags", "tags")):
-        f.add_argument(f"--{col}-column", default=default, help=f"column of the {col.replace('-', ' ')} "
-                       f"(default: {default or 'none'})")
+    for c in LABELED_COLUMNS:
+        f.add_argument(f"--{c.option.replace('_', '-')}", default=c.default,
+                       help=f"column of the {c.key.replace('_', ' ')} (default: {c.default or 'none'})")
     f.add_argument("--seed", type=int, default=0, help="seed of the split made for a file without one (default: 0)")
     f.add_argument("--test-per-mille", type=int, default=100, help="test share of such a split (default: 100 = 10%%)")
     f.add_argument("--validation-per-mille", type=int, default=100, help="validation share (default: 100 = 10%%)")
@@ -167,8 +166,7 @@ def _labeled(rest: list[str]) -> int:
             from training.finetuning.dataset import Columns
             from training.finetuning.prepare import prepare_file
 
-            cols = Columns(a.text_column, a.text_pair_column or None, a.label_column, a.split_column, a.id_column,
-                           a.tokens_column, a.tags_column)
+            cols = Columns.of(vars(a))
             out = prepare_file(a.path, a.output, a.task, cols, a.seed, a.test_per_mille, a.validation_per_mille)
         else:
             out = prepare(a.name, a.output, a.source)
