@@ -55,6 +55,8 @@ class AblateBenchConfig:
     token_budget: int = opt(1_200_000, "positions each model trains on (2 x 16 x 128 per step)")
     vocab_size: int = opt(16000, "the shared tokenizer's vocabulary")
     lr: float = opt(1e-3, "peak pretraining learning rate")
+    ft_min_steps: int = opt(800, "every fine-tune runs at least this many steps (finetune --min-steps), as in bench "
+                                 "transfer: more epochs on the small tasks, no early stop before them")
     nproc: int = opt(2, "pretraining processes")
     bf16: bool = opt(False, "pretrain and fine-tune under bf16 autocast: only where the CPU has bf16 instructions "
                             "(AVX512-BF16, AMX); elsewhere it is emulated and several times slower than fp32")
@@ -68,7 +70,7 @@ class AblateBenchConfig:
             "pretrain": {"model": self.model, "micro_batch_size": 16, "lr": self.lr, "prenorm": True, "dropout": 0.0,
                          "bf16": self.bf16, "warmup_ratio": 0.06, "log_every": 50, "save_every": 250, "eval_batches": 20},
             "evaluate": {},
-            "finetune": {"batch_size": 32, "lr": 3e-4, "bf16": self.bf16},
+            "finetune": {"batch_size": 32, "lr": 3e-4, "bf16": self.bf16, "min_steps": self.ft_min_steps},
             "finetune_per_task": {t: {"epochs": p.epochs, "max_length": p.max_length, "max_train": p.max_train}
                                   for t, p in TASKS.items() if t in self.tasks},
         }

@@ -106,3 +106,11 @@ def test_pretrain_accepts_the_deepspeed_launchers_local_rank(monkeypatch, tmp_pa
     import os
 
     assert os.environ["LOCAL_RANK"] == "1"
+
+
+def test_workers_pythonpath_is_the_checkout_root():
+    """Launched workers get the checkout root on PYTHONPATH (it was training/ after the move into subpackages, which
+    only an editable install hid)."""
+    from training.launch.torchrun import REPO_ROOT
+
+    assert (REPO_ROOT / "pyproject.toml").is_file() and (REPO_ROOT / "training" / "launch" / "torchrun.py").is_file()

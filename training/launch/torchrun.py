@@ -31,7 +31,7 @@ from common.config import options_to_argv
 from training.runtime.accelerator import Machine, launch_plan
 from training.runtime.processes import die_with_parent
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def cfg_to_argv(cfg: Any, prefix: str = "") -> list[str]:
