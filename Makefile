@@ -52,18 +52,11 @@ test-fast: setup scan-setup
 lint: setup
 	$(BIN)/ruff check .
 
-# Benchmarks against named peers, written to docs/BENCHMARKS.md
+# Benchmarks against named peers, written to docs/BENCHMARKS.md: each bench/registry.py marks for make, in its order
+# and with its arguments, each in a process of its own (`lmforge bench --make --dry-run` lists them)
 bench: setup
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[bench]'
-	$(BIN)/lmforge bench corpus
-	$(BIN)/lmforge bench extraction
-	$(BIN)/lmforge bench langid
-	$(BIN)/lmforge bench scale
-	$(BIN)/lmforge bench tokenizer
-	$(BIN)/lmforge bench data
-	$(BIN)/lmforge bench train --resume
-	$(BIN)/lmforge bench learn --presets tiny demo
-	$(BIN)/lmforge bench transfer --resume
+	$(BIN)/lmforge bench --make
 
 # On a GPU node, before a long run: torch/CUDA/NCCL facts, the optimizers on the GPU, NCCL all-reduce bandwidth, a
 # 20-step pretraining on every GPU resumed on the same and on another GPU count -> runs/doctor/doctor.{json,md}.
@@ -79,13 +72,13 @@ ui: setup
 # Deploy as infra/README.md documents, run the demo deployment at preset tiny, screenshot the UI
 # with headless Chromium (Debian: apt-get install chromium) into docs/ui/.
 ui-check: setup
-	$(BIN)/python -m flows.ops ui-check --out docs/ui
+	$(BIN)/python -m flows.deploy.ops ui-check --out docs/ui
 
 # The same deployment, then the ablation deployment's form filled in headless Chromium (playwright) and
 # submitted; its run's page and artifacts screenshotted into docs/ui/ablate-*.png (about 20 minutes).
 ablate-ui-check: setup
 	$(BIN)/python -m pip install --quiet -c constraints.txt 'playwright==1.65.2'
-	$(BIN)/python -m flows.ablate_ui --out docs/ui
+	$(BIN)/python -m flows.deploy.ablate_ui --out docs/ui
 
 # runs/ only: the refresh's shared band index (state/) and crawl snapshots (crawl/) stay.
 clean:

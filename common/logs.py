@@ -1,6 +1,6 @@
 """Where a stage's messages go: lmforge's own progress lines to stdout, library chatter to stderr.
 
-A flow shows a stage's stdout and keeps both streams in `logs/<stage>.log` (flows/stages.py), so
+A flow shows a stage's stdout and keeps both streams in `logs/<stage>.log` (flows/stages/runner.py), so
 the Prefect log holds lmforge's progress only, without string filters: the libraries' loggers are
 configured instead (warnings and above, on stderr) and tqdm bars write to stderr as they do by default.
 """

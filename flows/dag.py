@@ -14,12 +14,12 @@ Flows: `lmforge-dag` (everything), `lmforge-train` (from existing shards), `lmfo
 (flows/refresh.py). Their parameters are flat (flows/params.py), so a run's partial parameters
 merge with its deployment's.
 
-Every task launches one stage's entry point as a subprocess (flows/stages.py) and returns the stage
+Every task launches one stage's entry point as a subprocess (flows/stages/runner.py) and returns the stage
 directory; nothing is computed here. With `cluster` other than local, the pretrain stage's entry point
 (`lmforge pretrain --submit KIND`) submits the job to the cluster and follows it to its end. A stage whose
 options and inputs did not change since it last finished is skipped. Each task has a timeout; retries only where a rerun is safe (every stage writes
 its manifest last, and pretraining resumes from its last checkpoint) and only a failure a second try can get past
-(flows/stages.py `worth_retrying`: a lost worker or node, the network, a lock another run held): a stage that named bad
+(flows/stages/runner.py `worth_retrying`: a lost worker or node, the network, a lock another run held): a stage that named bad
 input fails once, in one line. Fine-tuning and distillation
 run independently: evaluate reports whatever finished, then the flow fails if either did.
 """
@@ -50,8 +50,9 @@ from flows.params import (
     TrainParams,
     flow_doc,
 )
-from flows.stages import StageFailed, StagesFailed, launch_stage, progress, retry_if_transient
+from flows.stages.runner import StageFailed, StagesFailed, launch_stage, progress, retry_if_transient
 from pipelines.labeled.registry import SOURCES
+from schemas.finetune import LABELED_FILE_OPTIONS
 from training.finetuning.readers import TooFewRows
 from training.launch.cluster import job_name
 
@@ -147,8 +148,7 @@ def labeled_file_task(path: str, run: Path, opts: dict) -> str:
 
 TOO_FEW_ROWS = TooFewRows.exit_code
 """`lmforge labeled file`'s exit status for a file too small to split."""
-LABELED_FILE_KEYS = ("task", "text_column", "text_pair_column", "label_column", "split_column", "id_column",
-                     "tokens_column", "tags_column")
+LABELED_FILE_KEYS = LABELED_FILE_OPTIONS
 """What the run says about a labelled file's columns: options of its labeled stage, not of finetune, which reads
 the task folder's own columns."""
 
@@ -228,8 +228,8 @@ def card_task(run: Path, models: dict[str, str], shards: str, task_config: str, 
                         raw_inputs=[task_config] if task_config else [], log_name="card")[0]
 
 
-TASK_KEYS = ("task", "text_column", "text_pair_column", "label_column", "split_column", "id_column", "tokens_column",
-             "tags_column", "test_per_mille", "validation_per_mille", "max_validation", "max_test")
+TASK_KEYS = (*LABELED_FILE_OPTIONS, "test_per_mille", "validation_per_mille", "max_validation", "max_test")
+"""The fine-tune options that say which rows are the task's test and validation splits."""
 
 
 def task_config(labeled: str, finetune_opts: dict, run: Path) -> str:

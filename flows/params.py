@@ -21,15 +21,15 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, create_model, field_validator, model_validator
 
 from common.cli import closest
 from common.redact import is_secret_name, secret_in_value
-from flows import stage_table
 from flows.data_root import check_beam_paths, check_option_paths, data_roots, inside_root, refuse_code_folder
 from flows.presets import RUN_PRESETS
+from flows.stages import table as stage_table
 from pipelines.tokenizer import MODELS
-from schemas.finetune import TASKS
+from schemas.finetune import LABELED_COLUMNS, LABELED_FILE_OPTIONS, TASKS
 from schemas.objectives import MLM_OBJECTIVES
 from training.launch.cluster import CONTROL, ClusterSpec
 from training.launch.cluster import KINDS as CLUSTER_KINDS
@@ -204,7 +204,15 @@ def check_beam_args(args: list[str]) -> None:
             raise ParamError(f"beam_args: {flag} is not a Beam pipeline option" + (f"; did you mean {guess}?" if guess else ""))
 
 
-class TrainParams(BaseModel):
+LabeledFileParams = create_model(
+    "LabeledFileParams", __doc__="The fine-tune task's kind and its labelled file's columns (schemas/finetune.py "
+    "LABELED_COLUMNS), each empty by default: the source's own, else the column's default.",
+    task=(TaskKind, Field("", description="fine-tune task kind for a data file (empty: the source's, else "
+                          "classification)")),
+    **{c.option: (str, Field("", description=c.form)) for c in LABELED_COLUMNS})
+
+
+class TrainParams(LabeledFileParams):
     """What every flow trains and fine-tunes (the Prefect form); every field has a safe default."""
 
     run_name: str = Field("demo", pattern=NAME_PATTERN, description="runs/{run_name}/ receives one folder per stage "
@@ -232,8 +240,11 @@ class TrainParams(BaseModel):
     cluster_image: str = Field(DEFAULT_IMAGE, description="k8s/pytorchjob: the container image built from "
                                "infra/docker/Dockerfile; one of the worker's LMFORGE_CLUSTER_IMAGES (unset: "
                                f"{DEFAULT_IMAGE} alone)")
-    cluster_pvc: str = Field("lmforge-runs", description="k8s/pytorchjob: the ReadWriteMany claim mounted in every pod "
+    cluster_pvc: str = Field(ClusterSpec.shared_pvc, description="k8s/pytorchjob: the ReadWriteMany claim mounted in every pod "
                              "at cluster_mount")
+    # `lmforge pretrain --mount` (ClusterSpec.mount, /shared), which cluster_options passes it to: the launcher's
+    # user types paths under /shared, but a flow's paths are this worker's, so the claim must be mounted where they
+    # already lie, and the default is the worker's data root (cluster_mount_dir), not /shared.
     cluster_mount: str = Field("", description="k8s/pytorchjob: where the claim is mounted, in the pods and on this "
                                "worker alike (so the run's paths mean the same in both); the runs folder, shards, "
                                "tokenizer and init_from must be under it. Empty: the worker's data root")
@@ -243,16 +254,6 @@ class TrainParams(BaseModel):
                          "text and a label column; a split column is optional), a known labelled source (`lmforge "
                          "labeled list`) or a `lmforge finetune --config` JSON file. Empty: vader for the demo (the "
                          "bundled crawl), else no fine-tune task (the card says so)")
-    task: TaskKind = Field(
-        "", description="fine-tune task kind for a data file (empty: the source's, else classification)")
-    text_column: str = Field("", description="text column of a labelled data file (empty: text)")
-    text_pair_column: str = Field("", description="second text column for sentence-pair tasks (empty: none)")
-    label_column: str = Field("", description="label column of a labelled data file (empty: label)")
-    split_column: str = Field("", description="split column of a labelled data file (train/validation/test; empty: "
-                              "split, and a file without one is split for you: seeded, stratified by label)")
-    id_column: str = Field("", description="id column of a labelled data file (empty: id, else the text's digest)")
-    tokens_column: str = Field("", description="token-tagging files: the column with each sentence's words (empty: tokens)")
-    tags_column: str = Field("", description="token-tagging files: the column with each word's tag (empty: tags)")
     stage_timeout_minutes: float = Field(240.0, gt=0, description="a stage still running after this long is stopped "
                                          "and its task fails")
     overrides: dict[str, dict[str, Any]] = Field(default_factory=dict, description="per-stage option overrides, e.g. "
@@ -307,6 +308,7 @@ class TrainParams(BaseModel):
         return self
 
     def cluster_mount_dir(self) -> str:
+        """`lmforge pretrain --mount` for this run: cluster_mount, else the worker's first data root."""
         return str(Path(self.cluster_mount or data_roots()[0]).resolve())
 
     @field_validator("run_name")
@@ -355,13 +357,8 @@ class TrainParams(BaseModel):
         """The preset's per-stage options with this run's choices and overrides applied."""
         opts = RUN_PRESETS[self.preset]()
         for key, stage, option in (("tokenizer_model", "tokenizer", "model"), ("mask_objective", "shards", "mask_objective"),
-                                   ("model", "pretrain", "model"), ("task", "finetune", "task"),
-                                   ("text_column", "finetune", "text_column"),
-                                   ("text_pair_column", "finetune", "text_pair_column"),
-                                   ("label_column", "finetune", "label_column"),
-                                   ("split_column", "finetune", "split_column"), ("id_column", "finetune", "id_column"),
-                                   ("tokens_column", "finetune", "tokens_column"),
-                                   ("tags_column", "finetune", "tags_column")):
+                                   ("model", "pretrain", "model"),
+                                   *((k, "finetune", k) for k in LABELED_FILE_OPTIONS)):
             if getattr(self, key, ""):
                 opts[stage][option] = getattr(self, key)
         for stage, extra in self.overrides.items():

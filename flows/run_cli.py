@@ -19,16 +19,17 @@ from typing import Any
 
 from common.cli import Parser, parse_strict
 from common.config import read_json_object
-from flows import dag, stages
+from flows import dag
 from flows.dag import lmforge_dag, lmforge_train
 from flows.data_root import trust_paths
 from flows.params import FLOW_PARAMS, PATH_PARAMS, check_params, trust_image
 from flows.refresh import lmforge_refresh
-from flows.stage_lines import shown
-from flows.stages import StageFailed, StagesFailed
+from flows.stages import runner
+from flows.stages.lines import shown
+from flows.stages.runner import StageFailed, StagesFailed
 from pipelines.io import expand_inputs
 from pipelines.labeled.registry import SOURCES
-from schemas.finetune import TASKS
+from schemas.finetune import LABELED_COLUMNS, LABELED_FILE_OPTIONS, TASKS
 from schemas.manifest import read_manifest
 
 
@@ -83,7 +84,7 @@ YOUR_OWN_DATA = """Your own data (README.md, "Your own data"):
 class _NoFailureRecords(logging.Filter):
     """Keeps Prefect's failure records (task and flow tracebacks, 'Finished in state Failed') off the console;
     the flow log file and the Prefect API still get them. `quiet`: every record under WARNING too (the stages' lines,
-    Prefect's task-run lines), where `lmforge run` prints one line per stage instead (stages.progress)."""
+    Prefect's task-run lines), where `lmforge run` prints one line per stage instead (flows.stages.runner.progress)."""
 
     def __init__(self, quiet: bool = False):
         super().__init__()
@@ -100,7 +101,7 @@ class _NoFailureRecords(logging.Filter):
 def failures_to_file(log_path: Path, quiet: bool = False) -> Iterator[None]:
     """Everything Prefect logs, tracebacks included, into `log_path`; failures off the console (unless
     LMFORGE_TRACEBACK=1), where `lmforge run` prints a line per failed stage instead. `quiet`: the console shows
-    only the stages' progress lines (stages.progress) and warnings; the log file still gets every line."""
+    only the stages' progress lines (flows.stages.runner.progress) and warnings; the log file still gets every line."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     root = logging.getLogger()
     file = logging.FileHandler(log_path, encoding="utf-8")
@@ -112,12 +113,12 @@ def failures_to_file(log_path: Path, quiet: bool = False) -> Iterator[None]:
     for h in consoles:
         h.addFilter(console_filter)
     if console_filter.quiet:
-        stages.TERMINAL.append(sys.stdout)
+        runner.TERMINAL.append(sys.stdout)
     try:
         yield
     finally:
         if console_filter.quiet:
-            stages.TERMINAL.remove(sys.stdout)
+            runner.TERMINAL.remove(sys.stdout)
             logging.getLogger("prefect").setLevel(logging.WARNING)  # its lines at exit ("Stopping temporary server")
         for h in consoles:
             h.removeFilter(console_filter)
@@ -126,7 +127,7 @@ def failures_to_file(log_path: Path, quiet: bool = False) -> Iterator[None]:
 
 
 def failure_lines(error: BaseException, flow_log: Path) -> list[str]:
-    """At most 3 lines: each failed stage with its reason and log (flows.stages), then where the rest is."""
+    """At most 3 lines: each failed stage with its reason and log (flows.stages.runner), then where the rest is."""
     stages = error.failures if isinstance(error, StagesFailed) else [error]
     lines = [f"lmforge run: {e}" if isinstance(e, StageFailed) else f"lmforge run: error: {type(e).__name__}: "
              f"{str(e).splitlines()[0] if str(e) else ''}" for e in stages]
@@ -152,9 +153,9 @@ def cli_main(argv: list[str]) -> int:
                     "the demo (the bundled crawl), else none (no fine-tune)")
     ap.add_argument("--task", default=None, choices=TASKS,
                     help="what --labeled's label is (default: classification)")
-    for col in ("text", "text-pair", "label", "split", "id", "tokens", "tags"):
-        ap.add_argument(f"--{col}-column", default=None, help=f"--labeled's {col.replace('-', ' ')} column "
-                        f"(default: {'none' if col == 'text-pair' else col})")
+    for c in LABELED_COLUMNS:
+        ap.add_argument(f"--{c.option.replace('_', '-')}", default=None,
+                        help=f"--labeled's {c.key.replace('_', ' ')} column (default: {c.default or 'none'})")
     ap.add_argument("--languages", nargs="+", default=None, metavar="CODE",
                     help="languages the corpus keeps: ISO 639-1 codes (--languages fr de), or auto (default): every "
                          "language with at least 5%% of the pages that pass cleaning, or 1,000 of them")
@@ -178,10 +179,8 @@ def cli_main(argv: list[str]) -> int:
     kwargs: dict[str, Any] = {k: v for k, v in (("run_name", a.name), ("runs_dir", a.runs_dir), ("crawl", a.crawl),
                                                 ("labeled", a.labeled), ("languages", a.languages), ("preset", a.preset), ("nproc", a.nproc),
                                                 ("dedup_index", a.dedup_index), ("init_from", a.init_from),
-                                                ("task", a.task), ("credentials_block", a.credentials_block),
-                                                *((f"{c}_column", getattr(a, f"{c}_column"))
-                                                  for c in ("text", "text_pair", "label", "split", "id", "tokens",
-                                                            "tags")))
+                                                ("credentials_block", a.credentials_block),
+                                                *((k, getattr(a, k)) for k in LABELED_FILE_OPTIONS))
                               if v is not None}
     for item in a.param:
         key, sep, value = item.partition("=")

@@ -19,11 +19,12 @@ import argparse
 import logging
 import os
 import sys
+from pathlib import Path
 
 from common.cli import Failed, Parser, closest, parse_strict, reject_unknown
 from common.config import add_config_args, config_from_args
-from flows.stage_table import STAGES, stage_entry
-from schemas.finetune import TASKS
+from flows.stages.table import STAGES, stage_entry
+from schemas.finetune import LABELED_COLUMNS, TASKS
 from schemas.manifest import StageBusy
 
 SUMMARIES = {
@@ -42,7 +43,7 @@ SUMMARIES = {
     "doctor": "can this node train? torch/CUDA/NCCL facts, optimizers, NCCL all-reduce, a short GPU pretraining "
               "with resume -> runs/doctor/doctor.{json,md}",
     "ablate": "a corpus ablation as one flow: arms of corpus options, one tokenizer, an equal token budget, a shared reference set, a report with intervals",
-    "bench": "benchmarks against named peers -> docs/BENCHMARKS.md (bench attention | corpus | data | extraction | gpu | hostile | langid | learn | scale | tokenizer | train | transfer)",
+    "bench": "benchmarks against named peers -> docs/BENCHMARKS.md",
 }
 
 
@@ -65,26 +66,72 @@ def _quiet_logs(flow: bool = False) -> None:
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
 
-def _bench(rest: list[str]) -> int:
-    benches = {"attention": "bench.attention", "corpus": "bench.corpus", "data": "bench.data",
-               "extraction": "bench.extraction", "gpu": "bench.gpu", "hostile": "bench.hostile", "learn": "bench.learn",
-               "langid": "bench.langid", "scale": "bench.scale", "tokenizer": "bench.tokenizer",
-               "train": "bench.train", "transfer": "bench.transfer", "ablate": "bench.ablate"}
-    if not rest or rest[0] not in benches:
-        print(f"usage: lmforge bench {{{','.join(benches)}}} [--help]")
-        return 0 if rest and rest[0] in ("-h", "--help") else 2
-    import importlib
-    from pathlib import Path
-
-    # the benchmarks live in the checkout (bench/), not in the installed package: they need its samples and docs
+def _bench_checkout() -> bool:
+    """Whether this is a source checkout with bench/, put on sys.path if so: the benchmarks live there, not in the
+    installed package, since they need its samples and docs."""
     checkout = Path(__file__).resolve().parents[1]
-    if not (checkout / "bench" / "__init__.py").exists():
-        print(f"lmforge bench: the benchmarks are in a source checkout's bench/ folder, and {checkout} has none; "
-              "run it from a git clone installed with `make setup`", file=sys.stderr)
-        return 2
+    if not (checkout / "bench" / "registry.py").exists():
+        return False
     if str(checkout) not in sys.path:
         sys.path.insert(0, str(checkout))
-    return importlib.import_module(benches[rest[0]]).main(rest[1:])
+    return True
+
+
+def _bench_summary() -> str:
+    """The line of `lmforge --help` for bench, with the benchmarks' names (bench/registry.py) where there are any."""
+    if not _bench_checkout():
+        return SUMMARIES["bench"]
+    from bench.registry import BENCHES
+
+    return f"{SUMMARIES['bench']} (bench {' | '.join(b.name for b in BENCHES)})"
+
+
+def _bench(rest: list[str]) -> int:
+    """`lmforge bench <name> [options]`: the registry's module runs it; `--make`: what `make bench` runs."""
+    if not _bench_checkout():
+        print(f"lmforge bench: the benchmarks are in a source checkout's bench/ folder, and "
+              f"{Path(__file__).resolve().parents[1]} has none; run it from a git clone installed with `make setup`",
+              file=sys.stderr)
+        return 2
+    import importlib
+
+    from bench.registry import BENCHES, bench, make_runs
+
+    if rest[:1] == ["--make"]:
+        return _bench_make(make_runs(), rest[1:])
+    names = [b.name for b in BENCHES]
+    if not rest or rest[0] not in names:
+        print(f"usage: lmforge bench {{{','.join(names)}}} [--help]\n"
+              "       lmforge bench --make [--dry-run]    what `make bench` runs, in order")
+        wants_help = bool(rest) and rest[0] in ("-h", "--help")
+        if wants_help:
+            width = max(map(len, names))
+            for b in BENCHES:
+                runs = "" if b.make is None else f" (make bench{': ' + ' '.join(b.make) if b.make else ''})"
+                print(f"  {b.name:{width}s}  {b.summary}{runs}")
+        return 0 if wants_help else 2
+    return importlib.import_module(bench(rest[0]).module).main(rest[1:])
+
+
+def _bench_make(runs: list[tuple[str, ...]], rest: list[str]) -> int:
+    """Each benchmark `make bench` runs, in order, each in a process of its own as the Makefile's lines ran them;
+    the first that fails stops the rest, with its exit status."""
+    import shlex
+    import subprocess
+
+    if rest not in ([], ["--dry-run"]):
+        print(f"usage: lmforge bench --make [--dry-run]; not {shlex.join(rest)}", file=sys.stderr)
+        return 2
+    for argv in runs:
+        print(f"$ lmforge bench {shlex.join(argv)}", flush=True)
+        if rest:
+            continue
+        rc = subprocess.run([sys.executable, "-m", "lmforge.cli", "bench", *argv]).returncode
+        if rc != 0:
+            print(f"lmforge bench --make: `lmforge bench {shlex.join(argv)}` failed (exit {rc}); "
+                  "the benchmarks after it did not run", file=sys.stderr)
+            return rc
+    return 0
 
 
 def _labeled(rest: list[str]) -> int:
@@ -103,10 +150,9 @@ def _labeled(rest: list[str]) -> int:
     f.add_argument("--output", required=True, help="directory to write")
     f.add_argument("--task", default="classification", choices=TASKS,
                    help="what the label is (default: %(default)s)")
-    for col, default in (("text", "text"), ("text-pair", ""), ("label", "label"), ("split", "split"), ("id", "id"),
-                         ("tokens", "tokens"), ("tags", "tags")):
-        f.add_argument(f"--{col}-column", default=default, help=f"column of the {col.replace('-', ' ')} "
-                       f"(default: {default or 'none'})")
+    for c in LABELED_COLUMNS:
+        f.add_argument(f"--{c.option.replace('_', '-')}", default=c.default,
+                       help=f"column of the {c.key.replace('_', ' ')} (default: {c.default or 'none'})")
     f.add_argument("--seed", type=int, default=0, help="seed of the split made for a file without one (default: 0)")
     f.add_argument("--test-per-mille", type=int, default=100, help="test share of such a split (default: 100 = 10%%)")
     f.add_argument("--validation-per-mille", type=int, default=100, help="validation share (default: 100 = 10%%)")
@@ -120,8 +166,7 @@ def _labeled(rest: list[str]) -> int:
             from training.finetuning.dataset import Columns
             from training.finetuning.prepare import prepare_file
 
-            cols = Columns(a.text_column, a.text_pair_column or None, a.label_column, a.split_column, a.id_column,
-                           a.tokens_column, a.tags_column)
+            cols = Columns.of(vars(a))
             out = prepare_file(a.path, a.output, a.task, cols, a.seed, a.test_per_mille, a.validation_per_mille)
         else:
             out = prepare(a.name, a.output, a.source)
@@ -136,9 +181,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = Parser(prog="lmforge", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    wants_help = not argv or argv[0] in ("-h", "--help")
     for name in (*STAGES, "labeled", "run", "ablate", "alerts", "bench", "doctor"):
-        sub.add_parser(name, help=SUMMARIES[name], add_help=False)
-    if not argv or argv[0] in ("-h", "--help"):
+        summary = _bench_summary() if name == "bench" and wants_help else SUMMARIES[name]
+        sub.add_parser(name, help=summary, add_help=False)
+    if wants_help:
         parser.print_help()
         return 0
     command, rest = argv[0], argv[1:]
@@ -154,11 +201,11 @@ def main(argv: list[str] | None = None) -> int:
     if command == "bench":
         return _bench(rest)
     if command == "ablate":
-        from flows.ablate import main as ablate
+        from flows.ablation.ablate import main as ablate
 
         return ablate(rest)
     if command == "alerts":
-        from flows.automations import main as alerts
+        from flows.deploy.automations import main as alerts
 
         return alerts(rest)
     if command == "labeled":
@@ -182,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _stage(command: str, rest: list[str]) -> int:
     """`lmforge <stage> [options]`: parse and validate its config, run it, say where it wrote in one line."""
-    from flows.stage_table import STAGE_TABLE
+    from flows.stages.table import STAGE_TABLE
 
     cls, run_fn, doc = stage_entry(command)
     beam = STAGE_TABLE[command].beam
@@ -209,7 +256,7 @@ def _stage(command: str, rest: list[str]) -> int:
             if isinstance(out, int):  # a file emitted, a cluster job followed, a plan printed
                 return out
         elif command in ("distill", "finetune") and ns.nproc > 1:
-            from flows.stage_table import check_inputs
+            from flows.stages.table import check_inputs
             from training.launch.torchrun import launch
 
             check_inputs(command, cfg)

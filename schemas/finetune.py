@@ -26,6 +26,50 @@ FINETUNE_METRICS_VERSION = "lmforge.finetune_metrics/v1"
 TASKS = ("classification", "regression", "tokens")
 """classification: one text or a pair -> a class; regression: -> a float; tokens: a tag per word."""
 SPLITS = ("train", "validation", "test")
+
+
+@dataclass(frozen=True)
+class LabeledColumn:
+    """One column of a labelled file, declared here once: `lmforge finetune`'s option, `lmforge labeled file`'s and
+    `lmforge run`'s flags and the flows' form field are all `<key>_column` and take their default and texts from it."""
+
+    key: str
+    """What the column holds: text, text_pair, label, split, id, tokens or tags (`Columns`' attribute in
+    training/finetuning/dataset.py)."""
+    default: str
+    """The column's name in a file when none is given; empty: none (a single text, not a pair)."""
+    help: str
+    """`lmforge finetune --help`'s text."""
+    form: str
+    """The flows' form text: there the field is empty by default, meaning this default or the source's own."""
+
+    @property
+    def option(self) -> str:
+        """The option's name: `text_column`, the flag `--text-column`."""
+        return f"{self.key}_column"
+
+
+LABELED_COLUMNS = (
+    LabeledColumn("text", "text", "column with the text", "text column of a labelled data file (empty: text)"),
+    LabeledColumn("text_pair", "", "column with the second text of a pair (empty: single texts)",
+                  "second text column for sentence-pair tasks (empty: none)"),
+    LabeledColumn("label", "label", "column with the label (a class name or integer, or a float for regression)",
+                  "label column of a labelled data file (empty: label)"),
+    LabeledColumn("split", "split", "column naming each row's split (train / validation / test)",
+                  "split column of a labelled data file (train/validation/test; empty: split, and a file without one "
+                  "is split for you: seeded, stratified by label)"),
+    LabeledColumn("id", "id", "column with a stable row id for the hash split (else the text is hashed)",
+                  "id column of a labelled data file (empty: id, else the text's digest)"),
+    LabeledColumn("tokens", "tokens", "tokens: JSONL column with the list of words",
+                  "token-tagging files: the column with each sentence's words (empty: tokens)"),
+    LabeledColumn("tags", "tags", "tokens: JSONL column with the list of tags",
+                  "token-tagging files: the column with each word's tag (empty: tags)"),
+)
+"""A labelled file's columns, in the order every command and form lists them."""
+COLUMN = {c.key: c for c in LABELED_COLUMNS}
+LABELED_FILE_OPTIONS = ("task", *(c.option for c in LABELED_COLUMNS))
+"""What a run says about a labelled file: its task kind and its columns (options of `lmforge labeled file` and of
+`lmforge finetune`, fields of the flows' form)."""
 INITS = ("pretrained", "scratch")
 """pretrained: the model's weights; scratch: its config with freshly initialised weights (the BERT papers' control)."""
 CONTROLS = ("majority", "tfidf_lr")

@@ -58,13 +58,13 @@ whole session). Events, automations (the deployment test's webhook), task-run re
 
 @contextlib.contextmanager
 def prefect_server(home: Path) -> Iterator[str]:
-    """`prefect server start` (flows/ops.py) with its own PREFECT_HOME; its API URL set for this process's flows
+    """`prefect server start` (flows/deploy/ops.py) with its own PREFECT_HOME; its API URL set for this process's flows
     (Prefect's settings, read once at import, are overridden the way prefect.testing's harness does) and in
     os.environ for every subprocess; all restored on exit."""
     import prefect.context
     import prefect.settings
 
-    from flows import ops
+    from flows.deploy import ops
 
     with ops.prefect_server(home, server_env=QUIET_SERVICES) as env:
         url = env["PREFECT_API_URL"]

@@ -25,8 +25,8 @@ case "${1:-bench}" in
              # kept documents, tokenizer and the tasks' labelled files into .carry/transfer-gpu (~30 MB)
     .venv/bin/python - <<'PY'
 from pathlib import Path
-from bench.steps import Steps
-from bench.transfer import TransferBenchConfig, data_steps
+from bench.kit.steps import Steps
+from bench.transfer.payoff import TransferBenchConfig, data_steps
 cfg = TransferBenchConfig(rows=["lmforge", "lmforge_scratch", "tfidf_lr", "majority"])
 data_steps(Steps("transfer", Path(cfg.work, "logs"), resume=True, keep_partial=True, append_logs=True), cfg)
 PY

@@ -20,7 +20,7 @@ export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | tee "$OUT/gpu.txt"
 case "$what" in
   bench)
-    "$PY" -m bench.gpu --corpus .carry/bench-gpu-corpus --work /tmp/bench-gpu --minutes "${MINUTES:-7.5}" \
+    "$PY" -m bench.train.gpu --corpus .carry/bench-gpu-corpus --work /tmp/bench-gpu --minutes "${MINUTES:-7.5}" \
       ${VARIANTS:+--variants $VARIANTS} 2>&1 \
       | tee "$OUT/bench-gpu.log"
     rc=${PIPESTATUS[0]}
@@ -28,7 +28,7 @@ case "$what" in
     tar czf "$OUT/bench-gpu-logs.tgz" -C /tmp/bench-gpu logs $(cd /tmp/bench-gpu && ls -d */profile/summary.json 2>/dev/null)
     ;;
   transfer)
-    "$PY" -m bench.transfer_gpu --work /tmp/bench-transfer-gpu ${MINUTES:+--minutes $MINUTES} 2>&1 | tee "$OUT/transfer-gpu.log"
+    "$PY" -m bench.transfer.gpu --work /tmp/bench-transfer-gpu ${MINUTES:+--minutes $MINUTES} 2>&1 | tee "$OUT/transfer-gpu.log"
     rc=${PIPESTATUS[0]}
     cp docs/BENCHMARKS.md docs/benchmarks/transfer-on-one-gpu-does-pretraining-pay.json "$OUT/" 2>/dev/null
     tar czf "$OUT/transfer-gpu-logs.tgz" -C /tmp/bench-transfer-gpu logs transfer-gpu.json pretrain/metrics.json \

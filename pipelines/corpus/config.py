@@ -70,7 +70,7 @@ class CorpusConfig:
     max_record_bytes: int = opt(MAX_RECORD_BYTES, "quarantine as payload_too_large a record whose payload is over this many bytes (a WARC record's decoded payload, a JSON line, a Parquet text cell), read no further than that; the default 4 MiB passes every Common Crawl record (truncated at 1 MiB) and real pages up to 4 MiB")
     max_row_group_bytes: int = opt(MAX_ROW_GROUP_BYTES, "quarantine unread, as one payload_too_large record, a Parquet row group whose text column is over this many bytes uncompressed (Arrow decodes a page whole: reading a row group costs about 4 times its size)")
     document_seconds: float = opt(10.0, "quarantine as too_slow a document whose cleaning steps take longer than this many seconds (a page crafted to make a rule slow; pipelines/corpus/budget.py); real pages take well under a second; 0: no budget")
-    applied_steps: list[str] = opt([], "cleaning steps the input has been through already, skipped here (an ablation's arms that differ only in deduplication read one shared cleaning: flows/ablate.py); their options still count where a later step reads them (C4's page rules after line dedup). Any of " + ", ".join(APPLICABLE) + "; language id always runs")
+    applied_steps: list[str] = opt([], "cleaning steps the input has been through already, skipped here (an ablation's arms that differ only in deduplication read one shared cleaning: flows/ablation/ablate.py); their options still count where a later step reads them (C4's page rules after line dedup). Any of " + ", ".join(APPLICABLE) + "; language id always runs")
 
     @property
     def auto_languages(self) -> bool:

@@ -1,7 +1,7 @@
 """N-gram decontamination, the pure core: evaluation sets in, an index of their word n-grams, and
 for each document the first of its n-grams that an evaluation item also has (GPT-3 appendix C;
 datatrove 0.10.1's NGramsDecontIndexer and NGramsDecontFilter, which lmforge matches decision for
-decision, `bench/decont.py`).
+decision, `bench/corpus/decont.py`).
 
     items = read_eval_sets(cfg)                # validation/test items of JSONL/CSV/Parquet files
     index = NGramIndex.build(items, cfg)       # or NGramIndex.load(path, cfg)

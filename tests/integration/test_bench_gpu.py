@@ -10,7 +10,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_bench_gpu_smoke_run_on_the_cpu(tmp_path):
-    from bench.gpu import main
+    from bench.train.gpu import main
     from training.doctor.checks import vader_corpus
 
     # a corpus stage's output from the bundled VADER sentences (real text; the crawl's corpus needs Beam)

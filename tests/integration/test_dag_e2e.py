@@ -158,7 +158,7 @@ def test_the_card_opens_with_its_verdict_in_a_browser(shared):
     the first screen, the chart of quality against cost loaded just below it; the screenshot is kept to look at."""
     import shutil
 
-    from flows.ablate_ui import CHROMIUM, browser_path
+    from flows.deploy.ablate_ui import CHROMIUM, browser_path
 
     if not any(shutil.which(b) for b in CHROMIUM):
         pytest.skip("no Chromium: apt-get install chromium (as root; .ci/run does)")
@@ -198,7 +198,7 @@ class Hook(http.server.BaseHTTPRequestHandler):
 def test_the_documented_deployment_runs_the_same_parameters_and_a_failed_refresh_is_reported(shared, prefect_api):
     """infra/README.md's commands against the session's server, a worker outside the checkout, and the shared run's
     parameters submitted through the deployment: the flow, its tasks and artifacts, every stage skipped."""
-    from flows import ops
+    from flows.deploy import ops
 
     lines = ops.readme_commands()
     assert any("work-pool create lmforge-process" in line for line in lines)

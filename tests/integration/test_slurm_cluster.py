@@ -13,7 +13,7 @@ accounting here):
   both nodes (world size 2, a verified manifest);
 - cancellation from a flow: Prefect (3.8) cancels a flow run by SIGTERM to the flow-run process, which its
   engine's SIGTERM bridge (`capture_sigterm`) raises as TerminationSignal inside the flow. The test runs the
-  stage as a flow task does (flows/stages.py `run_logged` under `capture_sigterm`) and sends that SIGTERM: the
+  stage as a flow task does (flows/stages/runner.py `run_logged` under `capture_sigterm`) and sends that SIGTERM: the
   stage launcher hands it on to `lmforge pretrain --submit slurm`, which scancels the job, and no training
   process is left on the nodes. A Prefect server and worker are not started here.
 4 to 7 minutes on 2 shared cores (245 s and 400 s measured), nearly all of it the three jobs' start-up.
@@ -172,7 +172,7 @@ from pathlib import Path
 
 from prefect.utilities.engine import capture_sigterm
 
-from flows.stages import run_logged
+from flows.stages.runner import run_logged
 
 with capture_sigterm():  # what Prefect's flow engine runs a flow in: its SIGTERM becomes TerminationSignal
     run_logged(json.loads(sys.argv[1]), Path(sys.argv[2]), "pretrain")

@@ -8,8 +8,8 @@ import pytest
 def test_the_form_offers_the_presets_and_tasks_as_choices_and_bounds_the_numbers():
     from prefect.utilities.callables import parameter_schema
 
-    from flows.ablate import lmforge_ablate
-    from flows.ablation_arms import ARM_PRESETS
+    from flows.ablation.ablate import lmforge_ablate
+    from flows.ablation.arms import ARM_PRESETS
     from flows.params import NAME_PATTERN
     from pipelines.labeled.registry import SOURCES
 
@@ -42,7 +42,7 @@ def test_the_form_offers_the_presets_and_tasks_as_choices_and_bounds_the_numbers
 ])
 def test_a_run_from_the_form_is_refused_in_one_line_before_anything_runs(checkout_root, change, said):
     root = checkout_root
-    from flows.ablate import lmforge_ablate
+    from flows.ablation.ablate import lmforge_ablate
 
     with pytest.raises(Exception, match=None) as e:
         lmforge_ablate.fn(**{"runs_dir": str(root / "runs"), **change})
@@ -57,7 +57,7 @@ def _arm(diff_loss, task_diffs):
 
 
 def test_each_published_direction_is_judged_from_the_paired_interval():
-    from bench.ablate import judge
+    from bench.transfer.ablate import judge
 
     base = {"tasks": {"vader": {"metric": "accuracy", "by_seed": {1: 0.60, 2: 0.61, 3: 0.62}},
                       "reuters": {"metric": "accuracy", "by_seed": {1: 0.5, 2: 0.5, 3: 0.5}}}}
@@ -89,8 +89,8 @@ def test_each_published_direction_is_judged_from_the_paired_interval():
 
 
 def test_each_task_takes_the_recipes_own_options_the_same_for_every_arm():
-    from bench.ablate import AblateBenchConfig
-    from flows.ablation_arm import finetune_options
+    from bench.transfer.ablate import AblateBenchConfig
+    from flows.ablation.arm import finetune_options
 
     plan = {"opts": AblateBenchConfig(tasks=["vader", "wsj_pos"]).stage_options()}
     base = finetune_options(plan, "baseline", 1, "wsj_pos")

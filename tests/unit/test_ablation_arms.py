@@ -1,10 +1,10 @@
-"""A corpus ablation's arms (flows.ablation_arms): presets and option objects resolved to real corpus configs,
+"""A corpus ablation's arms (flows.ablation.arms): presets and option objects resolved to real corpus configs,
 bad arms refused in one line before anything runs."""
 from __future__ import annotations
 
 import pytest
 
-from flows.ablation_arms import ARM_PRESETS, QUALITY_FAMILIES, changed, resolve_arms
+from flows.ablation.arms import ARM_PRESETS, QUALITY_FAMILIES, changed, resolve_arms
 
 CRAWL = ["samples/crawl"]
 
@@ -51,7 +51,7 @@ def test_bad_arms_are_refused_in_one_line(arms, message):
 def test_the_ablations_own_options_are_checked_before_anything_runs(tmp_path):
     import json
 
-    from flows.ablate import AblationConfig, plan_lines
+    from flows.ablation.ablate import AblationConfig, plan_lines
 
     ref = tmp_path / "ref.jsonl"
     ref.write_text(json.dumps({"id": "a", "url": "u", "text": "a reference text"}) + "\n")
@@ -70,7 +70,7 @@ def test_the_ablations_own_options_are_checked_before_anything_runs(tmp_path):
 
 
 def test_the_arm_families_are_the_cleaning_chains():
-    from flows.ablation_arms import QUALITY_FAMILIES, nest_options
+    from flows.ablation.arms import QUALITY_FAMILIES, nest_options
     from pipelines.corpus.steps.registry import step_configs
 
     assert set(QUALITY_FAMILIES) < set(step_configs())

@@ -1,12 +1,12 @@
-"""The cleaning an ablation's dedup-only arms share (flows.ablation_cleaning): who shares, with what options, and
+"""The cleaning an ablation's dedup-only arms share (flows.ablation.cleaning): who shares, with what options, and
 counts that reconcile; the corpus stage's applied_steps. The documents an arm keeps through the shared cleaning
 equal a corpus stage's over the crawl: tests/integration/test_ablate.py."""
 from __future__ import annotations
 
 import pytest
 
-from flows.ablation_arms import ARM_PRESETS, nest_options, resolve_arms
-from flows.ablation_cleaning import after_cleaning, cleaning_options, merged_counts, share_cleaning
+from flows.ablation.arms import ARM_PRESETS, nest_options, resolve_arms
+from flows.ablation.cleaning import after_cleaning, cleaning_options, merged_counts, share_cleaning
 
 
 def plan_arms(names, crawl=("tests/data/tiny/tiny.warc.gz",), own=None):

@@ -1,11 +1,11 @@
-"""flows.ablation_stats: intervals over seeds, paired differences, the report's sentences, steps for a budget."""
+"""flows.ablation.stats: intervals over seeds, paired differences, the report's sentences, steps for a budget."""
 from __future__ import annotations
 
 import math
 
 import pytest
 
-from flows.ablation_stats import interval, paired, seeds_to_resolve, sentence, steps_for_budget
+from flows.ablation.stats import interval, paired, seeds_to_resolve, sentence, steps_for_budget
 
 
 def test_interval_is_students_t_over_seeds():

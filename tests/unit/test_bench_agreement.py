@@ -1,8 +1,8 @@
-"""bench corpus's keep/drop comparison with datatrove (bench/agreement.py), without datatrove:
+"""bench corpus's keep/drop comparison with datatrove (bench/corpus/agreement.py), without datatrove:
 the confusion counts, the chain and lmforge's side of it."""
 from __future__ import annotations
 
-from bench.agreement import (
+from bench.corpus.agreement import (
     CHAIN,
     FAMILIES,
     MATCHING,
@@ -65,7 +65,7 @@ def test_lmforge_side_runs_the_paper_variant():
 
 
 def test_goal_is_judged_per_page_set():
-    from bench.agreement import judge
+    from bench.corpus.agreement import judge
 
     def results(pairs):
         out = {MATCHING: {f: Confusion() for f in (*FAMILIES, CHAIN)}, SHIPPED: {f: Confusion() for f in (*FAMILIES, CHAIN)}}

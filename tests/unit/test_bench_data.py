@@ -4,8 +4,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from bench.data import group_texts, replicate, stage_workers
-from bench.data_report import fixed_and_marginal, render, step_share
+from bench.data.shards import group_texts, replicate, stage_workers
+from bench.data.shards_report import fixed_and_marginal, render, step_share
 
 
 def test_group_texts_cuts_blocks_and_drops_the_remainder():

@@ -1,8 +1,8 @@
-"""FOLDOC entries as bench corpus's short encyclopedic texts (bench/encyclopedic.py).
+"""FOLDOC entries as bench corpus's short encyclopedic texts (bench/corpus/encyclopedic.py).
 The excerpt is FOLDOC's "abstract data type" entry as dict-foldoc ships it (GFDL 1.1+, (c) 1993 Denis Howe)."""
 from __future__ import annotations
 
-from bench.encyclopedic import parse
+from bench.corpus.encyclopedic import parse
 
 ENTRY = """abstract data type
 ADT

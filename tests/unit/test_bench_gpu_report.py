@@ -5,10 +5,10 @@ from dataclasses import asdict
 
 import pytest
 
-from bench.attention import render as render_attention
-from bench.attention import verdict
-from bench.gpu import Sizes
-from bench.gpu_report import figures, gpu_json, render
+from bench.train.attention import render as render_attention
+from bench.train.attention import verdict
+from bench.train.gpu import Sizes
+from bench.train.gpu_report import figures, gpu_json, render
 
 
 def _report(device="NVIDIA H100 80GB HBM3", lm_ms=100.0, peer_ms=60.0, failed=("hf_trainer_compiled",)):

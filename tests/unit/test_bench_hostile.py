@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_bench_hostile_times_every_step_on_every_page(tmp_path):
-    from bench.hostile import HostileBenchConfig, main, pages
+    from bench.corpus.hostile import HostileBenchConfig, main, pages
 
     made = pages(HostileBenchConfig(size=20_000, crawl=str(ROOT / "samples" / "crawl")))
     assert len(made) == 11 and all(19_000 <= len(t) <= 21_000 for t in made.values()), {k: len(v) for k, v in made.items()}

@@ -1,7 +1,7 @@
 """`lmforge bench langid`: the pure readers and the scoring, on short real excerpts (no download)."""
 from __future__ import annotations
 
-from bench.langid import bucket, choose, crawl_source, fortunes, gcide_quotations, man_paragraphs, summarise
+from bench.corpus.langid import bucket, choose, crawl_source, fortunes, gcide_quotations, man_paragraphs, summarise
 
 # manpages-ru 4.18.1, securetty.5 (GPL-2.0-or-later, per the page's SPDX line): the NAME line is
 # untranslated, and the .SH headings and the .TP tag are not running text.

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.learn import LearnBenchConfig, render, summarise, verdict_line
+from bench.train.learn import LearnBenchConfig, render, summarise, verdict_line
 
 
 def test_the_verdict_is_lmforge_within_the_trainers_spread_or_below():
@@ -45,13 +45,13 @@ def test_the_report_lists_every_seed_and_states_the_recipe():
 
 
 def test_the_masks_ablation_reads_between_the_two_systems():
-    from bench.learn import masks_line
+    from bench.train.learn import masks_line
 
     s = summarise({"lmforge": {"1": 7.04, "2": 7.04}, "hf_trainer": {"1": 7.03, "2": 7.03},
                    "hf_trainer_k_masks": {"1": 7.039, "2": 7.041}})
     assert s["difference"] == pytest.approx(0.01)  # the verdict stays lmforge against the plain Trainer
     assert masks_line("mlm tiny, 300 steps", s) == (
-        "mlm tiny, 300 steps, masks ablation: the Trainer on lmforge's precomputed masks (bench/learn_masks.py) 7.040 "
+        "mlm tiny, 300 steps, masks ablation: the Trainer on lmforge's precomputed masks (bench/train/learn_masks.py) 7.040 "
         "(7.039-7.041): +0.010 nats against the plain Trainer, +0.000 against lmforge.")
     s["hf_trainer_fixed_count"] = {"mean": 7.035, "low": 7.03, "high": 7.04, "seeds": 2}
     assert masks_line("mlm tiny, 300 steps", s, "hf_trainer_fixed_count").startswith(
@@ -70,8 +70,8 @@ def test_bad_settings_fail_in_one_line():
 
 
 def test_the_transfer_check_pairs_each_model_with_its_twin_by_seed_and_says_the_cards_verdict():
-    from bench.learn_transfer import case_rows
-    from bench.learn_transfer import render as transfer_render
+    from bench.train.learn_transfer import case_rows
+    from bench.train.learn_transfer import render as transfer_render
 
     def ft(seed, pre, twin):
         return {"metric": "accuracy", "test_examples": 2302,
@@ -115,7 +115,7 @@ def test_the_difference_has_welchs_interval_and_a_masks_variant_its_own_verdict(
 
 
 def test_the_mask_counts_cost_is_paired_by_seed():
-    from bench.learn import count_line
+    from bench.train.learn import count_line
 
     runs = {"lmforge": {"1": {"held_out_loss": 7.028}, "2": {"held_out_loss": 7.046}, "3": {"held_out_loss": 7.041}},
             "lmforge_bernoulli": {"1": {"held_out_loss": 7.027}, "2": {"held_out_loss": 7.042},
@@ -127,7 +127,7 @@ def test_the_mask_counts_cost_is_paired_by_seed():
 
 
 def test_a_rerun_case_keeps_earlier_seeds_and_systems_of_the_same_code():
-    from bench.learn import merged
+    from bench.train.learn import merged
 
     earlier = {"code_id": "abc", "runs": {"lmforge": {"1": {"held_out_loss": 6.28}},
                                           "lmforge_bernoulli": {"1": {"held_out_loss": 6.27}}},

@@ -1,4 +1,4 @@
-"""Every bench's options come from its typed config (bench/options.py over common.config): a misspelt option is one
+"""Every bench's options come from its typed config (bench/kit/options.py over common.config): a misspelt option is one
 line naming the closest known one, `--config FILE` sets a field, and the flags other code passes still parse."""
 from __future__ import annotations
 
@@ -13,20 +13,20 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # module, the options it cannot run without, a misspelt option, the option it means, a field and a value for --config
 BENCHES = [
-    ("bench.attention", [], "--stesp", "--steps", "steps", 7),
-    ("bench.corpus", [], "--dosc", "--docs", "docs", 50),
-    ("bench.extraction", [], "--gold-dri", "--gold", "gold", "some/gold"),
-    ("bench.hostile", [], "--peer-secnods", "--peer-seconds", "size", 200_000),
-    ("bench.langid", [], "--per-sorce", "--per-source", "per_source", 9),
-    ("bench.scale", [], "--szies", "--sizes", "sizes", [10, 20]),
-    ("bench.tokenizer", [], "--vocab-szie", "--vocab-size", "vocab_size", 4000),
-    ("bench.train_hf", ["--shards", "s", "--tokenizer", "t", "--model", "demo", "--steps", "3", "--warmup", "1",
+    ("bench.train.attention", [], "--stesp", "--steps", "steps", 7),
+    ("bench.corpus.cleaning", [], "--dosc", "--docs", "docs", 50),
+    ("bench.corpus.extraction", [], "--gold-dri", "--gold", "gold", "some/gold"),
+    ("bench.corpus.hostile", [], "--peer-secnods", "--peer-seconds", "size", 200_000),
+    ("bench.corpus.langid", [], "--per-sorce", "--per-source", "per_source", 9),
+    ("bench.corpus.scale", [], "--szies", "--sizes", "sizes", [10, 20]),
+    ("bench.data.tokenizer", [], "--vocab-szie", "--vocab-size", "vocab_size", 4000),
+    ("bench.train.hf_trainer", ["--shards", "s", "--tokenizer", "t", "--model", "demo", "--steps", "3", "--warmup", "1",
                         "--out", "r.json"], "--micro-bacth-size", "--micro-batch-size", "lr", 0.5),
-    ("bench.step_peers", ["--system", "plain", "--shards", "s", "--tokenizer", "t", "--model", "tiny",
+    ("bench.train.step_peers", ["--system", "plain", "--shards", "s", "--tokenizer", "t", "--model", "tiny",
                           "--micro-batch-size", "4", "--out", "r.json"], "--warmpu", "--warmup", "profile", 3),
-    ("bench.gpu", [], "--varients", "--variants", "variants", ["plain", "lmforge"]),
-    ("bench.train", [], "--presest", "--presets", "presets", ["tiny"]),
-    ("bench.transfer", [], "--seesd", "--seeds", "seeds", [4]),
+    ("bench.train.gpu", [], "--varients", "--variants", "variants", ["plain", "lmforge"]),
+    ("bench.train.throughput", [], "--presest", "--presets", "presets", ["tiny"]),
+    ("bench.transfer.payoff", [], "--seesd", "--seeds", "seeds", [4]),
 ]
 IDS = [b[0] for b in BENCHES]
 
@@ -54,9 +54,11 @@ def test_config_file_sets_a_field(module, needed, typo, meant, field, value, tmp
 
 
 def test_the_flags_other_code_passes_still_parse():
-    """bench.gpu and bench.train_host run bench.step_peers with these flags, bench.train runs bench.train_hf, the
-    Makefile and infra/gpu/run.sh run the others; old store_true flags keep their spelling (and gain --no-)."""
-    from bench import gpu, scale, step_peers, train_hf
+    """bench.train.gpu and bench.train.host_work run bench.train.step_peers with these flags, bench.train.throughput
+    runs bench.train.hf_trainer, the Makefile and infra/gpu/run.sh run the others; old store_true flags keep their
+    spelling (and gain --no-)."""
+    from bench.corpus import scale
+    from bench.train import gpu, hf_trainer, step_peers
 
     cfg, ns = step_peers.parse(["--system", "hf_trainer", "--shards", "s", "--tokenizer", "t", "--model", "bert_base",
                                 "--micro-batch-size", "64", "--warmup", "10", "--profile", "3", "--steps", "20",
@@ -67,7 +69,7 @@ def test_the_flags_other_code_passes_still_parse():
                                "--micro-batch-size", "4", "--bf16", "--dropout", "0", "--device", "cpu", "--out", "o",
                                "--no-bf16"])
     assert (cfg.bf16, cfg.compile, cfg.dropout, cfg.device, cfg.steps, cfg.warmup) == (False, False, 0.0, "cpu", 20, 5)
-    cfg, ns = train_hf.parse(["--shards", "s", "--tokenizer", "t", "--model", "demo", "--micro-batch-size", "16",
+    cfg, ns = hf_trainer.parse(["--shards", "s", "--tokenizer", "t", "--model", "demo", "--micro-batch-size", "16",
                               "--steps", "60", "--warmup", "10", "--out", "r.json", "--dropout", "-1.0"])
     assert (cfg.steps, cfg.warmup, cfg.lr, ns.out) == (60, 10, 1e-3, "r.json")
     cfg, ns = gpu.parse(["--corpus", ".carry/c", "--work", "/tmp/bg", "--minutes", "7.5", "--variants", "plain"])
@@ -77,14 +79,14 @@ def test_the_flags_other_code_passes_still_parse():
 
 
 @pytest.mark.parametrize(("module", "argv", "says"), [
-    ("bench.step_peers", ["--system", "plain", "--shards", "s", "--tokenizer", "t", "--model", "m",
+    ("bench.train.step_peers", ["--system", "plain", "--shards", "s", "--tokenizer", "t", "--model", "m",
                           "--micro-batch-size", "4"], "missing required option(s): --out"),
-    ("bench.step_peers", ["--system", "other", "--shards", "s", "--tokenizer", "t", "--model", "m",
+    ("bench.train.step_peers", ["--system", "other", "--shards", "s", "--tokenizer", "t", "--model", "m",
                           "--micro-batch-size", "4", "--out", "o"], "--system other: choose from plain, hf_trainer"),
-    ("bench.train_hf", ["--shards", "s", "--out", "o"], "missing required option(s): --tokenizer, --model"),
-    ("bench.gpu", ["--variants", "plain", "fast"], "--variants: unknown fast"),
-    ("bench.tokenizer", ["--vocab-size", "10"], "--vocab-size 10 is too small"),
-    ("bench.attention", ["--steps", "0"], "--steps must be >= 1"),
+    ("bench.train.hf_trainer", ["--shards", "s", "--out", "o"], "missing required option(s): --tokenizer, --model"),
+    ("bench.train.gpu", ["--variants", "plain", "fast"], "--variants: unknown fast"),
+    ("bench.data.tokenizer", ["--vocab-size", "10"], "--vocab-size 10 is too small"),
+    ("bench.train.attention", ["--steps", "0"], "--steps must be >= 1"),
 ])
 def test_a_bad_value_is_one_line(module, argv, says, capsys):
     with pytest.raises(SystemExit):
@@ -95,8 +97,9 @@ def test_a_bad_value_is_one_line(module, argv, says, capsys):
 
 def test_no_two_bench_classes_share_a_name():
     seen: dict[str, str] = {}
-    for path in sorted((ROOT / "bench").glob("*.py")):
+    for path in sorted((ROOT / "bench").rglob("*.py")):
+        name = str(path.relative_to(ROOT))
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ClassDef):
-                assert node.name not in seen, f"{node.name} in {path.name} and {seen[node.name]}"
-                seen[node.name] = path.name
+                assert node.name not in seen, f"{node.name} in {name} and {seen[node.name]}"
+                seen[node.name] = name

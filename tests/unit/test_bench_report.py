@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from bench.report import write_section
+from bench.kit.report import write_section
 
 
 def test_sections_replace_in_place(tmp_path):

@@ -8,9 +8,9 @@ from collections import Counter
 
 import psutil
 
-from bench.peak_rss import PeakRSS, tree_rss
-from bench.scale import growth
-from bench.scale_inputs import Bases, GenConfig, cached_meta, generate, write_inputs
+from bench.corpus.scale import growth
+from bench.corpus.scale_inputs import Bases, GenConfig, cached_meta, generate, write_inputs
+from bench.kit.peak_rss import PeakRSS, tree_rss
 from pipelines.corpus.dedup import shingles
 from pipelines.corpus.readers import read_file
 from schemas.records import RawDocument
@@ -97,7 +97,7 @@ def test_growth_exponents():
 
 
 def test_goals_are_judged_on_the_1m_row_and_the_text_rate_is_per_core(tmp_path):
-    from bench.scale import goals, text_mb
+    from bench.corpus.scale import goals, text_mb
 
     rows = [{"size": 100_000, "docs_in": 100_000, "wall_s": 100.0, "peak_rss_tree_mb": 1000, "processes_seen": 1},
             {"size": 1_000_000, "docs_in": 1_000_000, "wall_s": 1300.0, "peak_rss_tree_mb": 6200, "processes_seen": 3}]
@@ -118,7 +118,7 @@ def test_goals_are_judged_on_the_1m_row_and_the_text_rate_is_per_core(tmp_path):
 
 
 def test_reused_rows_come_from_json_lines_and_skip_failures(tmp_path):
-    from bench.scale import load_rows, render
+    from bench.corpus.scale import load_rows, render
 
     log = tmp_path / "scale.log"
     log.write_text("bench scale: 10,000 documents ...\n"
@@ -138,7 +138,7 @@ def test_resume_reuses_committed_snapshots_and_runs_only_the_rest(tmp_path, monk
     snapshot 2 is not; --resume reports 1 from its manifest with memory unrecorded and runs 2."""
     import json
 
-    from bench import scale
+    from bench.corpus import scale
 
     inputs = tmp_path / "in"
     inputs.mkdir()
@@ -175,7 +175,7 @@ def test_resume_reuses_committed_snapshots_and_runs_only_the_rest(tmp_path, monk
 
 def test_modes_check_compares_record_files_and_judges_three_of_three(tmp_path):
     """--check-modes: a run differs when any record file differs, is missing or is extra; the goal needs 3 clean runs."""
-    from bench.scale import compare_digests, output_digests, render_modes
+    from bench.corpus.scale import compare_digests, output_digests, render_modes
 
     for run, extra in (("a", ""), ("b", ""), ("c", "x")):
         (tmp_path / run / "data" / "en").mkdir(parents=True)

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench.train import TrainBenchConfig, measurement_key, steady_seconds
-from bench.train_report import judge_mfu, judge_mfu_parity, judge_speedup, render
+from bench.train.throughput import TrainBenchConfig, measurement_key, steady_seconds
+from bench.train.throughput_report import judge_mfu, judge_mfu_parity, judge_speedup, render
 from training.models.flops import (
     ModelShape,
     cpu_peak,
@@ -261,6 +261,6 @@ def test_the_dropout_free_diagnostic_row_is_shown_but_not_judged():
 
 def test_code_id_hashes_the_files_it_names():
     """The id that --resume compares: it reads training/*.py and the HF peer's script, wherever bench/ lives."""
-    from bench.train import code_id
+    from bench.train.throughput import code_id
 
     assert len(code_id()) == 12

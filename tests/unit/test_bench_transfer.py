@@ -4,8 +4,8 @@ from __future__ import annotations
 import gzip
 import json
 
-from bench.transfer_corpus import _b64, dictd_entries, pod_text
-from bench.transfer_report import goals, plot, render
+from bench.kit.real_text import _b64, dictd_entries, pod_text
+from bench.transfer.payoff_report import goals, plot, render
 
 
 def test_pod_text_keeps_prose_and_drops_code():
@@ -65,9 +65,9 @@ def test_goals_are_judged_from_the_means(tmp_path):
 
 
 def test_resume_reruns_a_step_whose_settings_changed_and_what_reads_it(tmp_path):
-    """bench.steps.Steps, as bench transfer runs it: a step of the bench before .flow-key.json (its command in
+    """bench.kit.steps.Steps, as bench transfer runs it: a step of the bench before .flow-key.json (its command in
     .bench-argv.json) is kept while its command is the same and nothing it reads ran again."""
-    from bench.steps import LEGACY_ARGV_FILE, Steps
+    from bench.kit.steps import LEGACY_ARGV_FILE, Steps
 
     s = Steps("transfer", tmp_path / "w" / "logs", resume=True, keep_partial=True, append_logs=True)
     a, b = tmp_path / "w" / "a", tmp_path / "w" / "b"
@@ -100,7 +100,7 @@ def test_steps_fail_in_one_line_with_the_log(tmp_path):
     """A step that exits non-zero: the bench stops with its own error line and its log, no tail of 30 lines."""
     import pytest
 
-    from bench.steps import Steps
+    from bench.kit.steps import Steps
 
     s = Steps("transfer", tmp_path / "logs")
     with pytest.raises(SystemExit) as e:
@@ -140,10 +140,10 @@ COMP = {
 
 
 def test_compression_goals_and_tables(tmp_path):
-    from bench.transfer_compress import best_prune_share
-    from bench.transfer_compress import goals as comp_goals
-    from bench.transfer_compress import plot as comp_plot
-    from bench.transfer_compress import render as comp_render
+    from bench.transfer.compression import best_prune_share
+    from bench.transfer.compression import goals as comp_goals
+    from bench.transfer.compression import plot as comp_plot
+    from bench.transfer.compression import render as comp_render
 
     g = comp_goals(COMP)
     student, int8, prune = g
@@ -189,7 +189,7 @@ def test_an_experiment_lists_its_model_seeds_and_each_tasks_pair():
 def test_an_experiments_embedding_geometry_comes_from_its_metrics_or_its_export(tmp_path):
     import json
 
-    from bench.transfer import token_embeddings
+    from bench.transfer.payoff import token_embeddings
 
     pre = tmp_path / "pretrain"
     pre.mkdir()

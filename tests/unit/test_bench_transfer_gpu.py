@@ -4,8 +4,8 @@ from __future__ import annotations
 import gzip
 import json
 
-from bench.transfer_gpu import compare, gzipped, main
-from bench.transfer_gpu_report import LOSES, PAYS, TIE, goals, render, sentence, task_verdict
+from bench.transfer.gpu import compare, gzipped, main
+from bench.transfer.gpu_report import LOSES, PAYS, TIE, goals, render, sentence, task_verdict
 
 
 def test_time_to_quality_is_each_systems_first_time_at_the_trainers_best_loss():

@@ -79,7 +79,7 @@ def test_a_class_no_score_sees_is_named(tmp_path):
 
 
 def test_the_console_line_of_a_stage_is_its_key_counts(tmp_path):
-    from flows.stage_lines import stage_summary
+    from flows.stages.lines import stage_summary
 
     (tmp_path / "manifest.json").write_text(json.dumps({
         "stage": "corpus", "counts": {"in": 195, "kept": 160, "kept_by_language": {"fr": 68, "de": 80, "en": 12}},
@@ -101,7 +101,7 @@ def test_what_each_language_lost_reads_commonest_first():
 
 
 def test_the_ablation_report_says_the_cards_sentence_for_its_baseline_arm():
-    from flows.ablation_report import pretraining_verdicts
+    from flows.ablation.report import pretraining_verdicts
 
     report = {"arms": {"baseline": {"tasks": {"vader": {"metric": "accuracy", "test_examples": 2302,
                                                         "by_seed": {1: 0.50, 2: 0.52, 3: 0.47}}}}},

@@ -284,11 +284,11 @@ def test_the_cluster_image_is_one_the_worker_allows(root, monkeypatch):
 def test_a_flows_stages_ask_no_model_hub(root, monkeypatch, tmp_path):
     """`init_from=someorg/somemodel` that is no folder under the root must not make the worker fetch a hub's files:
     every stage a flow launches runs with the hub libraries offline."""
-    import flows.stages as stages
+    import flows.stages.runner as runner
 
     seen = {}
-    monkeypatch.setattr(stages, "run_logged", lambda cmd, log, stage, **k: seen.update(k["env"]) or 0)
-    stages.launch_stage("tokenizer", {"from_model": "someorg/somemodel"}, tmp_path / "out", tmp_path / "logs",
+    monkeypatch.setattr(runner, "run_logged", lambda cmd, log, stage, **k: seen.update(k["env"]) or 0)
+    runner.launch_stage("tokenizer", {"from_model": "someorg/somemodel"}, tmp_path / "out", tmp_path / "logs",
                         cache=False)
     assert {k: seen[k] for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")} == \
         {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}

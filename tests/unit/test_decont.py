@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from bench.decont import plant
+from bench.corpus.decont import plant
 from pipelines.corpus.decont import (
     DecontConfig,
     EvalItem,
@@ -170,7 +170,7 @@ def test_same_ngrams_and_decisions_as_datatrove(vader, pages, tasks):
     from datatrove.pipeline.decont.n_grams import NGramsDecontIndexer
     from datatrove.utils.text import TextNormConfig, simplify_text
 
-    from bench.decont import datatrove_indexer, decont_agreement
+    from bench.corpus.decont import datatrove_indexer, decont_agreement
 
     items, index = vader
     dt = datatrove_indexer(index.cfg)

@@ -12,7 +12,7 @@ CHECKS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLeng
 
 
 def _flows():
-    from flows.ablate import AblationParams, lmforge_ablate
+    from flows.ablation.ablate import AblationParams, lmforge_ablate
     from flows.dag import lmforge_dag, lmforge_train
     from flows.params import DagParams, RefreshParams, TrainOnlyParams
     from flows.refresh import lmforge_refresh

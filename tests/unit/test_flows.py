@@ -22,7 +22,7 @@ def root(tmp_path, monkeypatch):
 
 
 def _flows():
-    from flows.ablate import AblationParams, lmforge_ablate
+    from flows.ablation.ablate import AblationParams, lmforge_ablate
     from flows.dag import lmforge_dag, lmforge_train
     from flows.params import DagParams, RefreshParams, TrainOnlyParams
     from flows.refresh import lmforge_refresh
@@ -63,7 +63,7 @@ def test_every_deployment_validates_against_its_flow(root):
                                                       "lmforge_ablate": "AblationParams"}[func]]
         model(**params)  # and lmforge's (names, paths inside the data root, overrides)
         if func == "lmforge_ablate":
-            from flows.ablate import AblationConfig, check_form
+            from flows.ablation.ablate import AblationConfig, check_form
 
             full = model(**params).model_dump()
             check_form(full)  # paths inside the data root
@@ -71,11 +71,11 @@ def test_every_deployment_validates_against_its_flow(root):
     refresh = next(d for d in spec["deployments"] if d["name"] == "weekly-refresh")
     assert refresh["concurrency_limit"] == {"limit": 1, "collision_strategy": "ENQUEUE"}
     step = spec["pull"][0]
-    assert list(step) == ["flows.deploy_steps.lmforge_home"]
+    assert list(step) == ["flows.deploy.pull_step.lmforge_home"]
 
 
 def test_pull_step_finds_the_checkout_or_says_what_to_set(tmp_path, monkeypatch):
-    from flows.deploy_steps import lmforge_home
+    from flows.deploy.pull_step import lmforge_home
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("LMFORGE_HOME", raising=False)
@@ -166,7 +166,7 @@ def test_partial_run_parameters_keep_the_deployments_other_values(root):
 
 
 class Recorder:
-    """Stands in for flows.stages.launch_stage: records each stage and writes what the next one reads."""
+    """Stands in for flows.stages.runner.launch_stage: records each stage and writes what the next one reads."""
 
     def __init__(self, fail: set[str] = frozenset()):
         self.calls: list[tuple[str, dict, list]] = []
@@ -260,7 +260,7 @@ def test_a_users_labelled_file_is_prepared_first_and_decontaminates_the_crawl(ro
     stage, not to finetune, which reads the folder; a file too small to split leaves the run without a task,
     the reason on the card."""
     import flows.dag as dag
-    from flows.stages import StageFailed
+    from flows.stages.runner import StageFailed
 
     data = root / "tweets.csv"
     data.write_text("tweet,sentiment\nfine day,pos\n")
@@ -387,7 +387,7 @@ from pathlib import Path
 
 from prefect.utilities.engine import capture_sigterm
 
-from flows.stages import run_logged
+from flows.stages.runner import run_logged
 
 child = [sys.executable, "-c", sys.argv[1]]
 with capture_sigterm():  # what Prefect's flow engine wraps a flow run in: SIGTERM -> TerminationSignal
@@ -441,7 +441,7 @@ def test_only_a_failure_a_second_try_can_pass_is_retried(tmp_path):
     from prefect import flow, task
 
     from flows import dag
-    from flows.stages import StageFailed, retry_if_transient, worth_retrying
+    from flows.stages.runner import StageFailed, retry_if_transient, worth_retrying
 
     log = tmp_path / "x.log"
     bad = StageFailed("corpus", "ValueError: crawl.jsonl line 1: no `text` field", log, 2)

@@ -1,4 +1,4 @@
-"""flows.ops.api against a local HTTP server: Prefect's retryable answers (429/502/503) are retried, others are not."""
+"""flows.deploy.ops.api against a local HTTP server: Prefect's retryable answers (429/502/503) are retried, others are not."""
 from __future__ import annotations
 
 import http.server
@@ -8,7 +8,7 @@ import urllib.error
 
 import pytest
 
-from flows import ops
+from flows.deploy import ops
 
 
 @pytest.fixture

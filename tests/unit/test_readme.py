@@ -156,7 +156,7 @@ def test_lmforge_command_parses(argv, monkeypatch):
     lmforge checks it (common.cli.reject_unknown; Beam's flags are allowed for the Beam stages)."""
     import lmforge.cli as cli
     from common.cli import reject_unknown
-    from flows.stage_table import STAGE_TABLE
+    from flows.stages.table import STAGE_TABLE
 
     command = argv[1] if len(argv) > 1 else ""
     beam = command in STAGE_TABLE and STAGE_TABLE[command].beam

@@ -62,7 +62,7 @@ def test_a_manifest_is_written_redacted(tmp_path):
 
 
 def test_a_stage_that_echoes_a_credential_is_masked_in_its_log_and_the_flow_log(tmp_path, monkeypatch, capsys):
-    from flows.stages import run_logged
+    from flows.stages.runner import run_logged
 
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "planted-env-secret-1")
     echo = ("import os, sys; print('options --s3_secret_access_key=planted-flag-2'); "

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.usefixtures("prefect_api")  # its flow talks to the ses
 
 
 def test_a_stage_past_its_limit_is_stopped_and_named(tmp_path):
-    from flows.stages import run_logged
+    from flows.stages.runner import run_logged
 
     t0 = time.time()
     with pytest.raises(TimeoutError, match=r"stage sleepy ran past its time limit of 0.0 minutes"):
@@ -26,7 +26,7 @@ def test_a_stage_past_its_limit_is_stopped_and_named(tmp_path):
 def test_the_limit_is_the_tasks_own_only_in_a_worker_thread():
     from prefect import flow, task
 
-    from flows.stages import task_time_limit
+    from flows.stages.runner import task_time_limit
 
     seen = {}
 
@@ -48,7 +48,7 @@ def test_a_stage_told_to_stop_twice_is_stopped_once(capsys):
     import subprocess
     import threading
 
-    from flows.stages import _stop
+    from flows.stages.runner import _stop
 
     # a stage that takes its time to exit after SIGTERM: the second stop waits for the first instead of repeating it
     proc = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, lambda *a: "

@@ -214,8 +214,8 @@ def test_run_records_model_specials_and_checksum(tmp_path):
 
 
 def test_bench_helpers_measure_fertility_and_round_trips(trained, tmp_path):
-    """The pure parts of bench.tokenizer (its main() trains on a whole corpus run, so it is not run here)."""
-    from bench.tokenizer import held_out, load_held_out, measure
+    """The pure parts of bench.data.tokenizer (its main() trains on a whole corpus run, so it is not run here)."""
+    from bench.data.tokenizer import held_out, load_held_out, measure
 
     files = corpus_files(write_corpus(tmp_path / "corpus"))
     texts = load_held_out(files, per_mille=200, cap=50)

@@ -83,7 +83,7 @@ def test_probe_languages_are_the_corpus_languages(tmp_path):
 
 
 def test_failure_reason_is_the_stages_own_error_line(tmp_path):
-    from flows.stages import StageFailed, failure_reason
+    from flows.stages.runner import StageFailed, failure_reason
 
     log = tmp_path / "finetune.log"
     log.write_text("step 1\nTraceback (most recent call last):\n  File x\nValueError: boom\n"
@@ -148,3 +148,44 @@ def test_no_stage_default_keeps_only_the_sample_languages_task_or_files():
     from pipelines.corpus.config import CorpusConfig
 
     assert CorpusConfig(input=["x"], output="y").auto_languages
+
+
+def test_labeled_columns_are_declared_once():
+    """schemas/finetune.py LABELED_COLUMNS is the one list of a labelled file's columns: finetune's options, the
+    `Columns` it reads with, `lmforge labeled file`'s and `lmforge run`'s flags and the flows' form follow it."""
+    from flows.dag import LABELED_FILE_KEYS, TASK_KEYS
+    from flows.params import FLOW_PARAMS
+    from lmforge.cli import main
+    from schemas.finetune import LABELED_COLUMNS, LABELED_FILE_OPTIONS
+    from training.finetuning.dataset import Columns
+    from training.finetuning.finetune import FinetuneConfig
+
+    fields = {f.name: f for f in dataclasses.fields(FinetuneConfig)}
+    columns = [n for n in fields if n.endswith("_column")]
+    assert columns == [c.option for c in LABELED_COLUMNS]
+    for c in LABELED_COLUMNS:
+        assert (fields[c.option].default, fields[c.option].metadata["help"]) == (c.default, c.help)
+        assert getattr(Columns(), c.key) == (c.default or None)
+    assert Columns.of({"text_column": "t", "text_pair_column": ""}) == Columns(text="t")
+    assert LABELED_FILE_KEYS == LABELED_FILE_OPTIONS == TASK_KEYS[:len(LABELED_FILE_OPTIONS)]
+    for model in FLOW_PARAMS.values():
+        for c in LABELED_COLUMNS:
+            assert (model.model_fields[c.option].default, model.model_fields[c.option].description) == ("", c.form)
+    for argv in (["labeled", "file", "--help"], ["run", "--help"]):
+        with pytest.raises(SystemExit):
+            main(argv)
+
+
+def test_launcher_and_flow_share_the_cluster_defaults():
+    """The claim, image and mount defaults are ClusterSpec's; the flow's empty cluster_mount is the data root, as its
+    paths are the worker's (flows/params.py), and reaches the launcher as --mount."""
+    from flows.params import TrainParams
+    from training.launch.cluster import ClusterSpec
+    from training.launch.command import LaunchOptions
+
+    o = LaunchOptions()
+    assert (o.image, o.shared_pvc, o.mount, o.job_name) == (ClusterSpec.image, ClusterSpec.shared_pvc,
+                                                          ClusterSpec.mount, ClusterSpec.job)
+    fields = TrainParams.model_fields
+    assert (fields["cluster_image"].default, fields["cluster_pvc"].default) == (ClusterSpec.image,
+                                                                                 ClusterSpec.shared_pvc)

@@ -48,14 +48,14 @@ def test_the_templates_variables_are_the_three_and_no_others():
 
 def test_a_run_on_a_pool_that_offers_command_env_or_working_dir_is_refused(monkeypatch):
     """A pool created before infra's template (or with Prefect's default) still offers the three: the deployments'
-    pull step (flows.deploy_steps.lmforge_home) refuses every run on it, and any run that set one, with one line
+    pull step (flows.deploy.pull_step.lmforge_home) refuses every run on it, and any run that set one, with one line
     saying how to recreate the pool; a run on infra's pool passes. Real pools, deployments and runs on the session's
     server."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.actions import WorkPoolCreate
     from prefect.workers.process import ProcessWorker
 
-    from flows import deploy_steps
+    from flows.deploy import pull_step
 
     templates = {"issue50-default": ProcessWorker.get_default_base_job_template(),
                  "issue50-lmforge": json.loads(TEMPLATE.read_text())}
@@ -70,14 +70,14 @@ def test_a_run_on_a_pool_that_offers_command_env_or_working_dir_is_refused(monke
         stale = client.create_flow_run_from_deployment(deployments["issue50-default"])
         hostile = client.create_flow_run_from_deployment(deployments["issue50-default"],
                                                          job_variables={"env": {"LMFORGE_DATA_ROOT": "/"}})
-    deploy_steps.refuse_open_pool(str(ok.id))
+    pull_step.refuse_open_pool(str(ok.id))
     with pytest.raises(RuntimeError, match="pool 'issue50-default' lets every run set command, env, working_dir.*"
                                            "--base-job-template infra/prefect/process-pool.json"):
-        deploy_steps.refuse_open_pool(str(stale.id))
+        pull_step.refuse_open_pool(str(stale.id))
     with pytest.raises(RuntimeError, match="sets the job variable.s. env,"):
-        deploy_steps.refuse_open_pool(str(hostile.id))
+        pull_step.refuse_open_pool(str(hostile.id))
     monkeypatch.setenv("PREFECT__FLOW_RUN_ID", str(stale.id))  # as a worker starts the run: the pull step refuses it
     with pytest.raises(RuntimeError, match="lets every run set"):
-        deploy_steps.lmforge_home()
+        pull_step.lmforge_home()
     monkeypatch.delenv("PREFECT__FLOW_RUN_ID")
-    deploy_steps.refuse_open_pool()  # not a worker's run: nothing to check
+    pull_step.refuse_open_pool()  # not a worker's run: nothing to check

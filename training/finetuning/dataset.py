@@ -26,11 +26,11 @@ import hashlib
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from schemas.finetune import SPLITS, TASKS
+from schemas.finetune import LABELED_COLUMNS, SPLITS, TASKS
 from training.finetuning.readers import Bad, DataError, Record, TooFewRows, read_file
 
 SPLIT_ALIASES = {"train": "train", "training": "train", "validation": "validation", "valid": "validation",
@@ -51,6 +51,13 @@ class Columns:
     id: str = "id"
     tokens: str = "tokens"
     tags: str = "tags"
+
+    @classmethod
+    def of(cls, options: Mapping[str, Any]) -> Columns:
+        """The columns `options` name by their `<key>_column` options (schemas/finetune.py LABELED_COLUMNS), each
+        missing one at its default; an empty pair column: single texts."""
+        named = {c.key: options.get(c.option, c.default) for c in LABELED_COLUMNS}
+        return cls(**{**named, "text_pair": named["text_pair"] or None})
 
 
 @dataclass(frozen=True)

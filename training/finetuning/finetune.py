@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from common.config import config_to_dict, opt, parse_config, require
-from schemas.finetune import CONTROLS, INITS, METRICS, TASKS, FinetuneMetrics, Row, Score
+from schemas.finetune import COLUMN, CONTROLS, INITS, METRICS, TASKS, FinetuneMetrics, Row, Score
 from schemas.manifest import Manifest, atomic_write_json, describe_outputs, input_ref, stage_lock, write_manifest
 from training.finetuning.dataset import Columns, TaskData, cap, load_task
 from training.finetuning.trainer import Recipe
@@ -43,6 +43,11 @@ from training.models.model_formats import load_model, refuse_quantized
 from training.models.model_kinds import max_tokens, task_head_kind
 
 SCORED = ("validation", "test")
+
+
+def column_opt(key: str) -> Any:
+    """A labelled file's column as an option: its default and help from its record (schemas/finetune.py)."""
+    return opt(COLUMN[key].default, COLUMN[key].help)
 
 
 @dataclass(kw_only=True)
@@ -55,13 +60,15 @@ class FinetuneConfig:
     train: list[str] = opt([], "train file(s) (instead of --data)", path=True)
     validation: list[str] = opt([], "validation file(s); without them 10% of train is held out", path=True)
     test: list[str] = opt([], "test file(s); without them 10% of the rows are held out by a hash of the id", path=True)
-    text_column: str = opt("text", "column with the text")
-    text_pair_column: str = opt("", "column with the second text of a pair (empty: single texts)")
-    label_column: str = opt("label", "column with the label (a class name or integer, or a float for regression)")
-    split_column: str = opt("split", "column naming each row's split (train / validation / test)")
-    id_column: str = opt("id", "column with a stable row id for the hash split (else the text is hashed)")
-    tokens_column: str = opt("tokens", "tokens: JSONL column with the list of words")
-    tags_column: str = opt("tags", "tokens: JSONL column with the list of tags")
+    # the labelled file's columns: default and help from schemas/finetune.py LABELED_COLUMNS (named here so the
+    # config reads whole; test_user_task checks these are its records, in its order)
+    text_column: str = column_opt("text")
+    text_pair_column: str = column_opt("text_pair")
+    label_column: str = column_opt("label")
+    split_column: str = column_opt("split")
+    id_column: str = column_opt("id")
+    tokens_column: str = column_opt("tokens")
+    tags_column: str = column_opt("tags")
     test_per_mille: int = opt(100, "rows per 1,000 held out as test when no test split is given")
     validation_per_mille: int = opt(100, "train rows per 1,000 held out as validation when none is given")
     max_bad_fraction: float = opt(0.1, "stop if more than this share of rows cannot be used")
@@ -119,8 +126,7 @@ class FinetuneConfig:
 
     @property
     def columns(self) -> Columns:
-        return Columns(self.text_column, self.text_pair_column or None, self.label_column, self.split_column,
-                       self.id_column, self.tokens_column, self.tags_column)
+        return Columns.of(vars(self))
 
     @property
     def recipe(self) -> Recipe:

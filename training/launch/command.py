@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from common.config import add_config_args, opt
-from training.launch.cluster import KINDS
+from training.launch.cluster import KINDS, ClusterSpec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,15 +54,15 @@ class LaunchOptions:
     submit: str | None = opt(None, choices=KINDS, help="render that file, submit it (kubectl apply, or sbatch) and "
                              "follow the job until it ends: exit 0 when it succeeded, else an error with its state "
                              "and last log lines (training/launch/cluster_submit.py)")
-    image: str = opt("lmforge:0.1.0", help="k8s/pytorchjob: the container image (infra/docker/Dockerfile)")
-    shared_pvc: str = opt("lmforge-runs", help="k8s/pytorchjob: a ReadWriteMany claim mounted at --mount in every "
+    image: str = opt(ClusterSpec.image, help="k8s/pytorchjob: the container image (infra/docker/Dockerfile)")
+    shared_pvc: str = opt(ClusterSpec.shared_pvc, help="k8s/pytorchjob: a ReadWriteMany claim mounted at --mount in every "
                           "pod, holding the shards, tokenizer and output")
-    mount: str = opt("/shared", help="k8s/pytorchjob: where the claim is mounted in the pods; give paths under it")
+    mount: str = opt(ClusterSpec.mount, help="k8s/pytorchjob: where the claim is mounted in the pods; give paths under it")
     pod_cpu: str = opt("", help="k8s/pytorchjob: CPU requested per pod, e.g. 8 or 7500m")
     pod_memory: str = opt("", help="k8s/pytorchjob: memory requested and limited per pod, e.g. 32Gi")
     cpus_per_task: int = opt(0, help="slurm: CPUs for each node's lmforge pretrain (its processes x torch threads), "
                              "as #SBATCH and srun --cpus-per-task; 0: all the node's CPUs (the job is --exclusive)")
-    job_name: str = opt("lmforge-pretrain", help="with --emit/--submit: the job's name")
+    job_name: str = opt(ClusterSpec.job, help="with --emit/--submit: the job's name")
     nccl_env: tuple[str, ...] = opt((), repeat=True, metavar="KEY=VALUE", help="with --emit/--submit: set in each "
                                     "node's environment, repeatable: NCCL_* (NCCL_SOCKET_IFNAME=eth0, "
                                     "NCCL_IB_HCA=mlx5, NCCL_DEBUG=WARN), GLOO_SOCKET_IFNAME, "
@@ -113,7 +113,7 @@ def pretrain_command(cfg: Any, o: LaunchOptions) -> int | Path:
 def on_cluster(cfg: Any, o: LaunchOptions) -> int:
     """`--emit KIND` prints the launch file; `--submit KIND` submits it and follows the job: 0 when it succeeded."""
     from common.config import config_to_dict
-    from training.launch.cluster import ClusterSpec, env_pairs, rdma_note, render
+    from training.launch.cluster import env_pairs, rdma_note, render
 
     kind = o.emit or o.submit
     spec = ClusterSpec(nnodes=o.nnodes, nproc=o.nproc, job=o.job_name, image=o.image, shared_pvc=o.shared_pvc,

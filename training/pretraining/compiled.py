@@ -48,7 +48,7 @@ def kernel_tuning_choice(asked: str, accelerator: str) -> tuple[bool, str]:
     """(tune by coordinate descent?, why) for `--kernel-tuning`, and sets inductor's flag for this process (before
     anything compiles: inductor reads it as it generates each kernel).
 
-    auto tunes on CUDA, where it was measured (bench/gpu_block.py on one H100, docs/BENCHMARKS.md "gpu"): bert_base's
+    auto tunes on CUDA, where it was measured (bench/train/gpu_block.py on one H100, docs/BENCHMARKS.md "gpu"): bert_base's
     block forward + backward at 1,024 x 128 rows took 15.3 ms against 19.4 with the heuristic configurations, as the
     two fused dropout + residual + LayerNorm backward kernels (a row reduction fused with the LayerNorm weight
     gradients' column sums) went from ~2.5 ms each to under 0.5. It costs compile time (each kernel is timed) and
