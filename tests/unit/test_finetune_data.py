@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import csv
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -59,6 +60,25 @@ def test_hash_split_is_stable_and_holds_out_validation(tmp_path):
     assert 20 < len(a.test) < 65 and 15 < len(a.validation) < 60  # 10%, then 10% of the rest
     assert a.splits_from["validation"].startswith("held out from train")
     assert all(bucket(e.uid, "test") < 100 for e in a.test)
+
+
+def test_validation_held_out_from_train_takes_each_class_its_share(tmp_path):
+    """A rare class is in the rows that pick the checkpoint: 10% of each class of train, not 10% by luck."""
+    rows = vader_rows(600)
+    for r in rows:
+        r["split"] = "test" if int(r["id"][1:]) % 7 == 0 else "train"
+    train = [r for r in rows if r["split"] == "train"]
+    rare = [r["id"] for r in train if r["label"] == "negative"][:20]
+    for r in train:
+        if r["label"] == "negative" and r["id"] not in rare:
+            r["label"] = "neutral"
+    data = load_task("classification", data=[str(write_jsonl(tmp_path / "d.jsonl", rows))])
+    per_class = Counter(e.label for e in data.train + data.validation)
+    held = Counter(e.label for e in data.validation)
+    assert per_class["negative"] == 20 and held["negative"] == 2
+    assert all(held[c] == round(n / 10) for c, n in per_class.items())
+    assert data.splits_from["validation"] == "held out from train: 10% of each class by a hash of the id"
+    assert not {e.uid for e in data.validation} & {e.uid for e in data.train}
 
 
 def test_identical_texts_without_ids_share_a_split(tmp_path):
