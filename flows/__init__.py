@@ -2,7 +2,8 @@
 directory it wrote.
 
 The top level holds the flows a deployment runs and what they share: `dag.py` (lmforge-dag and lmforge-train,
-and the DAG's tasks), `refresh.py` (lmforge-refresh), `params.py` (their flat, checked parameters), `presets.py`
+and the DAG's tasks), `refresh.py` (lmforge-refresh), `params.py` (their flat, checked parameters), `form.py`
+(each flow's signature, and so its form in the UI, derived from its parameter model), `presets.py`
 (the run presets), `data_root.py` (the paths a run may name), `credentials.py` (a Secret block into the stages'
 environment), `artifacts.py` (what a run shows in the UI) and `run_cli.py` (`lmforge run`). The rest lives in
 subpackages, each with its own docstring (tests/unit/test_layers.py holds the rule):

@@ -38,28 +38,13 @@ from prefect.runtime import flow_run
 from common.config import options_to_argv
 from flows import artifacts
 from flows.credentials import use_credentials
-from flows.params import (
-    Checked,
-    ClusterKind,
-    DagParams,
-    MaskObjective,
-    Preset,
-    TaskKind,
-    TokenizerKind,
-    TrainOnlyParams,
-    TrainParams,
-    flow_doc,
-)
+from flows.form import flow_params
+from flows.params import DagParams, TrainOnlyParams, TrainParams
 from flows.stages.runner import StageFailed, StagesFailed, launch_stage, progress, retry_if_transient
 from pipelines.labeled.registry import SOURCES
 from schemas.finetune import LABELED_FILE_OPTIONS
 from training.finetuning.readers import TooFewRows
 from training.launch.cluster import job_name
-
-D, T = DagParams(), TrainOnlyParams()
-NO_TASK = DagParams.model_fields["labeled"].default
-"""The flow's `labeled` default: none. D.labeled is the demo's task (DagParams gives the bundled crawl VADER), which a
-run of another crawl must not get: DagParams gives it to the demo alone."""
 
 
 def flow_run_name() -> str:
@@ -376,22 +361,9 @@ def token_stages(p, run: Path, corpus: str, adopt_from: str = "", replay: list[s
 
 
 @flow(name="lmforge-dag", persist_result=True, log_prints=True, flow_run_name=flow_run_name)
-@flow_doc("Crawl in, evaluated and distilled model out; every stage writes <runs_dir>/<run_name>/<stage>/.", DagParams)
-def lmforge_dag(run_name: Checked.run_name = D.run_name, runs_dir: str = D.runs_dir, crawl: Checked.crawl = D.crawl,
-                preset: Preset = D.preset, tokenizer_model: TokenizerKind = D.tokenizer_model, mask_objective: MaskObjective = D.mask_objective,
-                model: str = D.model, init_from: str = D.init_from, nproc: Checked.nproc = D.nproc, nnodes: Checked.nnodes = D.nnodes,
-                rdzv_endpoint: str = D.rdzv_endpoint, hostfile: str = D.hostfile, cluster: ClusterKind = D.cluster,
-                cluster_image: str = D.cluster_image, cluster_pvc: str = D.cluster_pvc, cluster_mount: str = D.cluster_mount,
-                cluster_namespace: str = D.cluster_namespace, cluster_gpus: Checked.cluster_gpus = D.cluster_gpus, labeled: str = NO_TASK,
-                task: TaskKind = D.task, text_column: str = D.text_column, text_pair_column: str = D.text_pair_column,
-                label_column: str = D.label_column, split_column: str = D.split_column, id_column: str = D.id_column,
-                tokens_column: str = D.tokens_column, tags_column: str = D.tags_column,
-                dedup_index: str = D.dedup_index, languages: Checked.languages = D.languages,
-                index_wait: Checked.index_wait = D.index_wait, decontaminate: bool = D.decontaminate,
-                beam_args: list[str] = D.beam_args, stage_timeout_minutes: Checked.stage_timeout_minutes = D.stage_timeout_minutes,
-                overrides: dict[str, dict[str, Any]] = D.overrides,
-                credentials_block: Checked.credentials_block = D.credentials_block) -> dict[str, str | None]:
-    p = DagParams(**{k: v for k, v in locals().items()})
+@flow_params("Crawl in, evaluated and distilled model out; every stage writes <runs_dir>/<run_name>/<stage>/.", DagParams)
+def lmforge_dag(**params: Any) -> dict[str, str | None]:
+    p = DagParams(**params)
     use_credentials(p.credentials_block)
     run = p.run_dir
     run.mkdir(parents=True, exist_ok=True)
@@ -404,20 +376,9 @@ def lmforge_dag(run_name: Checked.run_name = D.run_name, runs_dir: str = D.runs_
 
 
 @flow(name="lmforge-train", persist_result=True, log_prints=True, flow_run_name=flow_run_name)
-@flow_doc("Training from existing shards: pretrain, fine-tune and distil, evaluate.", TrainOnlyParams)
-def lmforge_train(run_name: Checked.run_name = T.run_name, runs_dir: str = T.runs_dir, shards: str = T.shards,
-                  tokenizer: str = T.tokenizer, preset: Preset = T.preset, model: str = T.model, init_from: str = T.init_from,
-                  nproc: Checked.nproc = T.nproc, nnodes: Checked.nnodes = T.nnodes, rdzv_endpoint: str = T.rdzv_endpoint,
-                  hostfile: str = T.hostfile, cluster: ClusterKind = T.cluster, cluster_image: str = T.cluster_image,
-                  cluster_pvc: str = T.cluster_pvc, cluster_mount: str = T.cluster_mount,
-                  cluster_namespace: str = T.cluster_namespace, cluster_gpus: Checked.cluster_gpus = T.cluster_gpus,
-                  labeled: str = T.labeled, task: TaskKind = T.task, text_column: str = T.text_column,
-                  text_pair_column: str = T.text_pair_column, label_column: str = T.label_column,
-                  split_column: str = T.split_column, id_column: str = T.id_column, tokens_column: str = T.tokens_column,
-                  tags_column: str = T.tags_column, stage_timeout_minutes: Checked.stage_timeout_minutes = T.stage_timeout_minutes,
-                  overrides: dict[str, dict[str, Any]] = T.overrides,
-                  credentials_block: Checked.credentials_block = T.credentials_block) -> dict[str, str | None]:
-    p = TrainOnlyParams(**{k: v for k, v in locals().items()})
+@flow_params("Training from existing shards: pretrain, fine-tune and distil, evaluate.", TrainOnlyParams)
+def lmforge_train(**params: Any) -> dict[str, str | None]:
+    p = TrainOnlyParams(**params)
     use_credentials(p.credentials_block)
     run = p.run_dir
     run.mkdir(parents=True, exist_ok=True)

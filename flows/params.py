@@ -18,8 +18,7 @@ import dataclasses
 import fnmatch
 import os
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, create_model, field_validator, model_validator
 
@@ -461,31 +460,5 @@ class RefreshParams(CorpusParams, TrainParams):
         return v
 
 
-def flow_doc(summary: str, model: type[BaseModel]):
-    """Give a flow function the docstring Prefect reads parameter descriptions from (Google style "Args:")."""
-    def wrap(fn):
-        fn.__doc__ = summary + "\n\nArgs:\n" + "\n".join(f"    {n}: {f.description}" for n, f in model.model_fields.items())
-        return fn
-    return wrap
-
-
 FLOW_PARAMS: dict[str, type[BaseModel]] = {"dag": DagParams, "train": TrainOnlyParams, "refresh": RefreshParams}
 """Each flow's parameters, by the name `lmforge run --flow` takes."""
-
-
-def checked_types(*models: type[BaseModel]) -> SimpleNamespace:
-    """Each field's type with the checks its model states (bounds, pattern, length), by field name.
-
-    A flow's signature annotates a bounded parameter with it (`nproc: Checked.nproc = D.nproc`): Prefect
-    builds the deployment's parameter schema, and so the UI's form, from the signature alone, so a plain
-    `int` there would let the form accept `nproc = -1` that the model refuses only once the run started.
-    The bounds stay stated once, on the model's Field; tests/unit/test_flow_schema.py checks each one reaches
-    the schema."""
-    types = {}
-    for model in models:
-        for name, f in model.model_fields.items():
-            types[name] = Annotated[(f.annotation, *f.metadata)] if f.metadata else f.annotation
-    return SimpleNamespace(**types)
-
-
-Checked = checked_types(*FLOW_PARAMS.values())

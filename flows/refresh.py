@@ -26,11 +26,11 @@ from prefect import flow, task
 from flows import artifacts
 from flows.credentials import use_credentials
 from flows.dag import corpus_stage, flow_run_name, prepare_labeled, token_stages, train_and_evaluate
-from flows.params import Checked, ClusterKind, MaskObjective, Preset, RefreshParams, TaskKind, TokenizerKind, flow_doc
+from flows.form import flow_params
+from flows.params import RefreshParams
 from pipelines.corpus.snapshots import indexed_snapshots, next_snapshot
 from schemas.manifest import read_manifest
 
-R = RefreshParams()
 LATEST = "latest"
 
 
@@ -66,27 +66,10 @@ def _stop(p: RefreshParams, snap: str | None, why: str) -> dict[str, Any]:
 
 
 @flow(name="lmforge-refresh", persist_result=True, log_prints=True, flow_run_name=flow_run_name)
-@flow_doc("Refresh: the next crawl snapshot against the shared band index, then training continued from the "
-          "previous snapshot's model.", RefreshParams)
-def lmforge_refresh(run_name: Checked.run_name = R.run_name, runs_dir: str = R.runs_dir, crawl_root: str = R.crawl_root,
-                    snapshot: str = R.snapshot, preset: Preset = R.preset, tokenizer_model: TokenizerKind = R.tokenizer_model,
-                    mask_objective: MaskObjective = R.mask_objective, model: str = R.model, init_from: str = R.init_from,
-                    nproc: Checked.nproc = R.nproc, nnodes: Checked.nnodes = R.nnodes, rdzv_endpoint: str = R.rdzv_endpoint,
-                    hostfile: str = R.hostfile, cluster: ClusterKind = R.cluster,
-                    cluster_image: str = R.cluster_image, cluster_pvc: str = R.cluster_pvc,
-                    cluster_mount: str = R.cluster_mount, cluster_namespace: str = R.cluster_namespace,
-                    cluster_gpus: Checked.cluster_gpus = R.cluster_gpus, labeled: str = R.labeled, task: TaskKind = R.task,
-                    text_column: str = R.text_column,
-                    text_pair_column: str = R.text_pair_column, label_column: str = R.label_column,
-                    split_column: str = R.split_column, id_column: str = R.id_column,
-                    tokens_column: str = R.tokens_column, tags_column: str = R.tags_column,
-                    dedup_index: str = R.dedup_index, languages: Checked.languages = R.languages,
-                    replay_fraction: Checked.replay_fraction = R.replay_fraction,
-                    index_wait: Checked.index_wait = R.index_wait, decontaminate: bool = R.decontaminate, beam_args: list[str] = R.beam_args,
-                    stage_timeout_minutes: Checked.stage_timeout_minutes = R.stage_timeout_minutes,
-                    overrides: dict[str, dict[str, Any]] = R.overrides,
-                    credentials_block: Checked.credentials_block = R.credentials_block) -> dict[str, Any]:
-    p = RefreshParams(**{k: v for k, v in locals().items()})
+@flow_params("Refresh: the next crawl snapshot against the shared band index, then training continued from the "
+             "previous snapshot's model.", RefreshParams)
+def lmforge_refresh(**params: Any) -> dict[str, Any]:
+    p = RefreshParams(**params)
     use_credentials(p.credentials_block)
     index = Path(p.dedup_index).resolve()
     snap, why = snapshot_task(p.crawl_root, str(index), p.snapshot)

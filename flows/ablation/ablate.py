@@ -51,7 +51,8 @@ from flows.ablation.arms import ARM_PRESETS, QUALITY_FAMILIES, changed, nest_opt
 from flows.ablation.cleaning import share_cleaning
 from flows.dag import corpus_task, labeled_task, shards_task, tokenizer_task
 from flows.data_root import check_option_paths, inside_root, refuse_code_folder
-from flows.params import DEMO_CRAWL, NAME_PATTERN, ParamError, check_values, checked_types, flow_doc
+from flows.form import flow_params, with_defaults
+from flows.params import DEMO_CRAWL, NAME_PATTERN, ParamError, check_values
 from flows.presets import RUN_PRESETS
 from pipelines.labeled.registry import SOURCES
 
@@ -257,15 +258,11 @@ class CustomArm(BaseModel):
 
 
 AblationParams = _params_model()
-P = AblationParams()
-C = checked_types(AblationParams)
 
 
 def check_form(params: dict[str, Any]) -> None:
     """What a run started from the UI may name: paths inside the data root (flows/data_root.py; `lmforge ablate`'s
-    own are trusted), corpus options a stage knows, no credential in any value. ParamError otherwise."""
-    from pipelines.corpus.config import CorpusConfig
-
+    own are trusted), custom arms' names, no credential in any value. ParamError otherwise."""
     check_values(params)
     for field in ("crawl", "reference", "runs_dir"):
         for value in params[field] if isinstance(params[field], list) else [params[field]]:
@@ -277,11 +274,14 @@ def check_form(params: dict[str, Any]) -> None:
         if not re.match(NAME_PATTERN, str(name)):
             raise ParamError(f"custom_arms: arm name {name!r}: one folder's name (letters, digits, '.', '_', '-'; "
                              "not dots alone)")
-    try:  # an unknown option is named, with the closest one, before the paths of the known ones are checked
-        resolve_arms([*params["arms"], *params["custom_arms"]], list(params["crawl"]))
-    except ValueError as e:
-        raise ParamError(str(e)) from None
-    for arm in params["custom_arms"]:
+
+
+def check_custom_arms(custom: list[dict[str, Any]]) -> None:
+    """The paths a custom arm names (its crawl, its corpus options' files) inside the data root; run once the arms are
+    resolved, so an unknown option is named, with the closest one, before the paths of the known ones are checked."""
+    from pipelines.corpus.config import CorpusConfig
+
+    for arm in custom:
         for value in arm["crawl"]:
             inside_root(value, f"custom_arms[{arm['name']}].crawl")
         check_option_paths(CorpusConfig, nest_options(arm["corpus"]), f"custom_arms[{arm['name']}].corpus")
@@ -289,23 +289,19 @@ def check_form(params: dict[str, Any]) -> None:
 
 @flow(name="lmforge-ablate", persist_result=True, log_prints=True, flow_run_name="ablate-{name}",
       task_runner=ThreadPoolTaskRunner(max_workers=64))
-@flow_doc("Which data choice pays: the same small model trained on each arm's corpus at an equal token budget, "
-          "scored on one reference set and the same downstream splits; report.md/html/json under "
-          "runs_dir/name/ with intervals over seeds.", AblationParams)
-def lmforge_ablate(crawl: C.crawl = P.crawl, reference: str = P.reference, arms: C.arms = P.arms,
-                   custom_arms: list[CustomArm] = P.custom_arms, name: C.name = P.name, runs_dir: str = P.runs_dir,
-                   preset: C.preset = P.preset, token_budget: C.token_budget = P.token_budget, seeds: C.seeds = P.seeds,
-                   tasks: C.tasks = P.tasks, tokenizer_arm: str = P.tokenizer_arm, nproc: C.nproc = P.nproc,
-                   share_cleaning: bool = P.share_cleaning, parallel_arms: C.parallel_arms = P.parallel_arms,
-                   stage_timeout_minutes: C.stage_timeout_minutes = P.stage_timeout_minutes) -> dict[str, Any]:
-    params = {k: v for k, v in locals().items()}
-    params["custom_arms"] = [c.model_dump() if isinstance(c, BaseModel) else dict(c) for c in custom_arms]
+@flow_params("Which data choice pays: the same small model trained on each arm's corpus at an equal token budget, "
+             "scored on one reference set and the same downstream splits; report.md/html/json under "
+             "runs_dir/name/ with intervals over seeds.", AblationParams, order=())
+def lmforge_ablate(**given: Any) -> dict[str, Any]:
+    params = with_defaults(AblationParams, given)
+    params["custom_arms"] = [c.model_dump() if isinstance(c, BaseModel) else dict(c) for c in params["custom_arms"]]
     check_form(params)
     custom = params.pop("custom_arms")
-    try:
+    try:  # the arms are resolved here, once (AblationConfig.resolved); the arms' subflows receive the plan made of them
         cfg = AblationConfig(**{**params, "arms": [*params["arms"], *custom]})
     except ValueError as e:
         raise ParamError(str(e)) from None
+    check_custom_arms(custom)
     return run_ablation(cfg)
 
 

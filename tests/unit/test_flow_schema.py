@@ -1,5 +1,5 @@
 """The deployments' parameter schema (what the Prefect UI's form checks before Submit) carries every bound,
-pattern, length and choice the flows' parameter models enforce."""
+pattern, length and choice the flows' parameter models enforce, and each flow's parameters are its model's."""
 from __future__ import annotations
 
 import re
@@ -35,7 +35,24 @@ def test_every_check_of_the_model_is_in_the_deployment_schema(i):
     want = model.model_json_schema()["properties"]
     missing = {(name, key): want[name][key] for name in want for key in CHECKS
                if key in want[name] and props[name].get(key) != want[name][key]}
-    assert not missing, f"checked by {model.__name__} but not by the form (annotate it Checked.<name>): {missing}"
+    assert not missing, f"checked by {model.__name__} but not by the form (flows/form.py flow_params): {missing}"
+
+
+@pytest.mark.parametrize("i", range(4))
+def test_no_flow_states_its_parameters_by_hand(i):
+    """Each flow function takes **params; its signature (so the form) is its model's fields, with their defaults."""
+    import inspect
+
+    from flows.form import FORM_ORDER
+
+    fl, model = _flows()[i]
+    code = fl.fn.__code__
+    assert code.co_argcount == code.co_kwonlyargcount == 0 and code.co_flags & inspect.CO_VARKEYWORDS
+    sig = inspect.signature(fl.fn).parameters
+    assert set(sig) == set(model.model_fields)
+    assert all(p.default == model.model_fields[n].get_default(call_default_factory=True) for n, p in sig.items())
+    if model.__name__ != "AblationParams":  # the form leads with the run's name and inputs
+        assert list(sig)[:2] == ["run_name", "runs_dir"] and all(n in FORM_ORDER for n in sig)
 
 
 def test_nproc_and_friends_are_bounded_in_the_form():

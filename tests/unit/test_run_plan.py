@@ -291,15 +291,23 @@ def test_fit_on_device_probes_the_real_rows_under_a_simulated_gpu(tmp_path, monk
         trainable = sum(p.numel() for p in module.parameters())
         peaks = [StepProbe(module, rows, cpu, optimizer_bytes=8 * trainable)(n) for n in (8, 16)]
         monkeypatch.setattr(mb, "budget_bytes", lambda device: sum(peaks) / 2)
-        fitted, notes = fit_on_device(cfg, module, train, shards, cpu, 1, compiled=True)
-        assert 8 <= notes["fitted"] < 16 and fitted.micro_batch_size * fitted.grad_accum == 64
-        assert 64 % fitted.micro_batch_size == 0 and fitted.micro_batch_size <= notes["fitted"]
+        given = cfg
+        cfg, plan = resolve(given, 1, "cuda", None, 1_000_000)  # as a GPU worker plans it: compiled, micro batch auto
+        assert plan.compile and plan.micro_batch == "auto"
+        (micro, accum), notes = fit_on_device(cfg, plan, module, train, shards, cpu, 1)
+        assert 8 <= notes["fitted"] < 16 and micro * accum == 64
+        assert 64 % micro == 0 and micro <= notes["fitted"]
         assert any(p is not None for _, p in notes["tried"]) and (tmp_path / "cache" / "lmforge" / "micro_batch.json").exists()
-        again, notes2 = fit_on_device(cfg, module, train, shards, cpu, 1, compiled=True)  # from the cache
-        assert again.micro_batch_size == fitted.micro_batch_size and notes2["tried"] == notes["tried"]
+        again, notes2 = fit_on_device(cfg, plan, module, train, shards, cpu, 1)  # from the cache
+        assert again == (micro, accum) and notes2["tried"] == notes["tried"]
+        # the plan made again from the given config with the probe's answer (CUDA graphs only without accumulation)
+        cfg2, plan2 = resolve(given, 1, "cuda", None, 1_000_000, probed=(micro, accum))
+        assert (plan2.micro_batch, plan2.grad_accum, cfg2.micro_batch_size, cfg2.grad_accum) == (micro, accum, micro, accum)
+        assert plan2.compile_mode == ("reduce-overhead" if accum == 1 else "default") == cfg2.compile_mode
+        assert "probed on the GPU" in plan2.micro_batch_reason and f"{accum} accumulation" in plan2.micro_batch_reason
         with pytest.raises(ValueError, match=r"--micro-batch-size 64 does not fit on Simulated GPU .*--micro-batch-size \d+ does"):
-            fit_on_device(dataclasses.replace(cfg, micro_batch_size=64, global_batch_size=0), module, train, shards,
-                          cpu, 1, compiled=True)
+            fit_on_device(dataclasses.replace(cfg, micro_batch_size=64, global_batch_size=0), plan, module, train,
+                          shards, cpu, 1)
     finally:
         dist.destroy_process_group()
 

@@ -271,7 +271,7 @@ def validate(s: Setup, step: int, telemetry: Telemetry, t0: float, t_fit: float)
     The record's `fit_s` is the training loop's clock (from its start, this evaluation included) and `eval_s`
     this evaluation's own seconds: time to a held-out loss is fit_s less every eval_s so far (bench transfer --gpu)."""
     t = time.time()
-    result = evaluate(s.engine, s.shards, s.rank, s.world, s.cfg)
+    result = evaluate(s.engine, s.shards, s.rank, s.world, s.cfg, s.plan.documents)
     if result["loss"] is not None:
         log.info("step %d: valid loss %.4f (perplexity %.1f) | acc %.3f", step, result["loss"],
                  torch.tensor(result["loss"]).exp().item(), result["mlm_accuracy"])
@@ -280,7 +280,8 @@ def validate(s: Setup, step: int, telemetry: Telemetry, t0: float, t_fit: float)
     return result
 
 
-def evaluate(engine, shards: ShardSet, rank: int, world: int, cfg: PretrainConfig) -> dict[str, float | None]:
+def evaluate(engine, shards: ShardSet, rank: int, world: int, cfg: PretrainConfig,
+             documents: bool) -> dict[str, float | None]:
     """Mean loss per labelled token and top-1 accuracy over up to eval_batches batches per rank (variant 0):
     masked tokens for MLM, target tokens for T5, real tokens for causal (each batch's loss weighted by its
     labels; GPT-2 averages over one position fewer per row, as it shifts the labels)."""
@@ -289,7 +290,7 @@ def evaluate(engine, shards: ShardSet, rank: int, world: int, cfg: PretrainConfi
     if batch_size < 1:
         log.warning("validation skipped: the valid split has fewer rows than processes")
         return {"loss": None, "mlm_accuracy": None}
-    loader = RankLoader(table, rank, world, batch_size, cfg.seed, shards.num_variants, cfg.attention == "document")
+    loader = RankLoader(table, rank, world, batch_size, cfg.seed, shards.num_variants, documents)
 
     def step(item):  # device tensors: the sums are read once, after the all-reduce
         _, batch = item

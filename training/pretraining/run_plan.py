@@ -1,13 +1,18 @@
 """What a pretraining run does on the machine it lands on, decided once and said with the reason: the ZeRO stage,
-compilation, the micro batch and the precision path (`lmforge pretrain --dry-run` prints it; the workers decide
-the same way and log it; metrics.json keeps it).
+compilation and its mode, the micro batch and accumulation, the precision path, and whether attention stays within
+documents (`lmforge pretrain --dry-run` prints it; the workers decide the same way and log it; metrics.json keeps
+it).
 
-    cfg, plan = resolve(cfg, world=1, accelerator="cuda", device_bytes=80e9, vocab=30522)
+    cfg, plan = resolve(given, world=1, accelerator="cuda", device_bytes=80e9, params=110_000_000)
     plan.zero_stage, plan.zero_reason        # 0, "one process: ..."
     plan.micro_batch                         # "auto": the worker probes its GPU (training.pretraining.micro_batch)
+    cfg, plan = resolve(given, ..., probed=(64, 1))   # the plan again, with the micro batch the GPU holds
 
-`cfg` is a training.pretraining.pretrain.PretrainConfig; the returned one has the ZeRO stage filled in, and the micro batch
-and accumulation where they need no probe. Pure given its arguments: tested without a GPU.
+`given` is a training.pretraining.pretrain.PretrainConfig as the user gave it; the returned config has the plan's
+choices filled in (ZeRO stage, micro batch, accumulation, compile and its mode), and nothing rewrites it after:
+the worker reads its choices from the config and the plan it got here. The one fact a plan can wait for, the micro
+batch a GPU holds under `--micro-batch-size auto`, makes the plan again from `given` (`probed`), never a patch of
+one field. Pure given its arguments: tested without a GPU.
 """
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from common.config import AUTO
-from training.pretraining.compiled import compile_choice
+from training.pretraining.compiled import compile_choice, compile_mode_choice
 from training.pretraining.memory_plan import plan_zero_stage, split_global_batch
 
 CPU_MICRO_BATCH = 16
@@ -32,10 +37,16 @@ class RunPlan:
     micro_batch: int | str
     """The micro batch, or `auto` until the worker has probed its GPU."""
     micro_batch_reason: str
+    grad_accum: int
     precision: str
     """How the matrix products run: fp32, bf16 under torch autocast (stage 0), DeepSpeed's bf16 or fp16."""
     clip: str
     """Who clips the gradients, and how."""
+    compile_mode: str
+    """torch.compile's mode where compiling (training.pretraining.compiled.compile_mode_choice)."""
+    compile_mode_reason: str
+    documents: bool
+    """Attention within each document of a packed row (`--attention document`), not across the row."""
 
     def lines(self) -> list[str]:
         return [f"ZeRO-{self.zero_stage}: {self.zero_reason}", f"compile {'on' if self.compile else 'off'}: "
@@ -57,9 +68,11 @@ def estimate_parameters(hidden: int, layers: int, intermediate: int, vocab: int,
     return embed + layers * block + head
 
 
-def resolve(cfg: Any, world: int, accelerator: str, device_bytes: int | None, params: int) -> tuple[Any, RunPlan]:
+def resolve(cfg: Any, world: int, accelerator: str, device_bytes: int | None, params: int,
+            probed: tuple[int, int] | None = None) -> tuple[Any, RunPlan]:
     """The run's choices for `world` processes on `accelerator` with `device_bytes` each (None: unknown) and a
-    model of about `params` parameters."""
+    model of about `params` parameters: (the config with them filled in, the plan saying why). `probed`: the micro
+    batch and accumulation the GPU probe found for `--micro-batch-size auto` (training.pretraining.setup)."""
     if cfg.global_batch_size and cfg.grad_accum != 1:
         raise ValueError("give --global-batch-size or --grad-accum, not both (the accumulation follows from the "
                          "global batch and the micro batch)")
@@ -72,10 +85,17 @@ def resolve(cfg: Any, world: int, accelerator: str, device_bytes: int | None, pa
         why_micro = "the largest that fits, probed on the GPU at start-up (training.pretraining.micro_batch)"
     else:
         why_micro = "asked for (--micro-batch-size)"
-    if cfg.global_batch_size and micro != AUTO:
+    if probed:
+        micro, accum = probed
+        why_micro = "the largest that fits, probed on the GPU at start-up (training.pretraining.micro_batch)"
+        if cfg.global_batch_size:
+            why_micro += f"; {accum} accumulation step(s) make the global batch of {cfg.global_batch_size}"
+    elif cfg.global_batch_size and micro != AUTO:
         micro, accum = split_global_batch(cfg.global_batch_size, world, int(micro))
         why_micro += f"; {accum} accumulation step(s) make the global batch of {cfg.global_batch_size}"
-    resolved = dataclasses.replace(cfg, zero_stage=zero.stage, micro_batch_size=micro, grad_accum=accum, compile=compiled)
+    mode, why_mode = compile_mode_choice(cfg.compile_mode, accelerator, world, zero.stage, accum)
+    resolved = dataclasses.replace(cfg, zero_stage=zero.stage, micro_batch_size=micro, grad_accum=accum, compile=compiled,
+                                   compile_mode=mode)
     if cfg.fp16:
         precision = "fp16 with DeepSpeed's dynamic loss scaling"
     elif cfg.bf16:
@@ -88,7 +108,8 @@ def resolve(cfg: Any, world: int, accelerator: str, device_bytes: int | None, pa
         precision = "fp32" + (" (TF32 matrix products)" if accelerator == "cuda" else "")
     clip = ("lmforge: one fused norm, the scale applied inside torch's fused AdamW" if zero.stage == 0 and not cfg.fp16
             else "DeepSpeed's optimizer, over its flat buffers")
-    return resolved, RunPlan(zero.stage, zero.reason, compiled, why_compile, micro, why_micro, precision, clip)
+    return resolved, RunPlan(zero.stage, zero.reason, compiled, why_compile, micro, why_micro, accum, precision, clip,
+                             mode, why_mode, cfg.attention == "document")
 
 
 def cpu_bf16_instructions(cpuinfo: str = "/proc/cpuinfo") -> bool | None:

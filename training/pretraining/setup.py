@@ -2,7 +2,6 @@
 a GPU holds (training.pretraining.micro_batch), the module and the DeepSpeed engine (training.pretraining.engine)."""
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ from training.models.model import SparseMLM, masked_bound, num_parameters, spars
 from training.models.residual import bf16_residual
 from training.pretraining import cpu_dropout
 from training.pretraining.budget import BudgetClock
-from training.pretraining.compiled import compile_mode_choice, kernel_tuning_choice
+from training.pretraining.compiled import kernel_tuning_choice
 from training.pretraining.config import TRAINABLE, PretrainConfig, plan_steps
 from training.pretraining.data import RankLoader, ShardSet
 from training.pretraining.engine import TrainStep, make_engine
@@ -41,7 +40,7 @@ class Setup:
     """What `setup` hands the training loop (names, not positions)."""
 
     cfg: PretrainConfig
-    """With the plan's choices filled in: ZeRO stage, micro batch, accumulation."""
+    """With the plan's choices filled in (ZeRO stage, micro batch, accumulation, compile and its mode), once."""
     plan: RunPlan
     rank: int
     world: int
@@ -90,22 +89,23 @@ def setup(cfg: PretrainConfig) -> Setup:
     shards.require_objective(TRAINABLE, "pretrain")
     tokenizer = load_tokenizer(cfg.tokenizer, max_length=shards.seq_len)
     check_tokenizer(tokenizer, shards.vocab_size, shards.pad_id, shards.mask_id, f"{cfg.shards}/manifest.json")
-    cfg, plan = resolve(cfg, world, device.type, device_memory(device), estimated_parameters(cfg, shards))
+    given, memory, params = cfg, device_memory(device), estimated_parameters(cfg, shards)
+    cfg, plan = resolve(given, world, device.type, memory, params)  # cfg is not rewritten after this (run_plan)
     if cfg.profile_steps:
         enable_kernel_events()  # before anything compiles
     check_optimizer(cfg.optimizer, cfg.zero_stage, cfg.fp16)
     train = shards.read("train")
-    documents = cfg.attention == "document"
     torch.manual_seed(cfg.seed)  # same init everywhere; DeepSpeed also broadcasts rank 0's weights
     module = build_module(cfg, shards, tokenizer, deepspeed_config(cfg) if cfg.zero_stage == 3 else {})
     notes: dict[str, Any] = {"attention": set_attention(module, cfg.attention, device)}
     notes["residual"] = residual_stream(cfg, module, device.type)
     notes["kernel_tuning"] = kernel_tuning_choice(cfg.kernel_tuning, device.type)  # before the micro batch probe compiles
     if device.type == "cuda":  # the micro batch the GPU holds (auto), or a check that the asked-for one fits
-        cfg, notes["micro_batch_probe"] = fit_on_device(cfg, module, train, shards, device, world, plan.compile)
-        plan = dataclasses.replace(plan, micro_batch=cfg.micro_batch_size)
+        probed, notes["micro_batch_probe"] = fit_on_device(cfg, plan, module, train, shards, device, world)
+        if probed:  # the plan made again with the one fact it waited for
+            cfg, plan = resolve(given, world, device.type, memory, params, probed=probed)
     resumed = plan_resume(cfg, ckpt_dir, rank, world) if cfg.resume else None
-    loader = RankLoader(train, rank, world, cfg.micro_batch_size, cfg.seed, shards.num_variants, documents)
+    loader = RankLoader(train, rank, world, cfg.micro_batch_size, cfg.seed, shards.num_variants, plan.documents)
     total = plan_steps(cfg, loader.batches_per_epoch)
     ds_config = deepspeed_config(cfg, load_universal=bool(resumed and resumed.universal))
     # torch draws CPU dropout masks one element at a time: 13-17% of a step here (training.pretraining.cpu_dropout); a compiled
@@ -115,8 +115,7 @@ def setup(cfg: PretrainConfig) -> Setup:
         frozen = freeze_all_but_head(module.hf)
         log.info("freeze_encoder: %s of %s parameters frozen", f"{frozen:,}", f"{num_parameters(module.hf):,}")
     torch.manual_seed(rank_seed(cfg.seed, rank))  # different dropout masks per rank
-    mode, notes["compile_mode"] = compile_mode_choice(cfg.compile_mode, device.type, world, cfg.zero_stage, cfg.grad_accum)
-    cfg = dataclasses.replace(cfg, compile_mode=mode)
+    notes["compile_mode"] = plan.compile_mode_reason
     engine, clock, notes["compiled_regions"] = make_engine(cfg, module, total, world, device.type, ds_config,
                                                            plan.compile)
     return Setup(cfg, plan, rank, world, out, ckpt_dir, held, shards, tokenizer, loader, total, ds_config, engine,
@@ -134,11 +133,11 @@ def residual_stream(cfg: PretrainConfig, module, accelerator: str) -> str:
     return f"bf16 ({bf16_residual(module)} LayerNorm outputs cast under autocast)"
 
 
-def fit_on_device(cfg: PretrainConfig, module, train, shards: ShardSet, device: torch.device, world: int,
-                  compiled: bool) -> tuple[PretrainConfig, dict[str, Any]]:
-    """--micro-batch-size auto: the largest micro batch this GPU holds (then the accumulation that makes the
-    global batch); an explicit size: checked to fit, or a one-line error naming one that does. The same on every
-    rank (the smallest answer)."""
+def fit_on_device(cfg: PretrainConfig, plan: RunPlan, module, train, shards: ShardSet, device: torch.device,
+                  world: int) -> tuple[tuple[int, int] | None, dict[str, Any]]:
+    """--micro-batch-size auto: the largest micro batch this GPU holds and the accumulation that makes the global
+    batch, (micro, accum), for the plan to be made with; an explicit size: checked to fit (None), or a one-line
+    error naming one that does. The same on every rank (the smallest answer)."""
     from training.pretraining.memory_plan import BYTES, split_global_batch
     from training.pretraining.micro_batch import LARGEST, StepProbe, budget_bytes, check_micro_batch, fitted_micro_batch
 
@@ -146,14 +145,15 @@ def fit_on_device(cfg: PretrainConfig, module, train, shards: ShardSet, device: 
         if cfg.micro_batch_size == AUTO:
             raise ValueError("--micro-batch-size auto under ZeRO-3: the probe runs the model outside DeepSpeed, which "
                              "partitions it; give --micro-batch-size")
-        return cfg, {"checked": "not under ZeRO-3"}
-    view = RankLoader(train, 0, 1, 1, cfg.seed, shards.num_variants, cfg.attention == "document")
+        return None, {"checked": "not under ZeRO-3"}
+    compiled = plan.compile
+    view = RankLoader(train, 0, 1, 1, cfg.seed, shards.num_variants, plan.documents)
     most = view.most_masks_per_row()
 
     def make_batch(size: int) -> dict[str, torch.Tensor]:
         batch = view.view.batch(np.arange(size) % train.num_rows, 0) if view.view is not None else \
             next(iter(RankLoader(train, 0, 1, min(size, train.num_rows), cfg.seed, shards.num_variants,
-                                 cfg.attention == "document").epoch(0)))
+                                 plan.documents).epoch(0)))
         return prepare_batch(module, batch, size, most, fixed=compiled)
 
     trainable = sum(p.numel() for p in module.parameters() if p.requires_grad)
@@ -164,7 +164,7 @@ def fit_on_device(cfg: PretrainConfig, module, train, shards: ShardSet, device: 
     name = torch.cuda.get_device_name(device)
     if cfg.micro_batch_size != AUTO:
         check_micro_batch(int(cfg.micro_batch_size), probe, budget, f"{name} ({budget / 1e9:.0f} GB usable)")
-        return cfg, {"checked": int(cfg.micro_batch_size)}
+        return None, {"checked": int(cfg.micro_batch_size)}
     rows = cfg.global_batch_size // world if cfg.global_batch_size else LARGEST
     key = {"model": module.hf.config.to_json_string(), "seq_len": shards.seq_len, "bf16": cfg.bf16, "gpu": name,
            "torch": torch.__version__, "attention": cfg.attention, "compiled": compiled, "zero": cfg.zero_stage,
@@ -177,7 +177,7 @@ def fit_on_device(cfg: PretrainConfig, module, train, shards: ShardSet, device: 
                     else (size, cfg.grad_accum))
     log.info("micro batch %d (the largest that fits %s: %d; peak %.1f of %.1f GB usable), %d accumulation step(s)",
              micro, name, size, (fit.peak_bytes or 0) / 1e9, budget / 1e9, accum)
-    return (dataclasses.replace(cfg, micro_batch_size=micro, grad_accum=accum),
+    return ((micro, accum),
             {"fitted": size, "peak_gb": (fit.peak_bytes or 0) / 1e9, "usable_gb": budget / 1e9,
              "tried": [list(t) for t in fit.tried]})
 
