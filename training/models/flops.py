@@ -88,11 +88,11 @@ def model_shape(m, vocab: int, seq_len: int, model_kind: str = "masked_lm") -> M
     from training.models.presets import architecture
 
     arch = architecture(m, model_kind)
-    if arch == "t5":
+    if arch.encoder_decoder:
         raise ValueError("FLOPs of a T5 (encoder-decoder) step are not counted")
-    kv = (m.num_kv_heads or m.num_heads) * (m.hidden_size // m.num_heads) if arch == "llama" else 0
+    kv = (m.num_kv_heads or m.num_heads) * (m.hidden_size // m.num_heads) if arch.grouped_kv else 0
     return ModelShape(layers=m.num_layers, hidden=m.hidden_size, intermediate=m.intermediate_size, vocab=vocab,
-                      seq_len=seq_len, kv_hidden=kv, gated=arch == "llama", head_transform=arch not in ("llama", "gpt2"))
+                      seq_len=seq_len, kv_hidden=kv, gated=arch.gated_mlp, head_transform=arch.head_transform)
 
 
 # ---- the CPU's peak ------------------------------------------------------------------------------

@@ -136,11 +136,11 @@ def _t5(m: ModelConfig, vocab_size: int, pad_id: int, eos_id: int | None) -> tor
     return HFLoss(instantiate(T5ForConditionalGeneration, t5_config(m, vocab_size, pad_id, eos_id)))
 
 
-ARCHITECTURES: dict[str, Builder] = {"bert": _bert_mlm, "llama": _llama, "t5": _t5}
+BUILDERS: dict[str, Builder] = {"bert": _bert_mlm, "llama": _llama, "t5": _t5}
 """The builders an `any` preset picks from (training.models.presets.ANY_FAMILY names which, per model kind)."""
 
 MODEL_FAMILIES: dict[str, dict[str, Builder]] = {
-    "any": {kind: ARCHITECTURES[arch] for kind, arch in ANY_FAMILY.items()},
+    "any": {kind: BUILDERS[arch] for kind, arch in ANY_FAMILY.items()},
     "roberta": {"masked_lm": _roberta_mlm},
     "gpt2": {"causal_lm": _gpt2},
     "llama": {"causal_lm": _llama},

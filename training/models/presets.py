@@ -66,16 +66,31 @@ class ModelConfig:
             raise ValueError(f"num_kv_heads {self.num_kv_heads} must divide num_heads {self.num_heads} (0: as many)")
 
 
+@dataclass(frozen=True)
+class Architecture:
+    """What the FLOPs count (training.models.flops.model_shape) needs to know of an architecture."""
+
+    gated_mlp: bool = False
+    """A gated feed-forward (SwiGLU: gate, up and down matrices) instead of two matrices."""
+    grouped_kv: bool = False
+    """Key/value heads shared by groups of query heads (ModelConfig.num_kv_heads)."""
+    head_transform: bool = True
+    """BERT's H x H transform before the vocabulary decoder."""
+    encoder_decoder: bool = False
+
+
+ARCHITECTURES = {"bert": Architecture(), "roberta": Architecture(), "gpt2": Architecture(head_transform=False),
+                 "llama": Architecture(gated_mlp=True, grouped_kv=True, head_transform=False),
+                 "t5": Architecture(encoder_decoder=True)}
+"""Each architecture a preset can build (training.models.model.ARCHITECTURES and MODEL_FAMILIES build them)."""
 ANY_FAMILY = {"masked_lm": "bert", "causal_lm": "llama", "seq2seq": "t5"}
 """What an `any` preset builds for each model kind (training.models.model_kinds): BERT for masked-LM shards, a
 Llama-style decoder for causal shards (GPT-2 is the `gpt2` family's), T5 for t5_span."""
 
 
-def architecture(m: ModelConfig, model_kind: str) -> str:
-    """The architecture `m` builds for shards of `model_kind`: bert (pre-LN RoBERTa when m.prenorm), roberta,
-    llama, gpt2 or t5."""
-    arch = ANY_FAMILY[model_kind] if m.family == "any" else m.family
-    return "prenorm" if arch in ("bert", "roberta") and m.prenorm else arch
+def architecture(m: ModelConfig, model_kind: str) -> Architecture:
+    """The architecture `m` builds for shards of `model_kind`."""
+    return ARCHITECTURES[ANY_FAMILY[model_kind] if m.family == "any" else m.family]
 
 
 def tiny() -> ModelConfig:
