@@ -9,7 +9,7 @@ from pathlib import Path
 from common.config import opt, require
 from schemas.hf import HF_DIR
 from schemas.manifest import MANIFEST_NAME
-from schemas.objectives import MLM_OBJECTIVES, objectives_of_kind
+from schemas.objectives import DAG_OBJECTIVES
 from schemas.objectives import objective as objective_record
 from training.models.model_formats import refuse_quantized
 from training.pretraining.shard_set import ShardSet
@@ -64,7 +64,7 @@ def resolve_teacher(path: str | Path) -> tuple[Path, Path]:
     return hf, stage
 
 
-DISTILLABLE = (*MLM_OBJECTIVES, *objectives_of_kind("causal_lm"))
+DISTILLABLE = DAG_OBJECTIVES
 """The shards distill trains on: a masked LM's (DistilBERT) and a decoder's (DistilGPT2); T5's spans are not."""
 
 
