@@ -164,15 +164,16 @@ def publish_eval(run_name: str, eval_dir: Path) -> None:
                              markdown=inline_images((eval_dir / "report.md").read_text(), eval_dir),
                              description=f"lmforge evaluation ({eval_dir})")
     report = json.loads((eval_dir / "report.json").read_text())
-    rows = [{"model": who, "params": report[who]["params"], "held-out MLM loss": report[who]["mlm_loss"],
+    loss = f"held-out {report.get('figure', 'MLM loss')}"
+    rows = [{"model": who, "params": report[who]["params"], loss: report[who]["mlm_loss"],
              "seq/s": report[who]["sequences_per_second"], "fine-tune test": None}
             for who in ("teacher", "student", "previous") if report.get(who)]
     ft = report.get("finetune")
     if ft:
-        rows += [{"model": f"fine-tune: {row}", "params": None, "held-out MLM loss": None, "seq/s": None,
+        rows += [{"model": f"fine-tune: {row}", "params": None, loss: None, "seq/s": None,
                   "fine-tune test": f"{ft['primary_metric']} {score:.4f}"} for row, score in ft["test"].items()]
     create_table_artifact(key=artifact_key(run_name, "eval-table"), table=rows,
-                          description="held-out MLM loss of each model; fine-tune test scores next to the controls")
+                          description=f"{loss} of each model; fine-tune test scores next to the controls")
 
 
 def publish_note(run_name: str, what: str, text: str) -> None:

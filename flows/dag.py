@@ -43,6 +43,7 @@ from flows.params import DagParams, TrainOnlyParams, TrainParams
 from flows.stages.runner import StageFailed, StagesFailed, launch_stage, progress, retry_if_transient
 from pipelines.labeled.registry import SOURCES
 from schemas.finetune import LABELED_FILE_OPTIONS
+from schemas.manifest import read_manifest
 from training.finetuning.readers import TooFewRows
 from training.launch.cluster import job_name
 
@@ -279,8 +280,11 @@ def train_and_evaluate(p: TrainParams, run: Path, shards: str, tokenizer: str, i
     student_ft = (independent(student_finetune_task, distill, finetune, labeled, run, student_opts)
                   if finetune and distill and opts.get("student_finetune") is not None else None)
     int8 = independent(compress_task, finetune, run, "int8", {"method": "int8"}) if finetune else None
+    no_pruning = head_pruning(shards) if finetune else ""
+    if no_pruning:
+        progress(f"[compress-pruned] not run: {no_pruning}")
     pruned = independent(compress_task, finetune, run, "pruned", {"method": "prune", **opts["compress"],
-                                                                   "task_config": task}) if finetune else None
+                                                                   "task_config": task}) if finetune and not no_pruning else None
     evaluation = evaluate_task.with_options(**limit)(run, opts["evaluate"], shards, pretrain, finetune, distill, previous)
     artifacts.publish_eval(p.run_name, Path(evaluation))
     card_opts = dict(opts["card"])
@@ -301,6 +305,20 @@ def train_and_evaluate(p: TrainParams, run: Path, shards: str, tokenizer: str, i
     if failed:
         raise StagesFailed(list(failed.values()), f"evaluate reported what finished ({evaluation}/report.md)")
     return result
+
+
+def head_pruning(shards: str) -> str:
+    """Empty where the fine-tuned model's attention heads can be pruned (a BERT-style encoder's), else why not: the
+    shards' objective says what was pretrained (training.models.model_kinds KINDS)."""
+    from schemas.objectives import objective
+    from training.models.model_kinds import KINDS
+
+    try:
+        kind = objective(read_manifest(shards)["extra"]["objective"]).model_kind
+    except (FileNotFoundError, KeyError):  # shards that do not say: the compress stage decides, in one line
+        return ""
+    return "" if KINDS[kind].prunes_heads else (f"head pruning is for BERT-style encoders; a fine-tuned {kind} model "
+                                                "is compressed to int8 only")
 
 
 def prepare_labeled(p, run: Path) -> tuple[str | None, str]:

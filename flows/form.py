@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from schemas.finetune import LABELED_FILE_OPTIONS
 
 FORM_ORDER = ("run_name", "runs_dir", "crawl", "crawl_root", "snapshot", "shards", "tokenizer", "preset",
-              "tokenizer_model", "mask_objective", "model", "init_from", "nproc", "nnodes", "rdzv_endpoint", "hostfile",
+              "objective", "tokenizer_model", "model", "init_from", "nproc", "nnodes", "rdzv_endpoint", "hostfile",
               "cluster", "cluster_image", "cluster_pvc", "cluster_mount", "cluster_namespace", "cluster_gpus", "labeled",
               *LABELED_FILE_OPTIONS, "dedup_index", "languages", "replay_fraction", "index_wait", "decontaminate",
               "beam_args", "stage_timeout_minutes", "overrides", "credentials_block")

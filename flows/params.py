@@ -29,7 +29,8 @@ from flows.presets import RUN_PRESETS
 from flows.stages import table as stage_table
 from pipelines.tokenizer import MODELS
 from schemas.finetune import LABELED_COLUMNS, LABELED_FILE_OPTIONS, TASKS
-from schemas.objectives import MLM_OBJECTIVES
+from schemas.objectives import DAG_OBJECTIVES
+from schemas.objectives import REGISTRY as OBJECTIVE_RECORDS
 from training.launch.cluster import CONTROL, ClusterSpec
 from training.launch.cluster import KINDS as CLUSTER_KINDS
 
@@ -38,9 +39,9 @@ NAME_PATTERN = r"^[A-Za-z0-9._-]*[A-Za-z0-9_-][A-Za-z0-9._-]*$"
 # Choices, shared by the models and the flow signatures (the UI's form shows them as drop-downs).
 Preset = Literal[tuple(RUN_PRESETS)]
 # derived from the registries (schemas.objectives, pipelines.tokenizer MODELS), so a new objective or tokenizer
-# family shows up in the form; the DAG distils and evaluates masked LMs, so only MLM objectives are offered
+# family shows up in the form; the objectives offered are those the whole DAG runs (schemas.objectives DAG_OBJECTIVES)
 TokenizerKind = Literal[("", *MODELS)]
-MaskObjective = Literal[("", *MLM_OBJECTIVES)]
+Objective = Literal[("", *DAG_OBJECTIVES)]
 TaskKind = Literal[("", *TASKS)]
 ClusterKind = Literal[("local", *CLUSTER_KINDS)]
 DEMO_CRAWL = ["samples/crawl"]
@@ -355,7 +356,11 @@ class TrainParams(LabeledFileParams):
     def stage_options(self) -> dict[str, dict[str, Any]]:
         """The preset's per-stage options with this run's choices and overrides applied."""
         opts = RUN_PRESETS[self.preset]()
-        for key, stage, option in (("tokenizer_model", "tokenizer", "model"), ("mask_objective", "shards", "mask_objective"),
+        if getattr(self, "objective", "") and not getattr(self, "tokenizer_model", ""):
+            tokenizer = OBJECTIVE_RECORDS[self.objective].tokenizer  # a decoder's byte-level BPE, not BERT's WordPiece
+            if tokenizer:
+                opts["tokenizer"]["model"] = tokenizer
+        for key, stage, option in (("tokenizer_model", "tokenizer", "model"), ("objective", "shards", "mask_objective"),
                                    ("model", "pretrain", "model"),
                                    *((k, "finetune", k) for k in LABELED_FILE_OPTIONS)):
             if getattr(self, key, ""):
@@ -370,9 +375,12 @@ class CorpusParams(BaseModel):
 
     tokenizer_model: TokenizerKind = Field(
         "", description="tokenizer kind (empty: the preset's, WordPiece); ignored when a model's tokenizer is adopted")
-    mask_objective: MaskObjective = Field(
-        "", description="masking objective of the shards (empty: mlm). The DAG distils and evaluates masked LMs; "
-        "causal and t5_span shards are trained with `lmforge shards/pretrain` directly")
+    objective: Objective = Field(
+        "", description="what the model learns, and so which model: mlm (empty, the default), whole_word or span "
+        "train a BERT; causal a Llama-style decoder (LlamaForCausalLM; its tokenizer byte-level BPE unless "
+        "tokenizer_model says), fine-tuned as a classifier on its last token, distilled DistilGPT2's way, scored "
+        "by next-token loss and perplexity. t5_span is not offered yet: its shards and T5 train with `lmforge "
+        "shards/pretrain` directly")
     languages: list[str] = Field(["auto"], min_length=1, description="languages the corpus keeps: ISO 639-1 codes "
                                  "(e.g. ['fr', 'de']), or ['auto'] (default): every language with at least 5% of the "
                                  "documents that pass cleaning, or 1,000 of them; the corpus report and the card name "

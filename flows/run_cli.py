@@ -31,6 +31,7 @@ from pipelines.io import expand_inputs
 from pipelines.labeled.registry import SOURCES
 from schemas.finetune import LABELED_COLUMNS, LABELED_FILE_OPTIONS, TASKS
 from schemas.manifest import read_manifest
+from schemas.objectives import DAG_OBJECTIVES
 
 
 def missing_inputs(flow: str, params: dict[str, Any]) -> str | None:
@@ -161,6 +162,10 @@ def cli_main(argv: list[str]) -> int:
                          "language with at least 5%% of the pages that pass cleaning, or 1,000 of them")
     ap.add_argument("--preset", default=None, help="stage sizes: demo, full (the same sample, twice the training) or tiny "
                     "(default: demo)")
+    ap.add_argument("--objective", default=None, choices=DAG_OBJECTIVES,
+                    help="what the model learns, and so which model: mlm (default), whole_word or span train a BERT; "
+                         "causal a Llama-style decoder (byte-level BPE tokenizer), fine-tuned, distilled and scored "
+                         "as a decoder")
     ap.add_argument("--nproc", type=int, default=None, help="pretraining processes (default: 2)")
     ap.add_argument("--dedup-index", default=None, help="band index shared by recurring refreshes (default: a fresh "
                     "<runs-dir>/<name>/minhash_index; refresh: state/minhash_index)")
@@ -174,10 +179,11 @@ def cli_main(argv: list[str]) -> int:
                     "line per stage and the warnings; the flow log, runs/NAME/logs/flow.log, has every line either way)")
     ap.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                     help="any flow parameter (see flows/params.py); VALUE is JSON when it parses, else a string, "
-                         "e.g. --param overrides='{\"pretrain\": {\"steps\": 50}}' --param mask_objective=span")
+                         "e.g. --param overrides='{\"pretrain\": {\"steps\": 50}}' --param tokenizer_model=bpe")
     a = parse_strict(ap, argv)
     kwargs: dict[str, Any] = {k: v for k, v in (("run_name", a.name), ("runs_dir", a.runs_dir), ("crawl", a.crawl),
                                                 ("labeled", a.labeled), ("languages", a.languages), ("preset", a.preset), ("nproc", a.nproc),
+                                                ("objective", a.objective),
                                                 ("dedup_index", a.dedup_index), ("init_from", a.init_from),
                                                 ("credentials_block", a.credentials_block),
                                                 *((k, getattr(a, k)) for k in LABELED_FILE_OPTIONS))

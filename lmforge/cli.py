@@ -31,7 +31,7 @@ SUMMARIES = {
     "corpus": "Beam: crawl (WARC/WET/JSONL/Parquet) -> clean, deduplicated Parquet",
     "tokenizer": "train a tokenizer (HF tokenizers: WordPiece, BPE, byte-level BPE or Unigram) on the clean corpus",
     "shards": "Beam: encode, pack and mask into Arrow token shards",
-    "pretrain": "DeepSpeed ZeRO-2 pretraining, 2 processes (torchrun): BERT on MLM shards, GPT-2 on causal, T5 on t5_span",
+    "pretrain": "DeepSpeed ZeRO-2 pretraining, 2 processes (torchrun): BERT on MLM shards, a Llama-style decoder on causal, T5 on t5_span",
     "finetune": "fine-tune on labelled data (classification, pairs, regression, token tags) beside the controls",
     "distill": "DistilBERT-style student from the pretrained teacher",
     "compress": "int8 dynamic quantization of a model's Linear layers, for CPU inference",

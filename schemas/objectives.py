@@ -42,6 +42,9 @@ class Objective:
     relative attention has none)."""
     eos_frame: bool = False
     """Each document is closed by eos (or sep) only, whatever the tokenizer's layout (a causal LM's stream)."""
+    tokenizer: str = ""
+    """The tokenizer family (pipelines.tokenizer_families) a run trains for it unless told otherwise (`lmforge run
+    --objective`); empty: the run preset's (WordPiece, BERT's)."""
 
 
 REGISTRY: dict[str, Objective] = {o.name: o for o in (
@@ -49,8 +52,8 @@ REGISTRY: dict[str, Objective] = {o.name: o for o in (
     Objective("whole_word", "BERT WWM", "masked_lm", writes_mask=True, needs_word_starts=True),
     Objective("span", "SpanBERT", "masked_lm", writes_mask=True, needs_word_starts=True),
     Objective("t5_span", "T5 span corruption", "seq2seq", needs_sentinels=True, bounded_lengths=True,
-              absolute_positions=False),
-    Objective("causal", "no masks", "causal_lm", stores_variants=False, eos_frame=True),
+              absolute_positions=False, tokenizer="unigram"),
+    Objective("causal", "no masks", "causal_lm", stores_variants=False, eos_frame=True, tokenizer="byte_bpe"),
 )}
 
 OBJECTIVES: tuple[str, ...] = tuple(REGISTRY)
@@ -68,6 +71,11 @@ def objective(name: str) -> Objective:
 def objectives_of_kind(model_kind: str) -> tuple[str, ...]:
     """The objectives a model kind trains on (its card's language-model loss comes from their valid splits)."""
     return tuple(n for n, o in REGISTRY.items() if o.model_kind == model_kind)
+
+
+DAG_OBJECTIVES: tuple[str, ...] = (*MLM_OBJECTIVES, *objectives_of_kind("causal_lm"))
+"""What the whole DAG runs (`lmforge run --objective`): distillation (DistilBERT's or DistilGPT2's recipe) and the
+evaluation report take masked LMs and decoders; T5's span corruption trains with `lmforge shards/pretrain`."""
 
 
 def help_text() -> str:

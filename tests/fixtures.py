@@ -176,6 +176,30 @@ def tiny_bert_dir(out_dir: str | Path, hidden: int = 32, layers: int = 2, vocab_
     return out_dir
 
 
+def tiny_llama_dir(out_dir: str | Path, hidden: int = 32, layers: int = 2, vocab_size: int = 600) -> Path:
+    """A HF model directory of the decoder causal shards train (a tiny randomly initialised LlamaForCausalLM,
+    grouped-query attention, built by training.models.model as `lmforge pretrain` builds it) and a byte-level BPE
+    tokenizer trained on 1,200 VADER sentences."""
+    import torch
+
+    from pipelines.tokenizer import TokenizerConfig
+    from pipelines.tokenizer import run as run_tokenizer
+    from training.models.export import load_tokenizer, save_hf
+    from training.models.model import ModelConfig, build_for_objective
+
+    out_dir = Path(out_dir)
+    texts = [t for name in ("tweets", "movieReviewSnippets", "amazonReviewSnippets") for t in vader_texts(name, 400)]
+    corpus = make_corpus(out_dir / "llama-corpus", texts)
+    tok = load_tokenizer(run_tokenizer(TokenizerConfig(corpus=str(corpus), output=str(out_dir / "llama-tokenizer"),
+                                                       model="byte_bpe", vocab_size=vocab_size, min_frequency=1)))
+    torch.manual_seed(0)
+    m = ModelConfig(hidden_size=hidden, num_layers=layers, num_heads=4, num_kv_heads=2, intermediate_size=2 * hidden,
+                    dropout=0.0, max_position=128)
+    model = build_for_objective("causal", m, len(tok), tok.pad_token_id, tok.eos_token_id, 64).hf
+    save_hf(model, tok, out_dir / "tiny-llama")
+    return out_dir / "tiny-llama"
+
+
 HANDBOOK_ADDRESSES = "Mail for the zone goes to admin@falcot.com, and its name server answers at 212.94.201.10."
 """The Debian handbook's example zone contact and server address (sect.domain-name-servers.html), as a sentence."""
 

@@ -19,12 +19,11 @@ PEERS = ("plain", "plain_compiled", "hf_trainer", "hf_trainer_compiled")
 def figures(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Per variant that ran: tokens/s, MFU, micro batch, GPU busy share, kernels/step, peak memory."""
     from training.doctor.node import training_mfu
-    from training.models.flops import ModelShape
+    from training.models.flops import model_shape
     from training.models.presets import preset
 
     sizes, device = report["sizes"], report["machine"].get("device", "cpu")
-    m = preset(sizes["model"])
-    shape = ModelShape(m.num_layers, m.hidden_size, m.intermediate_size, sizes["vocab"], sizes["seq_len"])
+    shape = model_shape(preset(sizes["model"]), sizes["vocab"], sizes["seq_len"])
     out = {}
     for name, r in report["results"].items():
         if "error" in r:

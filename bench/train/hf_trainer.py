@@ -6,7 +6,8 @@
 The `BertForMaskedLM` lmforge's pretraining builds for the preset (training.models.model.build_for_objective,
 the model inside its SparseMLM wrapper, so config and initialisation are the same), the
 shards' train rows as plain token ids (their precomputed masks unused), masked on the fly by
-`DataCollatorForLanguageModeling(mlm_probability=0.15)`; on causal shards the `GPT2LMHeadModel` it builds, with
+`DataCollatorForLanguageModeling(mlm_probability=0.15)`; on causal shards the decoder it builds (`LlamaForCausalLM`
+for the `any` presets, `GPT2LMHeadModel` for a gpt2 preset), with
 the causal collator (`mlm=False`: labels are the inputs, -100 at padding); the Trainer's defaults otherwise (its
 fused torch AdamW, DDP over gloo under torchrun, find_unused_parameters off), with lmforge's learning rate, betas, epsilon,
 weight decay, clipping and linear warm-up. No evaluation, saving, logging or reporting. A
@@ -59,6 +60,7 @@ def trainer_run(shards_dir: str, tokenizer_dir: str, model_name: str, micro_batc
         BertForMaskedLM,
         DataCollatorForLanguageModeling,
         GPT2LMHeadModel,
+        LlamaForCausalLM,
         Trainer,
         TrainerCallback,
         TrainingArguments,
@@ -87,9 +89,10 @@ def trainer_run(shards_dir: str, tokenizer_dir: str, model_name: str, micro_batc
     m = preset(model_name) if dropout < 0 else dataclasses.replace(preset(model_name), dropout=dropout)
     model = build_for_objective(shards.objective, m, shards.vocab_size, shards.pad_id, shards.eos_id,
                                 shards.seq_len).hf
-    if not isinstance(model, GPT2LMHeadModel if causal else BertForMaskedLM):
+    if not isinstance(model, (LlamaForCausalLM, GPT2LMHeadModel) if causal else BertForMaskedLM):
         raise SystemExit(f"bench.train.hf_trainer: preset {model_name} on {shards.objective} shards builds a {type(model).__name__}; "
-                         "the peer is the HF Trainer on BertForMaskedLM (MLM shards) or GPT2LMHeadModel (causal)")
+                         "the peer is the HF Trainer on BertForMaskedLM (MLM shards) or a decoder (causal: "
+                         "LlamaForCausalLM, GPT2LMHeadModel)")
     total = warmup + profile + steps
     world = int(os.environ.get("WORLD_SIZE", "1"))
     out_dir = out_dir or Path(".")

@@ -11,7 +11,8 @@ both, on this machine's CPU, one process each:
 2. for every objective, preset and seed:
    - lmforge: `launch_pretrain` for --steps steps of --micro-batch-size rows, seeded --seed. MLM: DeepSpeed,
      SparseMLM (the loss head on masked positions only), K=10 precomputed mask variants, one chosen per epoch.
-     causal: the preset's GPT-2 (GPT2LMHeadModel of the same width, depth and heads);
+     causal: the preset's decoder (LlamaForCausalLM of the same width, depth and heads; GPT2LMHeadModel for a gpt2
+     preset; the figures of 2026-11-28 and before are GPT-2's: the `any` presets built it then);
    - HF Trainer (`bench.train.hf_trainer`): the same HF model on the same rows' unmasked ids, the same steps, batch, peak
      rate, AdamW betas, epsilon, weight decay, clipping, 6% linear warm-up and linear decay, seeded --seed. MLM rows
      are masked afresh every batch by `DataCollatorForLanguageModeling(mlm_probability=0.15)`; causal rows go
@@ -275,7 +276,8 @@ def render(report: dict[str, Any]) -> str:
              "decay. mlm: scored on the shards' held-out rows' masked tokens (mask variant 0, the same tokens for every "
              "model); lmforge as `lmforge pretrain` runs it (SparseMLM, 10 precomputed mask variants), the HF Trainer "
              "on BertForMaskedLM of the same config, masks drawn afresh each batch by DataCollatorForLanguageModeling. "
-             "causal: GPT2LMHeadModel of the preset's shape, scored on the held-out rows' next-token cross-entropy; the "
+             "causal: the preset's decoder (LlamaForCausalLM since 2026-11-29, GPT2LMHeadModel before), scored on the "
+             "held-out rows' next-token cross-entropy; the "
              "Trainer with the causal collator (mlm=False). s per run: start-up, training and scoring, at times with "
              "other work on the machine; not a speed figure (bench train's section is). "
              f"Code {', '.join(sorted({c.get('code_id', st['code_id']) for c in report['cases'].values()}))} "

@@ -137,11 +137,10 @@ def shards_argv(cfg: TrainBenchConfig, paths: dict[str, Path], out: Path) -> lis
 # ---- the two systems -------------------------------------------------------------------------------
 
 def model_shape(preset: str, vocab: int, seq_len: int) -> ModelShape:
+    from training.models.flops import model_shape as shape_of
     from training.models.model import preset as model_preset
 
-    m = model_preset(PRESETS[preset])
-    return ModelShape(layers=m.num_layers, hidden=m.hidden_size, intermediate=m.intermediate_size, vocab=vocab,
-                      seq_len=seq_len)
+    return shape_of(model_preset(PRESETS[preset]), vocab, seq_len)
 
 
 def steady_seconds(records: list[dict[str, Any]], warmup: int, steps: int) -> float:

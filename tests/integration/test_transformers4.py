@@ -1,7 +1,8 @@
 """What lmforge saves loads in transformers 4.x as well as 5.x: the tokenizer stage's output for each
 tokenizer family and an exported masked LM with its tokenizer, loaded with a transformers 4.x release
 in a throwaway virtualenv (cached in samples/.cache/transformers4; created from PyPI on first use),
-giving the same token ids and the same logits as transformers 5 here."""
+giving the same token ids and the same logits as transformers 5 here; the same for a Llama-style decoder (what
+causal shards train) with grouped-query attention."""
 from __future__ import annotations
 
 import json
@@ -22,14 +23,17 @@ TEXT = "The movie was not bad at all, naïve but fun!"
 PROBE = r'''
 import json, sys
 import torch, transformers
-from transformers import AutoModelForMaskedLM, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 out = {"version": transformers.__version__}
 for d in sys.argv[2:]:
     tok = AutoTokenizer.from_pretrained(d)
     entry = {"class": type(tok).__name__, "ids": tok(sys.argv[1])["input_ids"], "mask": tok.mask_token,
              "special": sorted(tok.additional_special_tokens)[:3]}
     if (__import__("pathlib").Path(d) / "model.safetensors").exists():
-        model = AutoModelForMaskedLM.from_pretrained(d).eval()
+        arch = json.loads((__import__("pathlib").Path(d) / "config.json").read_text())["architectures"][0]
+        auto = AutoModelForCausalLM if arch.endswith("ForCausalLM") else AutoModelForMaskedLM
+        model = auto.from_pretrained(d).eval()
+        entry["class"] = type(model).__name__
         with torch.no_grad():
             entry["logits"] = model(**tok(sys.argv[1], return_tensors="pt")).logits[0, :3, :5].tolist()
     out[d] = entry
@@ -52,13 +56,15 @@ def transformers4_python() -> Path:
 
 @pytest.mark.slow
 def test_saved_tokenizers_and_models_load_in_transformers_4(tmp_path):
+    import dataclasses
+
     import torch
-    from transformers import AutoModelForMaskedLM, AutoTokenizer, BertForMaskedLM
+    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer, BertForMaskedLM
 
     from pipelines.tokenizer import TokenizerConfig
     from pipelines.tokenizer import run as run_tokenizer
     from training.models.export import load_tokenizer, save_hf
-    from training.models.model import bert_config, preset
+    from training.models.model import bert_config, build_for_objective, preset
 
     corpus = make_corpus(tmp_path / "corpus", vader_texts("tweets", 300))
     dirs = [run_tokenizer(TokenizerConfig(corpus=str(corpus), output=str(tmp_path / m), model=m, vocab_size=500,
@@ -68,10 +74,15 @@ def test_saved_tokenizers_and_models_load_in_transformers_4(tmp_path):
     model = BertForMaskedLM(bert_config(preset("tiny"), len(tok), tok.pad_token_id, 64))
     hf = tmp_path / "hf"
     save_hf(model, tok, hf)
+    decoder_tok = load_tokenizer(dirs[1])  # byte-level BPE, as a decoder's
+    decoder = build_for_objective("causal", dataclasses.replace(preset("tiny"), num_heads=4, num_kv_heads=2),
+                                  len(decoder_tok), decoder_tok.pad_token_id, None, 64).hf
+    llama = tmp_path / "llama"
+    save_hf(decoder, decoder_tok, llama)
     for d in (*dirs, hf):
         assert json.loads((d / "tokenizer_config.json").read_text())["tokenizer_class"] == "PreTrainedTokenizerFast"
 
-    r = subprocess.run([str(transformers4_python()), "-c", PROBE, TEXT, *map(str, (*dirs, hf))],
+    r = subprocess.run([str(transformers4_python()), "-c", PROBE, TEXT, *map(str, (*dirs, hf, llama))],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     got = json.loads(r.stdout.strip().splitlines()[-1])
@@ -84,3 +95,8 @@ def test_saved_tokenizers_and_models_load_in_transformers_4(tmp_path):
     with torch.no_grad():
         mine = AutoModelForMaskedLM.from_pretrained(hf).eval()(**load_tokenizer(hf)(TEXT, return_tensors="pt")).logits
     assert torch.allclose(torch.tensor(got[str(hf)]["logits"]), mine[0, :3, :5], atol=1e-5)
+    assert got[str(llama)]["class"] == "LlamaForCausalLM"
+    with torch.no_grad():
+        mine = AutoModelForCausalLM.from_pretrained(llama).eval()(**decoder_tok(TEXT, return_tensors="pt")).logits
+    assert mine.shape[-1] == len(decoder_tok)
+    assert torch.allclose(torch.tensor(got[str(llama)]["logits"]), mine[0, :3, :5], atol=1e-5)

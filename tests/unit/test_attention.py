@@ -88,3 +88,27 @@ def test_sparse_mlm_forward_takes_document_batches():
         row = module(**batch)
         document = module(**batch, doc_ids=torch.from_numpy(doc), position_ids=torch.from_numpy(pos))
     assert torch.isfinite(document) and abs(row.item() - document.item()) > 1e-4
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt2"])
+def test_a_decoders_packed_documents_compute_what_they_compute_alone(family):
+    """Causal `document` attention on the decoders causal shards train (the Llama-style default and GPT-2): each
+    document of a packed row gets the logits it gets alone, where row attention lets the second see the first."""
+    from training.models.model import build_for_objective
+
+    torch.manual_seed(0)
+    m = dataclasses.replace(preset("tiny"), dropout=0.0, family=family)
+    module = build_for_objective("causal", m, VOCAB, 0, 2, 64).eval()
+    assert type(module.hf).__name__ == {"llama": "LlamaForCausalLM", "gpt2": "GPT2LMHeadModel"}[family]
+    g = torch.Generator().manual_seed(4)
+    docs = [torch.randint(5, VOCAB, (1, n), generator=g) for n in (9, 14)]
+    row = torch.cat(docs, dim=1)
+    doc, pos = document_ids([np.array([0, 9])], np.array([23]), 23)
+    with torch.no_grad():
+        packed = module.hf(input_ids=row, attention_mask=document_mask(torch.from_numpy(doc), causal=True),
+                           position_ids=torch.from_numpy(pos)).logits
+        alone = [module.hf(input_ids=d).logits for d in docs]
+        mixed = module.hf(input_ids=row).logits
+    torch.testing.assert_close(packed[0, :9], alone[0][0], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(packed[0, 9:], alone[1][0], rtol=1e-4, atol=1e-4)
+    assert (mixed[0, 9:] - alone[1][0]).abs().max() > 1e-3

@@ -264,3 +264,20 @@ def test_code_id_hashes_the_files_it_names():
     from bench.train.throughput import code_id
 
     assert len(code_id()) == 12
+
+
+def test_a_llama_decoders_flops_count_its_grouped_kv_swiglu_and_plain_head():
+    """model_shape: SmolLM-135M's sizes give its published ~135M parameters' worth of block and head matrices
+    (30 x (2 x 576^2 + 2 x 576 x 192 + 3 x 576 x 1536) in the blocks), BERT presets the formula as before."""
+    from training.models.flops import flops_per_token, model_shape
+    from training.models.presets import preset
+
+    llama = model_shape(preset("smollm_135m"), 49152, 2048, "causal_lm")
+    assert (llama.kv_hidden, llama.gated, llama.head_transform) == (192, True, False)
+    f = flops_per_token(llama, 1.0)
+    assert f.blocks == 6 * 30 * (2 * 576**2 + 2 * 576 * 192 + 3 * 576 * 1536) and f.head == 6 * 576 * 49152
+    assert 130e6 < f.blocks / 6 + 576 * 49152 < 140e6  # the blocks' matrices and the tied embedding: ~135M
+    bert = model_shape(preset("demo"), 8000, 128)
+    assert bert == DEMO and flops_per_token(bert, 0.15) == flops_per_token(DEMO, 0.15)
+    with pytest.raises(ValueError, match="T5"):
+        model_shape(preset("t5_small"), 32000, 128, "seq2seq")

@@ -19,7 +19,7 @@ from common.config import _base_type
 
 NAMES = {"run_name", "snapshot"}
 """Folder names under a checked folder: letters, digits, '.', '_', '-' (the run folder itself is checked too)."""
-NOT_PATHS = {"preset", "model", "tokenizer_model", "mask_objective", "task", "text_column", "text_pair_column",
+NOT_PATHS = {"preset", "model", "tokenizer_model", "objective", "task", "text_column", "text_pair_column",
              "label_column", "split_column", "id_column", "tokens_column", "tags_column", "nproc", "nnodes",
              "rdzv_endpoint", "cluster", "cluster_image", "cluster_pvc", "cluster_namespace", "cluster_gpus",
              "stage_timeout_minutes", "index_wait", "decontaminate", "replay_fraction", "credentials_block", "languages"}

@@ -8,7 +8,7 @@ import pytest
 
 from schemas.finetune import FinetuneMetrics
 from schemas.manifest import read_manifest, verify_outputs
-from tests.fixtures import tiny_bert_dir
+from tests.fixtures import tiny_bert_dir, tiny_llama_dir
 from tests.unit.test_finetune_data import vader_rows, write_jsonl
 
 
@@ -224,3 +224,27 @@ def test_teacher_tokenizer_identity_ignores_saved_truncation_and_padding(tmp_pat
     assert tokenizer_identity(tmp_path / "padded") == tokenizer_identity(model_dir)
     assert tokenizer_identity(tmp_path / "other") != tokenizer_identity(model_dir)
     assert tokenizer_identity(tmp_path) is None
+
+
+def test_a_llama_decoder_fine_tunes_as_a_classifier_and_a_tagger(tmp_path):
+    """What causal shards train (a Llama-style decoder) fine-tunes through the same command: a sequence classifier
+    pooled on the last token (LlamaForSequenceClassification) that opens in pipeline("text-classification"), and a
+    tagger; each beside the majority and TF-IDF controls on the same splits."""
+    from transformers import pipeline
+
+    model = tiny_llama_dir(tmp_path / "model")
+    _, data = split_reviews(tmp_path / "reviews.jsonl", 200)
+    finetune(["--model", str(model), "--data", str(data), "--output", str(tmp_path / "clf"), "--seeds", "1"])
+    m = FinetuneMetrics.read(tmp_path / "clf" / "metrics.json")
+    assert set(m.rows) == {"pretrained", "majority", "tfidf_lr"}
+    clf = pipeline("text-classification", model=str(tmp_path / "clf" / "hf"))
+    assert type(clf.model).__name__ == "LlamaForSequenceClassification"
+    assert clf("What a wonderful day")[0]["label"] in {"negative", "neutral", "positive"}
+    tags = Path(__file__).resolve().parents[2] / "tests" / "data" / "labeled" / "pattern"
+    from pipelines.labeled.registry import prepare
+
+    prepared = prepare("wsj_pos", tmp_path / "wsj", tags)
+    finetune(["--config", str(prepared / "finetune.json"), "--model", str(model), "--output", str(tmp_path / "tag"),
+              "--seeds", "1"])
+    t = FinetuneMetrics.read(tmp_path / "tag" / "metrics.json")
+    assert t.primary_metric == "token_accuracy" and 0 <= t.rows["pretrained"].scores["test"]["token_accuracy"].mean <= 1

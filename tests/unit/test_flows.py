@@ -145,12 +145,30 @@ def test_lmforge_run_refuses_bad_parameters_in_one_line(root, capsys):
 def test_choices_reach_the_stages(root):
     from flows.params import DagParams
 
-    p = DagParams(tokenizer_model="bpe", mask_objective="span", model="bert_mini", text_column="t", label_column="y",
+    p = DagParams(tokenizer_model="bpe", objective="span", model="bert_mini", text_column="t", label_column="y",
                   beam_args=["--direct_num_workers", "1"], overrides={"pretrain": {"steps": 5}})
     o = p.stage_options()
     assert o["tokenizer"]["model"] == "bpe" and o["shards"]["mask_objective"] == "span"
     assert o["pretrain"]["model"] == "bert_mini" and o["pretrain"]["steps"] == 5
     assert o["finetune"]["text_column"] == "t" and o["finetune"]["label_column"] == "y"
+
+
+def test_the_objective_chooses_the_model_and_its_tokenizer(root, capsys):
+    """`objective` offers what the whole DAG runs (the registry's masked-LM and causal objectives, not t5_span yet);
+    causal trains its decoder on byte-level BPE unless tokenizer_model says otherwise."""
+    from flows.params import DagParams
+    from lmforge.cli import main
+    from schemas.objectives import DAG_OBJECTIVES, objectives_of_kind
+
+    assert set(DAG_OBJECTIVES) == {"mlm", "whole_word", "span", "causal"} and not set(objectives_of_kind("seq2seq")) & set(DAG_OBJECTIVES)
+    o = DagParams(objective="causal").stage_options()
+    assert o["shards"]["mask_objective"] == "causal" and o["tokenizer"]["model"] == "byte_bpe"
+    assert DagParams(objective="causal", tokenizer_model="bpe").stage_options()["tokenizer"]["model"] == "bpe"
+    assert "model" not in DagParams(objective="mlm").stage_options()["tokenizer"]  # the preset's WordPiece
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--objective", "t5_span"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "invalid choice: 't5_span'" in err
 
 
 def test_partial_run_parameters_keep_the_deployments_other_values(root):

@@ -353,14 +353,14 @@ def test_the_loaders_fast_mlm_path_equals_build_batch(shards, objective_shards, 
 
 @pytest.mark.parametrize("objective", ["causal", "t5_span"])
 def test_the_objectives_model_learns_from_the_loaders_batches(objective_shards, objective):
-    """pretrain builds a GPT-2 for causal shards and a T5 for t5_span shards; their loss on the
+    """pretrain builds a Llama-style decoder for causal shards and a T5 for t5_span shards; their loss on the
     loader's batches is finite and falls over a few AdamW steps on one batch (no DeepSpeed)."""
     from training.models.model import build_for_objective, preset
 
     s = objective_shards[objective]
     torch.manual_seed(0)
     module = build_for_objective(s.objective, preset("tiny"), s.vocab_size, s.pad_id, s.eos_id, s.seq_len)
-    want = {"causal": "GPT2LMHeadModel", "t5_span": "T5ForConditionalGeneration"}[objective]
+    want = {"causal": "LlamaForCausalLM", "t5_span": "T5ForConditionalGeneration"}[objective]
     assert type(module.hf).__name__ == want
     batch = next(RankLoader(s.read("train"), 0, 1, 8, 0, s.num_variants).epoch(0))
     opt = torch.optim.AdamW(module.parameters(), lr=3e-3)

@@ -190,3 +190,45 @@ def test_a_pre_ln_teacher_keeps_its_class_and_weights(tmp_path):
     RobertaPreLayerNormModel(prenorm_config(cfg, 100, 0, 16)).save_pretrained(tmp_path / "bare")
     with pytest.raises(ValueError, match="not a complete masked LM .*--freeze-encoder"):
         load_teacher(tmp_path / "bare")
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt2"])
+def test_a_decoder_distils_on_causal_shards_with_distilgpt2s_recipe(tmp_path_factory, family):
+    """What causal shards train distils into a decoder of half its blocks (DistilGPT2): the same class, the
+    teacher's blocks copied under its own prefix (Llama's model.layers., GPT-2's transformer.h.), the loss on every
+    position's next token; the student opens in pipeline("text-generation")."""
+    import dataclasses
+
+    from transformers import pipeline
+
+    from tests.fixtures import make_objective_shards
+    from training.compression.distill import layer_prefix, load_teacher
+    from training.models.model import build_for_objective
+
+    root = tmp_path_factory.mktemp("causal")
+    shards_dir = make_objective_shards(root, "causal")
+    s = ShardSet.open(shards_dir)
+    tok = load_tokenizer(root / "byte_bpe")
+    torch.manual_seed(0)
+    m = dataclasses.replace(preset("tiny"), num_layers=4, dropout=0.0, family=family)
+    teacher_hf = root / "pretrain" / "hf"
+    save_hf(build_for_objective("causal", m, s.vocab_size, s.pad_id, s.eos_id, s.seq_len).hf, tok, teacher_hf)
+    write_manifest(teacher_hf.parent, Manifest(stage="pretrain", config={}))
+    teacher = load_teacher(teacher_hf, causal=True)
+    assert layer_prefix(teacher) == {"llama": "model.layers.", "gpt2": "transformer.h."}[family]
+    ids = torch.randint(5, s.vocab_size, (2, 12))
+    with torch.no_grad():  # every block copied: the teacher's function
+        same = student_from_teacher(teacher, [0, 1, 2, 3]).eval()
+        assert torch.allclose(same(input_ids=ids).logits, teacher(input_ids=ids).logits, atol=1e-5)
+    batch = next(RankLoader(s.read("train"), 0, 1, 4, 0, s.num_variants).epoch(0))
+    cfg = DistillConfig(teacher=str(teacher_hf), shards=str(shards_dir), output=str(root / "d"))
+    loss, parts = distill_step(same.train(), teacher, batch, cfg, causal=True)
+    assert parts["ce"].abs() < 1e-4 and parts["cos"].abs() < 1e-4  # the same model: no KL, no cosine distance
+    out = main(["--teacher", str(teacher_hf), "--shards", str(shards_dir), "--output", str(root / "distill"),
+                "--steps", "4", "--batch-size", "4", "--log-every", "2", "--eval-batches", "1"])
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["student_layers"] == 2 and metrics["copied_layers"] == [0, 3]
+    assert metrics["student_valid_mlm_loss"] > 0 and metrics["teacher_valid_mlm_loss"] > 0
+    gen = pipeline("text-generation", model=str(out / "hf"))
+    assert type(gen.model).__name__ == type(teacher).__name__
+    assert gen("The movie", max_new_tokens=4, do_sample=False)[0]["generated_text"].startswith("The movie")

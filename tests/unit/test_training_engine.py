@@ -165,6 +165,7 @@ def test_metrics_jsonl_streams_and_tensorboard_gets_the_same_scalars(tmp_path):
 @pytest.mark.parametrize("name,objective,cls,blocks", [
     ("roberta_base", "mlm", "RobertaForMaskedLM", 12),
     ("gpt2", "causal", "GPT2LMHeadModel", 12),
+    ("smollm_135m", "causal", "LlamaForCausalLM", 30),
     ("t5_small", "t5_span", "T5ForConditionalGeneration", 6),
     ("bert_mini", "mlm", "BertForMaskedLM", 4),
 ])

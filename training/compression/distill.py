@@ -1,4 +1,5 @@
-"""DistilBERT-style distillation of a pretrained BERT into a shallower student (half its layers by default).
+"""DistilBERT-style distillation of a pretrained BERT, or DistilGPT2-style of a decoder, into a shallower student
+(half its layers by default).
 
 Run:
 
@@ -18,7 +19,10 @@ head, and trains on
     5.0 * KL(student/T || teacher/T) * T^2 + 2.0 * MLM cross-entropy + 1.0 * (1 - cos(h_s, h_t)),
 
 T = 2, the KL and cosine terms over every attended position, with the teacher in eval mode
-under no_grad. Plain torch AdamW from the shared recipe (training.runtime.recipe); one process, or data-parallel
+under no_grad. On causal shards the teacher is a decoder (the Llama-style one causal shards train, or a GPT-2) and
+the recipe is DistilGPT2's (the same examples/research_projects/distillation code, `--mlm false`): the same three
+terms, the KL over every attended position's next-token distribution and the student's own cross-entropy on the
+next token (`--restrict-ce-to-mask` does not apply: every position predicts). Plain torch AdamW from the shared recipe (training.runtime.recipe); one process, or data-parallel
 under pretraining's launcher (`lmforge distill --nproc N`: torchrun, each process a slice of every batch,
 gradients summed over gloo/NCCL); the student is small and the teacher's forward dominates, so there
 is no DeepSpeed engine here.
@@ -41,7 +45,7 @@ from transformers.utils import logging as hf_logging
 from common.config import add_config_args, config_from_args, config_to_dict
 from common.logs import setup as setup_logs
 from schemas.manifest import MANIFEST_NAME, Manifest, atomic_write_json, describe_outputs, input_ref, write_manifest
-from training.compression.distill_config import DistillConfig, check_inputs
+from training.compression.distill_config import DistillConfig, check_inputs, shards_are_causal
 from training.models.export import HF_DIR, METRICS_NAME, check_tokenizer, load_tokenizer, loss_summary, save_hf
 from training.models.model import num_parameters
 from training.pretraining.data import IGNORE_INDEX, RankLoader, ShardSet
@@ -79,20 +83,25 @@ def student_layers(num_teacher_layers: int, depth: int = 0) -> list[int]:
 
 
 def mlm_head(model):
-    """The MLM head module of a BERT-family masked LM (BERT's `cls`, RoBERTa's and pre-LN RoBERTa's `lm_head`)."""
+    """The vocabulary head: a BERT-family masked LM's (BERT's `cls`, RoBERTa's and pre-LN RoBERTa's `lm_head`) or a
+    decoder's (Llama's and GPT-2's `lm_head`)."""
     for name in ("cls", "lm_head"):
         head = getattr(model, name, None)
         if head is not None:
             return head
-    raise ValueError(f"{type(model).__name__}: no MLM head (cls or lm_head); distill takes BERT-family masked LMs")
+    raise ValueError(f"{type(model).__name__}: no vocabulary head (cls or lm_head); distill takes BERT-family masked "
+                     "LMs and decoders")
 
 
 def layer_prefix(model) -> str:
-    """Where the encoder blocks sit in the state dict: bert.encoder.layer., roberta_prelayernorm.encoder.layer., ..."""
-    prefix = f"{model.base_model_prefix}.encoder.layer."
-    if not any(k.startswith(prefix) for k in model.state_dict()):
-        raise ValueError(f"{type(model).__name__}: no {prefix}N blocks; distill takes BERT-family encoders")
-    return prefix
+    """Where the transformer blocks sit in the state dict: the one list of num_hidden_layers blocks of one class
+    (bert.encoder.layer., roberta_prelayernorm.encoder.layer., Llama's model.layers., GPT-2's transformer.h.)."""
+    n = model.config.num_hidden_layers
+    for name, sub in model.named_modules():
+        if isinstance(sub, torch.nn.ModuleList) and len(sub) == n and len({type(m) for m in sub}) == 1 and n:
+            return f"{name}."
+    raise ValueError(f"{type(model).__name__}: no list of its {n} blocks; distill takes BERT-family encoders and "
+                     "decoders")
 
 
 def student_from_teacher(teacher, layers: list[int] | None = None):
@@ -101,7 +110,8 @@ def student_from_teacher(teacher, layers: list[int] | None = None):
     layers = student_layers(teacher.config.num_hidden_layers) if layers is None else layers
     if not layers or max(layers) >= teacher.config.num_hidden_layers:
         raise ValueError(f"layers {layers} do not fit a {teacher.config.num_hidden_layers}-layer teacher")
-    config = type(teacher.config).from_dict({**teacher.config.to_dict(), "num_hidden_layers": len(layers)})
+    depth_key = teacher.config.attribute_map.get("num_hidden_layers", "num_hidden_layers")  # GPT-2's n_layer
+    config = type(teacher.config).from_dict({**teacher.config.to_dict(), depth_key: len(layers)})
     student = type(teacher)(config)
     prefix = layer_prefix(teacher)
     source = teacher.state_dict()
@@ -135,8 +145,8 @@ def loss_at(s_sel: torch.Tensor, t_sel: torch.Tensor, labels_sel: torch.Tensor, 
     return loss, {k: v.detach() for k, v in zip(PARTS, (loss, loss_ce, loss_mlm, loss_cos))}
 
 
-def distill_step(student, teacher, batch: dict[str, torch.Tensor],
-                 cfg: DistillConfig) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+def distill_step(student, teacher, batch: dict[str, torch.Tensor], cfg: DistillConfig,
+                 causal: bool = False) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Forward both models on one batch and return the loss (student graph only).
 
     The MLM heads run only where the loss reads them (the KL positions), not over every position of the
@@ -146,7 +156,9 @@ def distill_step(student, teacher, batch: dict[str, torch.Tensor],
     KL at the masked positions only 2.5 s and 1.3 s."""
     inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
     labels, att = batch["labels"], batch["attention_mask"].bool()
-    sel = (labels != IGNORE_INDEX) if cfg.restrict_ce_to_mask else att
+    if causal:  # each position predicts the next token: its label is the next position's (the last has none)
+        labels = torch.cat([labels[:, 1:], torch.full_like(labels[:, :1], IGNORE_INDEX)], dim=1)
+    sel = (labels != IGNORE_INDEX) if cfg.restrict_ce_to_mask and not causal else att
     with torch.no_grad():
         t_h = teacher.base_model(**inputs).last_hidden_state
         t_sel = mlm_head(teacher)(t_h[sel])
@@ -158,22 +170,25 @@ def distill_step(student, teacher, batch: dict[str, torch.Tensor],
 # The shell: setup -> fit -> validate -> save.
 
 
-def load_teacher(teacher_hf: Path):
-    """The teacher as its own masked-LM class (the config's architecture), every weight loaded: a pre-LN model read
-    as a BERT would silently start from random weights."""
-    from transformers import AutoConfig, AutoModelForMaskedLM
+def load_teacher(teacher_hf: Path, causal: bool = False):
+    """The teacher as its own masked-LM class, or its causal-LM class for causal shards (the config's architecture),
+    every weight loaded: a pre-LN model read as a BERT would silently start from random weights."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM
 
     config = AutoConfig.from_pretrained(teacher_hf)
+    what = "causal-LM" if causal else "masked-LM"
     try:
-        teacher, info = AutoModelForMaskedLM.from_pretrained(teacher_hf, output_loading_info=True)
+        auto = AutoModelForCausalLM if causal else AutoModelForMaskedLM
+        teacher, info = auto.from_pretrained(teacher_hf, output_loading_info=True)
     except ValueError as e:
-        raise ValueError(f"{teacher_hf}: a {config.model_type} model has no masked-LM class; distill takes BERT-family "
-                         f"masked LMs ({e})") from None
+        raise ValueError(f"{teacher_hf}: a {config.model_type} model has no {what} class; distill takes BERT-family "
+                         f"masked LMs on MLM shards and decoders on causal shards ({e})") from None
     missing = [k for k in info.get("missing_keys", []) if "position_ids" not in k]
     if missing:
         raise ValueError(f"{teacher_hf}: the teacher's weights lack {', '.join(sorted(missing)[:5])}"
-                         f"{' ...' if len(missing) > 5 else ''}: not a complete masked LM (a bare encoder has no MLM head; "
-                         "fit one with `lmforge pretrain --init-from DIR --freeze-encoder`)")
+                         f"{' ...' if len(missing) > 5 else ''}: not a complete {'causal' if causal else 'masked'} LM"
+                         + ("" if causal else " (a bare encoder has no MLM head; fit one with `lmforge pretrain "
+                                              "--init-from DIR --freeze-encoder`)"))
     layer_prefix(teacher)
     mlm_head(teacher)
     teacher.eval()
@@ -198,6 +213,8 @@ class Setup:
     layers: list[int]
     loader: RankLoader
     total: int
+    causal: bool = False
+    """Causal shards: a decoder, next-token targets (DistilGPT2's recipe)."""
 
 
 @dataclass
@@ -236,7 +253,8 @@ def setup(cfg: DistillConfig) -> Setup:
         (out / MANIFEST_NAME).unlink(missing_ok=True)  # a crashed rerun must not look finished
     tokenizer = load_tokenizer(teacher_hf, max_length=shards.seq_len)
     check_tokenizer(tokenizer, shards.vocab_size, shards.pad_id, shards.mask_id, f"{cfg.shards}/manifest.json")
-    teacher = load_teacher(teacher_hf)
+    causal = shards_are_causal(shards)
+    teacher = load_teacher(teacher_hf, causal)
     if teacher.config.vocab_size != shards.vocab_size:
         raise ValueError(f"{teacher_hf}: vocab_size {teacher.config.vocab_size} != shards' {shards.vocab_size}")
     torch.manual_seed(cfg.seed)
@@ -252,7 +270,7 @@ def setup(cfg: DistillConfig) -> Setup:
         log.info("data parallel: %d processes x %d sequences, gradients summed over %s (each loss scaled by 1/%d)",
                  world, cfg.batch_size // world, dist_backend(), world)
     return Setup(cfg, out, rank, world, teacher_hf, teacher_stage, shards, tokenizer, teacher, student, layers,
-                 loader, total)
+                 loader, total, causal)
 
 
 def fit(s: Setup) -> Fitted:
@@ -267,7 +285,7 @@ def fit(s: Setup) -> Fitted:
     t_fit = t_log = time.time()
     while step < s.total:
         for batch in s.loader.epoch(epoch):
-            loss, parts = distill_step(student, s.teacher, batch, cfg)
+            loss, parts = distill_step(student, s.teacher, batch, cfg, s.causal)
             optimizer.zero_grad(set_to_none=True)
             (loss / world).backward()  # equal shares of the global batch: sum_gradients' rule
             if world > 1:
@@ -304,9 +322,9 @@ def validate(s: Setup) -> dict[str, float | None]:
     bs = min(cfg.batch_size, table.num_rows)
     if bs:
         vl = RankLoader(table, 0, 1, bs, cfg.seed, s.shards.num_variants)
-        valid = {"student_valid_mlm_loss": mlm_loss(s.student, vl.epoch(0), cfg.eval_batches).loss,
-                 "teacher_valid_mlm_loss": mlm_loss(s.teacher, vl.epoch(0), cfg.eval_batches).loss}
-        log.info("valid MLM loss: student %.4f, teacher %.4f",
+        valid = {"student_valid_mlm_loss": mlm_loss(s.student, vl.epoch(0), cfg.eval_batches, s.causal).loss,
+                 "teacher_valid_mlm_loss": mlm_loss(s.teacher, vl.epoch(0), cfg.eval_batches, s.causal).loss}
+        log.info("valid %s loss: student %.4f, teacher %.4f", "next-token" if s.causal else "MLM",
                  valid["student_valid_mlm_loss"], valid["teacher_valid_mlm_loss"])
     return valid
 

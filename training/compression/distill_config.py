@@ -9,7 +9,8 @@ from pathlib import Path
 from common.config import opt, require
 from schemas.hf import HF_DIR
 from schemas.manifest import MANIFEST_NAME
-from schemas.objectives import MLM_OBJECTIVES
+from schemas.objectives import DAG_OBJECTIVES
+from schemas.objectives import objective as objective_record
 from training.models.model_formats import refuse_quantized
 from training.pretraining.shard_set import ShardSet
 
@@ -31,7 +32,7 @@ class DistillConfig:
                                       "and last (0: half the teacher's, rounded up).")
     temperature: float = opt(2.0, help="Softmax temperature T for the KL term.")
     alpha_ce: float = opt(5.0, help="Weight of KL(student/T || teacher/T) * T^2.")
-    alpha_mlm: float = opt(2.0, help="Weight of the student's own MLM cross-entropy.")
+    alpha_mlm: float = opt(2.0, help="Weight of the student's own MLM cross-entropy (a decoder's: next-token).")
     alpha_cos: float = opt(1.0, help="Weight of the cosine loss between last hidden states.")
     restrict_ce_to_mask: bool = opt(False, help="KL only at masked positions, not every attended one (DistilBERT's default: off).")
     seed: int = opt(1234, help="Seeds the shuffles and dropout.")
@@ -63,10 +64,22 @@ def resolve_teacher(path: str | Path) -> tuple[Path, Path]:
     return hf, stage
 
 
+DISTILLABLE = DAG_OBJECTIVES
+"""The shards distill trains on: a masked LM's (DistilBERT) and a decoder's (DistilGPT2); T5's spans are not."""
+
+
+def shards_are_causal(shards: ShardSet) -> bool:
+    """A decoder's shards (each position's target is the next token), by the objective's model kind."""
+    from training.models.model_kinds import KINDS
+
+    return KINDS[objective_record(shards.objective).model_kind].shift_labels
+
+
 def check_inputs(cfg: DistillConfig) -> tuple[Path, Path, ShardSet]:
-    """The teacher (resolve_teacher) and the shards (a masked-LM objective), read before anything is written."""
+    """The teacher (resolve_teacher) and the shards (a masked-LM or causal objective), read before anything is
+    written."""
     teacher_hf, teacher_stage = resolve_teacher(cfg.teacher)
     shards = ShardSet.open(cfg.shards)
-    shards.require_objective(MLM_OBJECTIVES, "distill (a masked LM)")
+    shards.require_objective(DISTILLABLE, "distill (a masked LM or a decoder)")
     return teacher_hf, teacher_stage, shards
 

@@ -37,7 +37,7 @@ from typing import Any
 
 from schemas.manifest import atomic_write_bytes, atomic_write_json
 from training.doctor import checks as probe
-from training.models.flops import ModelShape, flops_per_token, mfu
+from training.models.flops import ModelShape, flops_per_token, mfu, model_shape
 from training.models.presets import preset
 from training.pretraining.pretrain import PretrainConfig
 from training.runtime.accelerator import launch_plan
@@ -265,8 +265,7 @@ def pretrain_check(work: Path, world: int, accelerator: str, steps: int, model: 
     full = probe.pretrain_once(PretrainConfig(output=str(full_dir), **base), world, accelerator)
     shape = None
     if "error" not in full:
-        shape = ModelShape(layers=m.num_layers, hidden=m.hidden_size, intermediate=m.intermediate_size, vocab=vocab,
-                           seq_len=full["metrics"]["seq_len"])
+        shape = model_shape(m, vocab, full["metrics"]["seq_len"])
     runs = [summarize(f"{steps} steps on {world}", full, world, shape, gpu_name)]
     if accelerator == "cuda" and "error" not in full:
         for other in (world, resume_world(world)):

@@ -92,9 +92,10 @@ class EvaluateConfig:
         return Path(getattr(self, stage) or Path(self.run, stage))
 
 
-def valid_mlm_loss(model, table, batch_size: int, max_batches: int) -> tuple[float, int]:
+def valid_mlm_loss(model, table, batch_size: int, max_batches: int, causal: bool = False) -> tuple[float, int]:
     """Mean cross-entropy over all masked tokens of the valid split (variant 0, rows in order, up to max_batches
-    batches), and the token count: training.runtime.recipe.mlm_loss over this table's batches."""
+    batches), or with `causal` over every next token, and the token count: training.runtime.recipe.mlm_loss over
+    this table's batches."""
     import itertools
 
     import numpy as np
@@ -104,7 +105,7 @@ def valid_mlm_loss(model, table, batch_size: int, max_batches: int) -> tuple[flo
 
     starts = itertools.islice(range(0, table.num_rows, batch_size), max_batches or None)  # build only those read
     batches = (build_batch(table, np.arange(b, min(b + batch_size, table.num_rows)), variant=0) for b in starts)
-    held = mlm_loss(model, batches)
+    held = mlm_loss(model, batches, shift=causal)
     return held.loss or 0.0, held.tokens
 
 
@@ -125,7 +126,7 @@ def throughput(model, table, batch_size: int, batches: int = 5) -> float:
     return len(rows) * batches / (time.perf_counter() - t0)
 
 
-def unigram_control(stages: dict[str, Path], cfg: EvaluateConfig) -> float | None:
+def unigram_control(stages: dict[str, Path], cfg: EvaluateConfig, causal: bool = False) -> float | None:
     """What the pretraining corpus's token frequencies alone score on the tokens the teacher is scored on
     (training.evaluation.lm_controls): the frequencies of the shards the pretraining read, as its manifest names them."""
     from training.evaluation.lm_controls import unigram_loss
@@ -133,15 +134,17 @@ def unigram_control(stages: dict[str, Path], cfg: EvaluateConfig) -> float | Non
     trained_on = (read_manifest(stages["pretrain"]).get("config") or {}).get("shards") or stages["shards"]
     if not Path(trained_on, "manifest.json").exists():
         trained_on = stages["shards"]  # moved since: the scored shards' own train split
-    return unigram_loss(stages["shards"], False, frequencies_from=trained_on, split=cfg.split,
+    return unigram_loss(stages["shards"], causal, frequencies_from=trained_on, split=cfg.split,
                         max_rows=cfg.max_batches * cfg.batch_size)["value"]
 
 
-def model_entry(hf_dir: Path, table, cfg: EvaluateConfig) -> dict[str, Any]:
-    from transformers import AutoModelForMaskedLM
+def model_entry(hf_dir: Path, table, cfg: EvaluateConfig, causal: bool = False) -> dict[str, Any]:
+    """A model's held-out loss (`mlm_loss`: over the masked tokens, or a decoder's over the next tokens), its
+    perplexity, size and forward throughput."""
+    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
 
-    model = AutoModelForMaskedLM.from_pretrained(hf_dir)
-    loss, tokens = valid_mlm_loss(model, table, cfg.batch_size, cfg.max_batches)
+    model = (AutoModelForCausalLM if causal else AutoModelForMaskedLM).from_pretrained(hf_dir)
+    loss, tokens = valid_mlm_loss(model, table, cfg.batch_size, cfg.max_batches, causal)
     return {"path": str(hf_dir), "params": sum(p.numel() for p in model.parameters()),
             "layers": model.config.num_hidden_layers, "hidden": model.config.hidden_size,
             "mlm_loss": round(loss, 4), "perplexity": round(math.exp(min(loss, 50)), 2), "masked_tokens": tokens,
@@ -150,6 +153,7 @@ def model_entry(hf_dir: Path, table, cfg: EvaluateConfig) -> dict[str, Any]:
 
 def render_markdown(report: dict[str, Any]) -> str:
     t, s, f, prev = report["teacher"], report.get("student"), report.get("finetune"), report.get("previous")
+    figure = report.get("figure", "MLM loss")
 
     def row(name: str, m: dict[str, Any]) -> str:
         return (f"| {name} | {m['layers']} | {m['params']:,} | {m['mlm_loss']:.3f} | {m['perplexity']:.1f} | "
@@ -158,7 +162,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     lines = [
         f"# lmforge evaluation: {report['run']}",
         "",
-        "| model | layers | params | held-out MLM loss | perplexity | seq/s (CPU, batch 32) |",
+        f"| model | layers | params | held-out {figure} | perplexity | seq/s (CPU, batch 32) |",
         "|---|---:|---:|---:|---:|---:|",
         row("teacher", t),
     ]
@@ -170,10 +174,10 @@ def render_markdown(report: dict[str, Any]) -> str:
     if s:
         lines += [f"Student/teacher: {s['params'] / t['params']:.2f}x parameters, "
                   f"{s['sequences_per_second'] / max(t['sequences_per_second'], 1e-9):.2f}x throughput, "
-                  f"MLM loss {s['mlm_loss'] - t['mlm_loss']:+.3f}.", ""]
+                  f"{figure} {s['mlm_loss'] - t['mlm_loss']:+.3f}.", ""]
     if prev:
         verdict = "better" if t["mlm_loss"] < prev["mlm_loss"] else "not better"
-        lines += [f"Against the previous model ({prev['path']}) on the same held-out tokens: MLM loss "
+        lines += [f"Against the previous model ({prev['path']}) on the same held-out tokens: {figure} "
                   f"{t['mlm_loss'] - prev['mlm_loss']:+.3f} ({verdict}).", ""]
     if f:
         lines += [f"Fine-tune ({f['task']}, {f['test_examples']:,} held-out test examples; mean ± sd over seeds; "
@@ -182,14 +186,15 @@ def render_markdown(report: dict[str, Any]) -> str:
     for stage, why in (report.get("missing") or {}).items():
         lines += [f"Not reported: {stage} ({why}).", ""]
     lines += [
-        f"Pretraining: training MLM loss {_fmt(report['pretrain'].get('first_loss'))} -> {_fmt(report['pretrain'].get('last_loss'))} "
+        f"Pretraining: training {figure} {_fmt(report['pretrain'].get('first_loss'))} -> {_fmt(report['pretrain'].get('last_loss'))} "
         f"over {report['pretrain'].get('steps')} steps.",
-        f"Held-out masked tokens: {t['masked_tokens']:,}.",
+        f"Held-out {'scored' if report.get('causal') else 'masked'} tokens: {t['masked_tokens']:,}.",
     ]
     if report.get("unigram_control") is not None:
         from training.evaluation.lm_controls import context_line
 
-        line, warning = context_line(t["mlm_loss"], report["unigram_control"])
+        line, warning = context_line(t["mlm_loss"], report["unigram_control"],
+                                     "held-out next-token loss" if report.get("causal") else "held-out masked-token loss")
         lines += ["", f"Teacher: {line}." + (f" Warning: {warning}." if warning else "")]
     return "\n".join(lines) + "\n"
 
@@ -202,7 +207,7 @@ def run(cfg: EvaluateConfig) -> Path:
     import torch
 
     from schemas.finetune import FinetuneMetrics
-    from schemas.objectives import MLM_OBJECTIVES
+    from training.compression.distill_config import DISTILLABLE, shards_are_causal
     from training.finetuning.finetune import summary_table
     from training.pretraining.data import ShardSet
 
@@ -219,7 +224,8 @@ def run(cfg: EvaluateConfig) -> Path:
     missing = {s: "it did not finish in this run" if s in cfg.skip else f"{stages[s]} has no manifest (it did not finish)"
                for s in ("finetune", "distill") if s in cfg.skip or not (stages[s] / "manifest.json").exists()}
     shards = ShardSet.open(stages["shards"])
-    shards.require_objective(MLM_OBJECTIVES, "evaluate (masked-LM loss)")
+    shards.require_objective(DISTILLABLE, "evaluate (a masked LM's or a decoder's held-out loss)")
+    causal = shards_are_causal(shards)
     table = shards.read("valid")
     if cfg.split == "all":
         import pyarrow as pa
@@ -228,14 +234,15 @@ def run(cfg: EvaluateConfig) -> Path:
     pre = json.loads((stages["pretrain"] / "metrics.json").read_text())
     report = {
         "run": Path(cfg.run).name if cfg.run else stages["pretrain"].parent.name,
-        "teacher": model_entry(stages["pretrain"] / "hf", table, cfg),
-        "student": None if "distill" in missing else model_entry(stages["distill"] / "hf", table, cfg),
-        "previous": model_entry(Path(cfg.previous), table, cfg) if cfg.previous else None,
+        "causal": causal, "figure": "next-token loss" if causal else "MLM loss",
+        "teacher": model_entry(stages["pretrain"] / "hf", table, cfg, causal),
+        "student": None if "distill" in missing else model_entry(stages["distill"] / "hf", table, cfg, causal),
+        "previous": model_entry(Path(cfg.previous), table, cfg, causal) if cfg.previous else None,
         "finetune": None,
         "missing": missing,
         "pretrain": {"first_loss": pre.get("first_loss"), "last_loss": pre.get("last_loss"), "steps": pre.get("steps")},
         "valid_rows": table.num_rows,
-        "unigram_control": unigram_control(stages, cfg),
+        "unigram_control": unigram_control(stages, cfg, causal),
     }
     if "finetune" not in missing:
         ft = FinetuneMetrics.read(stages["finetune"] / "metrics.json")
@@ -247,7 +254,7 @@ def run(cfg: EvaluateConfig) -> Path:
     write_manifest(out, Manifest(
         stage="evaluate", config=config_to_dict(cfg),
         inputs=[input_ref(d) for s, d in stages.items() if s not in missing],
-        counts={"valid_rows": table.num_rows, "masked_tokens": report["teacher"]["masked_tokens"]},
+        counts={"valid_rows": table.num_rows, ("next_tokens" if causal else "masked_tokens"): report["teacher"]["masked_tokens"]},
         outputs=describe_outputs(out, [out / "report.json", out / "report.md"]),
         extra={"missing": missing},
         wall_seconds=round(time.time() - t0, 2)))

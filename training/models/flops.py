@@ -1,4 +1,4 @@
-"""Model FLOPs of a BERT masked-LM training step and a CPU's peak, for MFU (`lmforge doctor`, `bench train`).
+"""Model FLOPs of a masked-LM or decoder training step and a CPU's peak, for MFU (`lmforge doctor`, `bench train`).
 
 FLOPs per trained token (matrix multiplies only, forward + backward = 3 x forward = 6 per weight):
 
@@ -8,6 +8,9 @@ FLOPs per trained token (matrix multiplies only, forward + backward = 3 x forwar
                                              on the share of positions where it is computed: lmforge's
                                              SparseMLM runs it at masked positions only, HF's
                                              BertForMaskedLM at every position (share 1)
+
+A Llama-style decoder (`model_shape`): its key and value projections are kv_hidden wide (grouped-query
+attention), its SwiGLU has three H x I matrices, and its head is the decoder alone, at every position.
 
 Embedding lookups, LayerNorm, softmax, GELU, biases and the optimizer are left out (they do no
 matrix multiply; PaLM's MFU counts the same way). For the demo model (L 4, H 128, I 512, S 128,
@@ -37,6 +40,12 @@ class ModelShape:
     intermediate: int
     vocab: int
     seq_len: int
+    kv_hidden: int = 0
+    """Width of the key and value projections (grouped-query attention: kv heads x head size); 0: hidden."""
+    gated: bool = False
+    """A gated feed-forward (Llama's SwiGLU: gate, up and down matrices) instead of BERT's two matrices."""
+    head_transform: bool = True
+    """BERT's H x H transform before the vocabulary decoder; a decoder's head is the decoder alone."""
 
     def __post_init__(self) -> None:
         if min(self.layers, self.hidden, self.intermediate, self.vocab, self.seq_len) < 1:
@@ -58,7 +67,8 @@ class TokenFlops:
 
 def block_weights(m: ModelShape) -> int:
     """N of "6N": the matrix weights of the transformer blocks (no embeddings, no head, no biases)."""
-    return m.layers * (4 * m.hidden * m.hidden + 2 * m.hidden * m.intermediate)
+    kv = m.kv_hidden or m.hidden
+    return m.layers * (2 * m.hidden * m.hidden + 2 * m.hidden * kv + (3 if m.gated else 2) * m.hidden * m.intermediate)
 
 
 def flops_per_token(m: ModelShape, head_share: float) -> TokenFlops:
@@ -67,7 +77,22 @@ def flops_per_token(m: ModelShape, head_share: float) -> TokenFlops:
         raise ValueError(f"head_share must be in [0, 1], got {head_share}")
     return TokenFlops(blocks=6.0 * block_weights(m),
                       attention=12.0 * m.layers * m.hidden * m.seq_len,
-                      head=6.0 * (m.hidden * m.hidden + m.hidden * m.vocab) * head_share)
+                      head=6.0 * (m.hidden * m.hidden * m.head_transform + m.hidden * m.vocab) * head_share)
+
+
+def model_shape(m, vocab: int, seq_len: int, model_kind: str = "masked_lm") -> ModelShape:
+    """The FLOPs shape of preset `m` (a training.models.presets.ModelConfig) built for `model_kind` shards: a
+    Llama-style decoder's grouped key/value projections, SwiGLU's third matrix and a head without BERT's
+    transform; BERT's layout otherwise (GPT-2's head has no transform either). T5's encoder-decoder is not
+    counted (its cross-attention and two stacks): ValueError."""
+    from training.models.presets import architecture
+
+    arch = architecture(m, model_kind)
+    if arch.encoder_decoder:
+        raise ValueError("FLOPs of a T5 (encoder-decoder) step are not counted")
+    kv = (m.num_kv_heads or m.num_heads) * (m.hidden_size // m.num_heads) if arch.grouped_kv else 0
+    return ModelShape(layers=m.num_layers, hidden=m.hidden_size, intermediate=m.intermediate_size, vocab=vocab,
+                      seq_len=seq_len, kv_hidden=kv, gated=arch.gated_mlp, head_transform=arch.head_transform)
 
 
 # ---- the CPU's peak ------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Model presets (training.models.presets) made into a Hugging Face model for the shards' objective.
 
-MLM shards (mlm, whole_word, span) train a `BertForMaskedLM`, causal shards a GPT-2
-(`GPT2LMHeadModel`), t5_span shards a T5 (`T5ForConditionalGeneration`), all of the preset's
+MLM shards (mlm, whole_word, span) train a `BertForMaskedLM`, causal shards a Llama-style decoder
+(`LlamaForCausalLM`: rotary positions, RMSNorm, SwiGLU, grouped-query attention; a `gpt2`-family preset
+trains `GPT2LMHeadModel`), t5_span shards a T5 (`T5ForConditionalGeneration`), all of the preset's
 sizes. The models are HF-native, so later stages load them with `AutoModelForMaskedLM`,
 `AutoModelForCausalLM` or `AutoModelForSeq2SeqLM`; the sizes live in training.models.presets.
 """
@@ -18,7 +19,7 @@ from schemas.objectives import objectives_of_kind
 from training.models.attention import document_mask
 from training.models.model_formats import refuse_quantized
 from training.models.model_kinds import KINDS
-from training.models.presets import FAMILIES, MODEL_PRESETS, ModelConfig, preset  # noqa: F401  (re-exported)
+from training.models.presets import ANY_FAMILY, FAMILIES, MODEL_PRESETS, ModelConfig, preset  # noqa: F401  (re-exported)
 from training.runtime.recipe import masked_accuracy, param_groups  # noqa: F401  (param_groups: re-exported)
 
 
@@ -60,6 +61,21 @@ def gpt2_config(m: ModelConfig, vocab_size: int, pad_id: int, eos_id: int | None
                       n_head=m.num_heads, n_inner=m.intermediate_size, resid_pdrop=m.dropout, embd_pdrop=m.dropout,
                       attn_pdrop=m.dropout, pad_token_id=pad_id, bos_token_id=eos_id, eos_token_id=eos_id,
                       tie_word_embeddings=m.tie_embeddings)
+
+
+def llama_config(m: ModelConfig, vocab_size: int, pad_id: int, eos_id: int | None, max_position: int):
+    """A Llama-style decoder of the preset's sizes (transformers' LlamaConfig): rotary positions up to
+    `max_position` (no table), RMSNorm before each sublayer, a SwiGLU feed-forward `intermediate_size` wide,
+    `num_kv_heads` key/value heads (grouped-query attention; 0: one per head), no biases. Llama has no hidden
+    dropout; the preset's dropout applies to the attention probabilities."""
+    from transformers import LlamaConfig
+
+    return LlamaConfig(vocab_size=vocab_size, hidden_size=m.hidden_size, intermediate_size=m.intermediate_size,
+                       num_hidden_layers=m.num_layers, num_attention_heads=m.num_heads,
+                       num_key_value_heads=m.num_kv_heads or m.num_heads, hidden_act="silu",
+                       max_position_embeddings=max_position, rms_norm_eps=1e-5, attention_dropout=m.dropout,
+                       pad_token_id=pad_id, bos_token_id=eos_id, eos_token_id=eos_id,
+                       tie_word_embeddings=m.tie_embeddings)
 
 
 def t5_config(m: ModelConfig, vocab_size: int, pad_id: int, eos_id: int | None):
@@ -108,16 +124,26 @@ def _gpt2(m: ModelConfig, vocab_size: int, pad_id: int, eos_id: int | None) -> t
     return HFLoss(instantiate(GPT2LMHeadModel, gpt2_config(m, vocab_size, pad_id, eos_id, m.max_position)), shift=True)
 
 
+def _llama(m: ModelConfig, vocab_size: int, pad_id: int, eos_id: int | None) -> torch.nn.Module:
+    from transformers import LlamaForCausalLM
+
+    return HFLoss(instantiate(LlamaForCausalLM, llama_config(m, vocab_size, pad_id, eos_id, m.max_position)), shift=True)
+
+
 def _t5(m: ModelConfig, vocab_size: int, pad_id: int, eos_id: int | None) -> torch.nn.Module:
     from transformers import T5ForConditionalGeneration
 
     return HFLoss(instantiate(T5ForConditionalGeneration, t5_config(m, vocab_size, pad_id, eos_id)))
 
 
+BUILDERS: dict[str, Builder] = {"bert": _bert_mlm, "llama": _llama, "t5": _t5}
+"""The builders an `any` preset picks from (training.models.presets.ANY_FAMILY names which, per model kind)."""
+
 MODEL_FAMILIES: dict[str, dict[str, Builder]] = {
-    "any": {"masked_lm": _bert_mlm, "causal_lm": _gpt2, "seq2seq": _t5},
+    "any": {kind: BUILDERS[arch] for kind, arch in ANY_FAMILY.items()},
     "roberta": {"masked_lm": _roberta_mlm},
     "gpt2": {"causal_lm": _gpt2},
+    "llama": {"causal_lm": _llama},
     "t5": {"seq2seq": _t5},
 }
 assert set(MODEL_FAMILIES) == set(FAMILIES), "training.models.presets.FAMILIES names the families built here"
@@ -136,7 +162,7 @@ def build_for_objective(objective: str, m: ModelConfig, vocab_size: int, pad_id:
         raise ValueError(f"a {m.family} preset trains on {'/'.join(allowed)} shards, these are {objective}; "
                          "choose a preset of that objective's family (or an `any` preset such as demo)")
     if m.prenorm and not obj.writes_mask:
-        raise ValueError(f"prenorm chooses the masked LM's layout; the {objective} model (GPT-2 / T5) is pre-LN already")
+        raise ValueError(f"prenorm chooses the masked LM's layout; the {objective} model (Llama or GPT-2, T5) is pre-LN already")
     if obj.absolute_positions and m.max_position < seq_len:
         raise ValueError(f"max_position {m.max_position} is shorter than the shards' rows ({seq_len} tokens)")
     return builders[obj.model_kind](m, vocab_size, pad_id, eos_id)
@@ -182,7 +208,7 @@ def load_for_objective(objective: str, model_dir: str, vocab_size: int, pad_id: 
 
 
 class HFLoss(torch.nn.Module):
-    """A HF model whose own forward computes the loss from the loader's batch: GPT-2 shifts the
+    """A HF model whose own forward computes the loss from the loader's batch: a decoder (Llama, GPT-2) shifts the
     labels itself (the loader's causal labels are the inputs, -100 at padding); T5 takes
     input_ids, attention_mask, labels and decoder_input_ids as the loader builds them. Under `document`
     attention (training.models.attention) a causal batch's `doc_ids` become a causal mask within each document."""
@@ -202,7 +228,7 @@ class HFLoss(torch.nn.Module):
             batch["attention_mask"] = document_mask(doc_ids, self.attention_kernel, causal=True)
         out = self.hf(**batch)
         logits, labels = out.logits, batch["labels"]
-        if self.shift:  # GPT-2 predicts token t + 1 at position t
+        if self.shift:  # a decoder predicts token t + 1 at position t
             logits, labels = logits[:, :-1], labels[:, 1:]
         self.last_correct, self.last_counted = masked_accuracy(logits, labels)
         return out.loss

@@ -40,6 +40,8 @@ class ModelKind:
     """The card also reports exp(loss), the perplexity."""
     pseudo_perplexity: bool = False
     """Its pseudo-perplexity applies (each token masked in turn: a masked LM)."""
+    prunes_heads: bool = False
+    """A classifier fine-tuned from it can lose attention heads (training.compression.prune: BERT-style blocks)."""
 
     @property
     def lm_objectives(self) -> tuple[str, ...]:
@@ -50,7 +52,7 @@ class ModelKind:
 
 KINDS: dict[str, ModelKind] = {k.name: k for k in (
     ModelKind("masked_lm", ("ForMaskedLM",), "AutoModelForMaskedLM",
-              lm_figure="held-out masked-token cross-entropy (nats)", pseudo_perplexity=True),
+              lm_figure="held-out masked-token cross-entropy (nats)", pseudo_perplexity=True, prunes_heads=True),
     ModelKind("causal_lm", ("ForCausalLM", "LMHeadModel"), "AutoModelForCausalLM",
               lm_figure="held-out next-token cross-entropy (nats)", shift_labels=True, perplexity=True),
     ModelKind("seq2seq", ("ForConditionalGeneration",), "AutoModelForSeq2SeqLM",

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-FAMILIES = ("any", "roberta", "gpt2", "t5")
+FAMILIES = ("any", "roberta", "gpt2", "llama", "t5")
 """ModelConfig.family's values; training.models.model.MODEL_FAMILIES holds each one's builders."""
 
 
@@ -28,6 +28,9 @@ class ModelConfig:
     """Attention heads; hidden_size must divide by it."""
     intermediate_size: int
     """Feed-forward width, 4 * hidden_size in BERT."""
+    num_kv_heads: int = 0
+    """Key/value heads of a Llama-style decoder (grouped-query attention, Ainslie et al. 2023: each serves
+    num_heads / num_kv_heads query heads); 0: one per query head. The other families ignore it."""
     dropout: float = 0.1
     """Dropout on hidden states and attention probabilities (BERT's 0.1)."""
     prenorm: bool = False
@@ -49,8 +52,8 @@ class ModelConfig:
     random-init twin to 2.6 over it (docs/BENCHMARKS.md, transfer: recipe measurements)."""
     family: str = "any"
     """The architecture the sizes belong to: `any` (the model follows the shards' objective: BERT for
-    MLM, GPT-2 for causal, T5 for t5_span), or one objective's model only: `roberta` (RoBERTa's masked
-    LM), `gpt2` (causal shards) or `t5` (t5_span shards)."""
+    MLM, a Llama-style decoder for causal, T5 for t5_span), or one objective's model only: `roberta`
+    (RoBERTa's masked LM), `llama` or `gpt2` (causal shards) or `t5` (t5_span shards)."""
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -59,6 +62,35 @@ class ModelConfig:
             raise ValueError(f"hidden_size {self.hidden_size} is not a multiple of num_heads {self.num_heads}")
         if min(self.hidden_size, self.num_layers, self.num_heads, self.intermediate_size) < 1:
             raise ValueError(f"model sizes must be positive: {self}")
+        if self.num_kv_heads < 0 or (self.num_kv_heads and self.num_heads % self.num_kv_heads):
+            raise ValueError(f"num_kv_heads {self.num_kv_heads} must divide num_heads {self.num_heads} (0: as many)")
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """What the FLOPs count (training.models.flops.model_shape) needs to know of an architecture."""
+
+    gated_mlp: bool = False
+    """A gated feed-forward (SwiGLU: gate, up and down matrices) instead of two matrices."""
+    grouped_kv: bool = False
+    """Key/value heads shared by groups of query heads (ModelConfig.num_kv_heads)."""
+    head_transform: bool = True
+    """BERT's H x H transform before the vocabulary decoder."""
+    encoder_decoder: bool = False
+
+
+ARCHITECTURES = {"bert": Architecture(), "roberta": Architecture(), "gpt2": Architecture(head_transform=False),
+                 "llama": Architecture(gated_mlp=True, grouped_kv=True, head_transform=False),
+                 "t5": Architecture(encoder_decoder=True)}
+"""Each architecture a preset can build (training.models.model.ARCHITECTURES and MODEL_FAMILIES build them)."""
+ANY_FAMILY = {"masked_lm": "bert", "causal_lm": "llama", "seq2seq": "t5"}
+"""What an `any` preset builds for each model kind (training.models.model_kinds): BERT for masked-LM shards, a
+Llama-style decoder for causal shards (GPT-2 is the `gpt2` family's), T5 for t5_span."""
+
+
+def architecture(m: ModelConfig, model_kind: str) -> Architecture:
+    """The architecture `m` builds for shards of `model_kind`."""
+    return ARCHITECTURES[ANY_FAMILY[model_kind] if m.family == "any" else m.family]
 
 
 def tiny() -> ModelConfig:
@@ -125,6 +157,14 @@ def gpt2() -> ModelConfig:
                        family="gpt2")
 
 
+def smollm_135m() -> ModelConfig:
+    """A Llama-style decoder of SmolLM-135M's sizes (Hugging Face, 2024): 30 blocks 576 wide, 9 query heads
+    sharing 3 key/value heads, SwiGLU 1,536 wide, rotary positions up to 2,048, tied embeddings, no dropout
+    (135M with its 49k vocabulary); causal shards only."""
+    return ModelConfig(hidden_size=576, num_layers=30, num_heads=9, num_kv_heads=3, intermediate_size=1536,
+                       dropout=0.0, max_position=2048, family="llama")
+
+
 def t5_small() -> ModelConfig:
     """T5-small (60M with its 32k vocabulary): 6 encoder and 6 decoder blocks, 512 wide, 8 heads, 2,048
     feed-forward, dropout 0.1; t5_span shards only."""
@@ -134,7 +174,7 @@ def t5_small() -> ModelConfig:
 MODEL_PRESETS: dict[str, Callable[[], ModelConfig]] = {
     "tiny": tiny, "demo": demo, "bert_base": bert_base, "bert_base_launch": bert_base_launch,
     "bert_tiny": bert_tiny, "bert_mini": bert_mini, "bert_small": bert_small, "bert_medium": bert_medium,
-    "roberta_base": roberta_base, "gpt2": gpt2, "t5_small": t5_small,
+    "roberta_base": roberta_base, "gpt2": gpt2, "smollm_135m": smollm_135m, "t5_small": t5_small,
 }
 
 

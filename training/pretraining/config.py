@@ -13,7 +13,7 @@ from training.runtime.ds_config import apply_deepspeed_file
 from training.runtime.optim_choices import OPTIMIZERS, SCHEDULES, check_optimizer
 
 TRAINABLE = OBJECTIVES
-"""Every registered objective: MLM shards train a BERT, causal a GPT-2, t5_span a T5 (training.models.model.build_for_objective
+"""Every registered objective: MLM shards train a BERT, causal a Llama-style decoder (or a GPT-2 preset), t5_span a T5 (training.models.model.build_for_objective
 builds the model of the objective's kind; tests/unit/test_registries.py checks each kind has a builder)."""
 
 
@@ -65,7 +65,7 @@ class PretrainConfig:
                                        "for large batches; pytorch-optimizer's Lamb, DeepSpeed's FusedLamb on CUDA).")
     weight_decay: float = opt(0.01, help="Weight decay on matrices; biases and LayerNorm get none.")
     max_position: int = opt(0, help="Learned positions of a fresh model (0: the preset's, 512 for BERTs, 1024 for "
-                                    "GPT-2); at least the shards' row length, so the model accepts longer inputs "
+                                    "GPT-2, 2048 for smollm_135m); at least the shards' row length, so the model accepts longer inputs "
                                     "than it was trained on.")
     seed: int = opt(1234, help="Seeds the model init, the per-epoch shuffles and dropout (offset by rank).")
     zero_stage: int | str = opt("auto", help="DeepSpeed ZeRO stage: 0 (plain data parallel), 1 (optimizer state "

@@ -227,16 +227,19 @@ def soft_label_kl(student_logits: torch.Tensor, teacher_logits: torch.Tensor, te
                     reduction="batchmean") * temperature**2
 
 
-def mlm_loss(model: torch.nn.Module, batches, limit: int = 0) -> HeldOut:
+def mlm_loss(model: torch.nn.Module, batches, limit: int = 0, shift: bool = False) -> HeldOut:
     """A masked LM's held-out cross-entropy per masked token and top-1 accuracy over up to `limit` batches (0: all) of
-    {input_ids, attention_mask, labels} (heldout_loss); distill's student and teacher, evaluate's reports. The sums stay
+    {input_ids, attention_mask, labels} (heldout_loss); distill's student and teacher, evaluate's reports. `shift`: a
+    causal LM's, each position scored on the next token (the loader's causal labels are the inputs). The sums stay
     on the model's device until read."""
     import torch.nn.functional as F
 
     def step(batch):
         logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
         labels = batch["labels"]
-        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), labels.view(-1), ignore_index=-100)
+        if shift:
+            logits, labels = logits[:, :-1], labels[:, 1:]
+        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.reshape(-1), ignore_index=-100)
         correct, counted = masked_accuracy(logits, labels)
         return torch.where(counted > 0, loss, torch.zeros_like(loss)), counted, correct  # no masked token: no NaN
 
