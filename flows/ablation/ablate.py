@@ -5,7 +5,10 @@
     lmforge ablate --config ablation.json --dry-run  # the arms and what each changes, checked; nothing runs
 
 and from the Prefect UI: the `lmforge-ablate/ablate` deployment (infra/prefect/prefect.yaml), whose form has every
-option below typed (arm presets and tasks as choices, custom arms as objects, bounded numbers).
+option below typed (arm presets and tasks as choices, custom arms as objects, bounded numbers). Either way the
+options become one `AblationConfig`, which resolves the arms once, when it is made (the form's flow makes it from
+its parameters; `lmforge ablate` makes it from the command line and runs it as the same lmforge-ablate flow), and
+the arms' subflows receive the plan made from it (`arm_plan`), not options to resolve again.
 
 Each arm is a set of corpus options over one crawl (flows.ablation.arms: `baseline`, `no-near-dedup`,
 `no-quality-rules`, ... or your own, optionally over a crawl of its own). Comparable by construction:
@@ -305,6 +308,18 @@ def lmforge_ablate(**given: Any) -> dict[str, Any]:
     return run_ablation(cfg)
 
 
+def run_resolved(cfg: AblationConfig) -> dict[str, Any]:
+    """`lmforge ablate`'s run: the config it checked (its arms resolved once, when it was made) run as the same
+    lmforge-ablate flow the deployment starts from its form, without taking it apart into the form's parameters and
+    making it again."""
+    @flow(name="lmforge-ablate", persist_result=True, log_prints=True, flow_run_name=f"ablate-{cfg.name}",
+          task_runner=ThreadPoolTaskRunner(max_workers=64))
+    def lmforge_ablate_cli() -> dict[str, Any]:
+        return run_ablation(cfg)
+
+    return lmforge_ablate_cli()
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -324,16 +339,14 @@ def main(argv: list[str] | None = None) -> int:
     if dry:
         print("\n".join(plan_lines(cfg)))
         return 0
+    from common.config import config_to_dict
     from flows.stages.runner import StageFailed, StagesFailed
 
-    arms = [a for a in cfg.arms if isinstance(a, str)]
-    custom = [a for a in cfg.arms if not isinstance(a, str)]
-    params = {f: getattr(cfg, f) for f in AblationParams.model_fields if f not in ("arms", "custom_arms")}
-    custom = [{"corpus": {}, **a, "crawl": [a["crawl"]] if isinstance(a.get("crawl"), str) else a.get("crawl") or []}
-              for a in custom]
-    trust_paths([*cfg.crawl, cfg.reference, cfg.runs_dir, *[c for a in custom for c in a["crawl"]]])
+    own_crawl = [c for a in cfg.resolved for c in a.crawl]
+    trust_paths([*cfg.crawl, cfg.reference, cfg.runs_dir, *own_crawl])
     try:
-        out = lmforge_ablate(**params, arms=arms, custom_arms=custom)
+        check_values(config_to_dict(cfg))  # no credential in a value the run's records would keep
+        out = run_resolved(cfg)
     except (StageFailed, StagesFailed, RuntimeError, ParamError) as e:
         print(f"lmforge ablate: {e}", file=sys.stderr)
         return 1

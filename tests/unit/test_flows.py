@@ -488,3 +488,27 @@ def test_only_a_failure_a_second_try_can_pass_is_retried(tmp_path):
 
     both()
     assert tries == [bad.reason, lost.reason, lost.reason]
+
+
+def test_lmforge_ablate_resolves_its_arms_once_and_runs_that_config(root, tmp_path, monkeypatch, capsys):
+    """`lmforge ablate` makes its config (resolving the arms) once and runs that config as the lmforge-ablate flow,
+    not taken apart into the form's parameters and made again; a credential in a value is refused in one line."""
+    import flows.ablation.ablate as ab
+    import flows.ablation.arms as arms_mod
+
+    calls, ran = [], []
+    real = arms_mod.resolve_arms
+
+    def counted(*a, **k):
+        calls.append(a)
+        return real(*a, **k)
+
+    monkeypatch.setattr(ab, "resolve_arms", counted)
+    monkeypatch.setattr(ab, "run_ablation", lambda cfg, opts=None: ran.append(cfg) or {"report": "r.md", "failed": {}})
+    (tmp_path / "ref.jsonl").write_text(json.dumps({"id": "r", "text": "a reference text"}) + "\n")
+    args = ["--crawl", str(ROOT / "tests/data/tiny/tiny.warc.gz"), "--reference", str(tmp_path / "ref.jsonl"),
+            "--runs-dir", str(tmp_path / "runs"), "--arms", "baseline", "no-near-dedup"]
+    assert ab.main(args) == 0
+    assert len(calls) == 1 and len(ran) == 1 and [a.name for a in ran[0].resolved] == ["baseline", "no-near-dedup"]
+    assert ab.main([*args[:1], "s3://AKIAEXAMPLE:hunter2@bucket/x", *args[2:]]) == 1
+    assert "carries a credential" in capsys.readouterr().err and len(ran) == 1
