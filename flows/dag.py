@@ -289,6 +289,8 @@ def train_and_evaluate(p: TrainParams, run: Path, shards: str, tokenizer: str, i
     artifacts.publish_eval(p.run_name, Path(evaluation))
     card_opts = dict(opts["card"])
     probe = card_opts.pop("probe", False)
+    if no_pruning:
+        card_opts["not_run"] = [f"the pruned model: {no_pruning}"]
     if not finetune:
         card_opts["task_note"] = no_task or "the fine-tune did not finish (see the flow's failed stages)"
     models = {"teacher": f"{pretrain}/hf", **({"student": f"{distill}/hf"} if distill else {}),

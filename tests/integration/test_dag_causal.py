@@ -69,6 +69,7 @@ def test_its_report_and_card_score_decoders_beside_their_controls(causal):
     md = (run / "eval" / "report.md").read_text()
     assert "held-out next-token loss" in md and "masked-token" not in md
 
+    assert "the pruned model: head pruning is for BERT-style encoders" in (run / "card" / "report.md").read_text()
     card = json.loads((run / "card" / "report.json").read_text())["models"]
     assert [e["name"] for e in card] == ["teacher", "student", "fine-tuned", "student fine-tuned", "int8"]
     assert [e["kind"] for e in card] == ["causal_lm", "causal_lm", "classifier", "classifier", "classifier"]

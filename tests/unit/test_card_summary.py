@@ -114,3 +114,17 @@ def test_the_ablation_report_says_the_cards_sentence_for_its_baseline_arm():
                     "is ahead of both."], said
     report["arms"]["baseline"] = {"error": "stage pretrain failed"}
     assert pretraining_verdicts(report) == []
+
+
+def test_not_run_lists_each_part_the_run_skipped_with_why():
+    """The card's "Not run": probing not asked, the task score's absence, and what the run says it skipped
+    (`evaluate --not-run`, e.g. a decoder's head pruning)."""
+    from types import SimpleNamespace
+
+    from training.evaluation.card_summary import skipped_parts
+
+    cfg = SimpleNamespace(probe_corpus="", task_config="t.json", task_note="",
+                          not_run=["the pruned model: head pruning is for BERT-style encoders"])
+    out = skipped_parts([], cfg)
+    assert out[0].startswith("probing and pseudo-perplexity: not asked") and out[-1] == cfg.not_run[0]
+    assert skipped_parts([], SimpleNamespace(probe_corpus="c", task_config="t.json", task_note="", not_run=[])) == []

@@ -184,7 +184,7 @@ def skipped_parts(entries: list[CardEntry], cfg: Any) -> list[str]:
     out += [f"probing in {lang}: {why}" for lang, why in skipped.items()]
     if not cfg.task_config:
         out.append(f"the task score: {cfg.task_note or 'no labelled task (--task-config)'}")
-    return out
+    return out + list(getattr(cfg, "not_run", []))
 
 
 def summary(entries: list[CardEntry], cfg: Any) -> tuple[list[str], dict[str, Any]]:

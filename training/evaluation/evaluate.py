@@ -53,6 +53,7 @@ class EvaluateConfig:
     task_config: str = opt("", "card mode: a `lmforge finetune --config` JSON (e.g. runs/demo/labeled/vader/finetune.json): "
                                "fine-tuned models are scored on its test split, the split the finetune stage scored", path=True)
     task_note: str = opt("", "card mode without --task-config: why the card has no task score (printed on it)")
+    not_run: list[str] = opt([], "card mode: parts of the run that did not run, each with why (printed under Not run)")
     probe_corpus: str = opt("", "card mode: a corpus stage directory whose held-out documents (the shards' valid split) "
                                 "give the probing sentences (SentLen, WC, BShift per layer; training/evaluation/probing.py)", path=True)
     probe_languages: list[str] = opt([], "card mode: languages to probe in (default: each language the corpus kept "
