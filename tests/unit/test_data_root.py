@@ -34,7 +34,7 @@ OPTION_NOT_PATHS = {
     "PretrainConfig": {"model", "embeddings", "schedule", "optimizer", "compile_mode", "kernel_tuning", "attention", "profile_steps"},
     "FinetuneConfig": {"task", "text_column", "text_pair_column", "label_column", "split_column", "id_column",
                        "tokens_column", "tags_column", "init", "select_metric"},
-    "EvaluateConfig": {"name", "task_note", "probe_languages", "skip", "split"}, "CompressConfig": {"scheme"}}
+    "EvaluateConfig": {"name", "task_note", "not_run", "probe_languages", "skip", "split"}, "CompressConfig": {"scheme"}}
 """Stage options with text values that name no file (each config's string options not declared `path=True`)."""
 
 
