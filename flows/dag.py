@@ -44,8 +44,10 @@ from flows.stages.runner import StageFailed, StagesFailed, launch_stage, progres
 from pipelines.labeled.registry import SOURCES
 from schemas.finetune import LABELED_FILE_OPTIONS
 from schemas.manifest import read_manifest
+from schemas.objectives import objective
 from training.finetuning.readers import TooFewRows
 from training.launch.cluster import job_name
+from training.models.model_kinds import KINDS
 
 
 def flow_run_name() -> str:
@@ -312,9 +314,6 @@ def train_and_evaluate(p: TrainParams, run: Path, shards: str, tokenizer: str, i
 def head_pruning(shards: str) -> str:
     """Empty where the fine-tuned model's attention heads can be pruned (a BERT-style encoder's), else why not: the
     shards' objective says what was pretrained (training.models.model_kinds KINDS)."""
-    from schemas.objectives import objective
-    from training.models.model_kinds import KINDS
-
     try:
         kind = objective(read_manifest(shards)["extra"]["objective"]).model_kind
     except (FileNotFoundError, KeyError):  # shards that do not say: the compress stage decides, in one line

@@ -12,6 +12,7 @@ from schemas.manifest import MANIFEST_NAME
 from schemas.objectives import DAG_OBJECTIVES
 from schemas.objectives import objective as objective_record
 from training.models.model_formats import refuse_quantized
+from training.models.model_kinds import KINDS
 from training.pretraining.shard_set import ShardSet
 
 
@@ -70,8 +71,6 @@ DISTILLABLE = DAG_OBJECTIVES
 
 def shards_are_causal(shards: ShardSet) -> bool:
     """A decoder's shards (each position's target is the next token), by the objective's model kind."""
-    from training.models.model_kinds import KINDS
-
     return KINDS[objective_record(shards.objective).model_kind].shift_labels
 
 

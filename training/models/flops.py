@@ -30,6 +30,8 @@ import resource
 from dataclasses import dataclass
 from pathlib import Path
 
+from training.models.presets import architecture
+
 
 @dataclass(frozen=True)
 class ModelShape:
@@ -85,8 +87,6 @@ def model_shape(m, vocab: int, seq_len: int, model_kind: str = "masked_lm") -> M
     Llama-style decoder's grouped key/value projections, SwiGLU's third matrix and a head without BERT's
     transform; BERT's layout otherwise (GPT-2's head has no transform either). T5's encoder-decoder is not
     counted (its cross-attention and two stacks): ValueError."""
-    from training.models.presets import architecture
-
     arch = architecture(m, model_kind)
     if arch.encoder_decoder:
         raise ValueError("FLOPs of a T5 (encoder-decoder) step are not counted")
