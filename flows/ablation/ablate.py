@@ -290,8 +290,14 @@ def check_custom_arms(custom: list[dict[str, Any]]) -> None:
         check_option_paths(CorpusConfig, nest_options(arm["corpus"]), f"custom_arms[{arm['name']}].corpus")
 
 
-@flow(name="lmforge-ablate", persist_result=True, log_prints=True, flow_run_name="ablate-{name}",
-      task_runner=ThreadPoolTaskRunner(max_workers=64))
+def flow_options() -> dict[str, Any]:
+    """The lmforge-ablate flow's options, for the form's flow and `lmforge ablate`'s alike (arms run as subflows, up
+    to parallel_arms at once; their tasks in threads)."""
+    return {"name": "lmforge-ablate", "persist_result": True, "log_prints": True,
+            "task_runner": ThreadPoolTaskRunner(max_workers=64)}
+
+
+@flow(**flow_options(), flow_run_name="ablate-{name}")
 @flow_params("Which data choice pays: the same small model trained on each arm's corpus at an equal token budget, "
              "scored on one reference set and the same downstream splits; report.md/html/json under "
              "runs_dir/name/ with intervals over seeds.", AblationParams, order=())
@@ -312,8 +318,7 @@ def run_resolved(cfg: AblationConfig) -> dict[str, Any]:
     """`lmforge ablate`'s run: the config it checked (its arms resolved once, when it was made) run as the same
     lmforge-ablate flow the deployment starts from its form, without taking it apart into the form's parameters and
     making it again."""
-    @flow(name="lmforge-ablate", persist_result=True, log_prints=True, flow_run_name=f"ablate-{cfg.name}",
-          task_runner=ThreadPoolTaskRunner(max_workers=64))
+    @flow(**flow_options(), flow_run_name=f"ablate-{cfg.name}")
     def lmforge_ablate_cli() -> dict[str, Any]:
         return run_ablation(cfg)
 

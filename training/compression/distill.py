@@ -45,9 +45,10 @@ from transformers.utils import logging as hf_logging
 from common.config import add_config_args, config_from_args, config_to_dict
 from common.logs import setup as setup_logs
 from schemas.manifest import MANIFEST_NAME, Manifest, atomic_write_json, describe_outputs, input_ref, write_manifest
-from training.compression.distill_config import DistillConfig, check_inputs, shards_are_causal
+from training.compression.distill_config import DistillConfig, check_inputs
 from training.models.export import HF_DIR, METRICS_NAME, check_tokenizer, load_tokenizer, loss_summary, save_hf
 from training.models.model import num_parameters
+from training.models.model_kinds import predicts_next
 from training.pretraining.data import IGNORE_INDEX, RankLoader, ShardSet
 from training.pretraining.step_stats import StepRows, log_window_steps
 from training.runtime.accelerator import dist_backend
@@ -176,17 +177,17 @@ def load_teacher(teacher_hf: Path, causal: bool = False):
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM
 
     config = AutoConfig.from_pretrained(teacher_hf)
-    what = "causal-LM" if causal else "masked-LM"
+    kind = "causal" if causal else "masked"
     try:
         auto = AutoModelForCausalLM if causal else AutoModelForMaskedLM
         teacher, info = auto.from_pretrained(teacher_hf, output_loading_info=True)
     except ValueError as e:
-        raise ValueError(f"{teacher_hf}: a {config.model_type} model has no {what} class; distill takes BERT-family "
+        raise ValueError(f"{teacher_hf}: a {config.model_type} model has no {kind}-LM class; distill takes BERT-family "
                          f"masked LMs on MLM shards and decoders on causal shards ({e})") from None
     missing = [k for k in info.get("missing_keys", []) if "position_ids" not in k]
     if missing:
         raise ValueError(f"{teacher_hf}: the teacher's weights lack {', '.join(sorted(missing)[:5])}"
-                         f"{' ...' if len(missing) > 5 else ''}: not a complete {'causal' if causal else 'masked'} LM"
+                         f"{' ...' if len(missing) > 5 else ''}: not a complete {kind} LM"
                          + ("" if causal else " (a bare encoder has no MLM head; fit one with `lmforge pretrain "
                                               "--init-from DIR --freeze-encoder`)"))
     layer_prefix(teacher)
@@ -253,7 +254,7 @@ def setup(cfg: DistillConfig) -> Setup:
         (out / MANIFEST_NAME).unlink(missing_ok=True)  # a crashed rerun must not look finished
     tokenizer = load_tokenizer(teacher_hf, max_length=shards.seq_len)
     check_tokenizer(tokenizer, shards.vocab_size, shards.pad_id, shards.mask_id, f"{cfg.shards}/manifest.json")
-    causal = shards_are_causal(shards)
+    causal = predicts_next(shards.objective)
     teacher = load_teacher(teacher_hf, causal)
     if teacher.config.vocab_size != shards.vocab_size:
         raise ValueError(f"{teacher_hf}: vocab_size {teacher.config.vocab_size} != shards' {shards.vocab_size}")

@@ -10,9 +10,7 @@ from common.config import opt, require
 from schemas.hf import HF_DIR
 from schemas.manifest import MANIFEST_NAME
 from schemas.objectives import DAG_OBJECTIVES
-from schemas.objectives import objective as objective_record
 from training.models.model_formats import refuse_quantized
-from training.models.model_kinds import KINDS
 from training.pretraining.shard_set import ShardSet
 
 
@@ -65,20 +63,11 @@ def resolve_teacher(path: str | Path) -> tuple[Path, Path]:
     return hf, stage
 
 
-DISTILLABLE = DAG_OBJECTIVES
-"""The shards distill trains on: a masked LM's (DistilBERT) and a decoder's (DistilGPT2); T5's spans are not."""
-
-
-def shards_are_causal(shards: ShardSet) -> bool:
-    """A decoder's shards (each position's target is the next token), by the objective's model kind."""
-    return KINDS[objective_record(shards.objective).model_kind].shift_labels
-
-
 def check_inputs(cfg: DistillConfig) -> tuple[Path, Path, ShardSet]:
     """The teacher (resolve_teacher) and the shards (a masked-LM or causal objective), read before anything is
     written."""
     teacher_hf, teacher_stage = resolve_teacher(cfg.teacher)
     shards = ShardSet.open(cfg.shards)
-    shards.require_objective(DISTILLABLE, "distill (a masked LM or a decoder)")
+    shards.require_objective(DAG_OBJECTIVES, "distill (a masked LM or a decoder)")
     return teacher_hf, teacher_stage, shards
 

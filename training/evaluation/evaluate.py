@@ -208,8 +208,9 @@ def run(cfg: EvaluateConfig) -> Path:
     import torch
 
     from schemas.finetune import FinetuneMetrics
-    from training.compression.distill_config import DISTILLABLE, shards_are_causal
+    from schemas.objectives import DAG_OBJECTIVES
     from training.finetuning.finetune import summary_table
+    from training.models.model_kinds import predicts_next
     from training.pretraining.data import ShardSet
 
     t0 = time.time()
@@ -225,8 +226,8 @@ def run(cfg: EvaluateConfig) -> Path:
     missing = {s: "it did not finish in this run" if s in cfg.skip else f"{stages[s]} has no manifest (it did not finish)"
                for s in ("finetune", "distill") if s in cfg.skip or not (stages[s] / "manifest.json").exists()}
     shards = ShardSet.open(stages["shards"])
-    shards.require_objective(DISTILLABLE, "evaluate (a masked LM's or a decoder's held-out loss)")
-    causal = shards_are_causal(shards)
+    shards.require_objective(DAG_OBJECTIVES, "evaluate (a masked LM's or a decoder's held-out loss)")
+    causal = predicts_next(shards.objective)
     table = shards.read("valid")
     if cfg.split == "all":
         import pyarrow as pa

@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from schemas.objectives import objectives_of_kind
+from schemas.objectives import objective, objectives_of_kind
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,11 @@ KINDS: dict[str, ModelKind] = {k.name: k for k in (
     ModelKind("encoder", (), "AutoModel"),
 )}
 FALLBACK = "encoder"
+
+def predicts_next(objective_name: str) -> bool:
+    """Shards of this objective train a decoder: each position's target is the next token (its kind shifts labels)."""
+    return KINDS[objective(objective_name).model_kind].shift_labels
+
 
 WEIGHTS = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json", "pytorch_model.bin.index.json",
            "int8.pt", "pruned.pt")
