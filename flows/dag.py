@@ -220,14 +220,15 @@ TASK_KEYS = (*LABELED_FILE_OPTIONS, "test_per_mille", "validation_per_mille", "m
 """The fine-tune options that say which rows are the task's test and validation splits."""
 
 
-def task_config(labeled: str, finetune_opts: dict, run: Path) -> str:
-    """The fine-tune's data as a `finetune --config` JSON (what it read, with the run's column and split
-    options), so the card and head pruning score the same test and validation splits."""
+def task_config(labeled: str, finetune_opts: dict, run: Path, name: str = "card-task.json") -> str:
+    """The fine-tune's data as a `finetune --config` JSON, <run>/<name> (what it read, with the run's column and split
+    options), so the card, head pruning and few-shot prompting score the same test and validation splits."""
     prepared = Path(labeled, "finetune.json")
     spec = (json.loads(prepared.read_text()) if prepared.exists() else
             json.loads(Path(labeled).read_text()) if labeled.endswith(".json") else {"data": [labeled]})
     spec.update({k: v for k, v in finetune_opts.items() if k in TASK_KEYS})
-    path = run / "card-task.json"
+    path = run / name
+    path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(spec, indent=1, sort_keys=True) + "\n"
     if not path.exists() or path.read_text() != text:  # unchanged: keep its mtime, so the stages reading it stay cached
         path.write_text(text)

@@ -25,12 +25,11 @@ from pydantic import BaseModel, Field, ValidationError, create_model, field_vali
 from common.cli import closest
 from common.redact import is_secret_name, secret_in_value
 from flows.data_root import check_beam_paths, check_option_paths, data_roots, inside_root, refuse_code_folder
-from flows.presets import RUN_PRESETS
+from flows.presets import RUN_PRESETS, with_objective
 from flows.stages import table as stage_table
 from pipelines.tokenizer import MODELS
 from schemas.finetune import LABELED_COLUMNS, LABELED_FILE_OPTIONS, TASKS
-from schemas.objectives import DAG_OBJECTIVES
-from schemas.objectives import REGISTRY as OBJECTIVE_RECORDS
+from schemas.objectives import OBJECTIVES
 from training.launch.cluster import CONTROL, ClusterSpec
 from training.launch.cluster import KINDS as CLUSTER_KINDS
 
@@ -39,9 +38,9 @@ NAME_PATTERN = r"^[A-Za-z0-9._-]*[A-Za-z0-9_-][A-Za-z0-9._-]*$"
 # Choices, shared by the models and the flow signatures (the UI's form shows them as drop-downs).
 Preset = Literal[tuple(RUN_PRESETS)]
 # derived from the registries (schemas.objectives, pipelines.tokenizer MODELS), so a new objective or tokenizer
-# family shows up in the form; the objectives offered are those the whole DAG runs (schemas.objectives DAG_OBJECTIVES)
+# family shows up in the form; every registered objective runs through the whole DAG
 TokenizerKind = Literal[("", *MODELS)]
-Objective = Literal[("", *DAG_OBJECTIVES)]
+Objective = Literal[("", *OBJECTIVES)]
 TaskKind = Literal[("", *TASKS)]
 ClusterKind = Literal[("local", *CLUSTER_KINDS)]
 DEMO_CRAWL = ["samples/crawl"]
@@ -355,13 +354,8 @@ class TrainParams(LabeledFileParams):
 
     def stage_options(self) -> dict[str, dict[str, Any]]:
         """The preset's per-stage options with this run's choices and overrides applied."""
-        opts = RUN_PRESETS[self.preset]()
-        if getattr(self, "objective", "") and not getattr(self, "tokenizer_model", ""):
-            tokenizer = OBJECTIVE_RECORDS[self.objective].tokenizer  # a decoder's byte-level BPE, not BERT's WordPiece
-            if tokenizer:
-                opts["tokenizer"]["model"] = tokenizer
-        for key, stage, option in (("tokenizer_model", "tokenizer", "model"), ("objective", "shards", "mask_objective"),
-                                   ("model", "pretrain", "model"),
+        opts = with_objective(RUN_PRESETS[self.preset](), getattr(self, "objective", ""))
+        for key, stage, option in (("tokenizer_model", "tokenizer", "model"), ("model", "pretrain", "model"),
                                    *((k, "finetune", k) for k in LABELED_FILE_OPTIONS)):
             if getattr(self, key, ""):
                 opts[stage][option] = getattr(self, key)
@@ -379,8 +373,9 @@ class CorpusParams(BaseModel):
         "", description="what the model learns, and so which model: mlm (empty, the default), whole_word or span "
         "train a BERT; causal a Llama-style decoder (LlamaForCausalLM; its tokenizer byte-level BPE unless "
         "tokenizer_model says), fine-tuned as a classifier on its last token, distilled DistilGPT2's way, scored "
-        "by next-token loss and perplexity. t5_span is not offered yet: its shards and T5 train with `lmforge "
-        "shards/pretrain` directly")
+        "by next-token loss and perplexity; t5_span a T5 (T5ForConditionalGeneration, span corruption; its "
+        "tokenizer unigram with sentinels), fine-tuned as a classifier, distilled into half of each stack, scored "
+        "by span-corruption loss")
     languages: list[str] = Field(["auto"], min_length=1, description="languages the corpus keeps: ISO 639-1 codes "
                                  "(e.g. ['fr', 'de']), or ['auto'] (default): every language with at least 5% of the "
                                  "documents that pass cleaning, or 1,000 of them; the corpus report and the card name "

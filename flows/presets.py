@@ -76,3 +76,16 @@ def tiny() -> dict[str, dict[str, Any]]:
 RUN_PRESETS = {"demo": demo, "full": full, "tiny": tiny}
 """What a flow's `preset` parameter names: every stage's options for a run of that size (model sizes are
 training.models.model.MODEL_PRESETS)."""
+
+
+def with_objective(opts: dict[str, dict[str, Any]], objective: str) -> dict[str, dict[str, Any]]:
+    """A preset's options training for `objective` (schemas.objectives; empty: the preset's own, mlm): the shards
+    masked for it and, where the objective names one, its tokenizer family (a decoder's byte-level BPE, T5's unigram
+    with sentinels) in place of the preset's WordPiece. `opts` is changed and returned."""
+    from schemas.objectives import objective as record
+
+    if objective:
+        opts["shards"]["mask_objective"] = objective
+        if record(objective).tokenizer:
+            opts["tokenizer"]["model"] = record(objective).tokenizer
+    return opts

@@ -31,7 +31,7 @@ from pipelines.io import expand_inputs
 from pipelines.labeled.registry import SOURCES
 from schemas.finetune import LABELED_COLUMNS, LABELED_FILE_OPTIONS, TASKS
 from schemas.manifest import read_manifest
-from schemas.objectives import DAG_OBJECTIVES
+from schemas.objectives import OBJECTIVES
 
 
 def missing_inputs(flow: str, params: dict[str, Any]) -> str | None:
@@ -162,10 +162,11 @@ def cli_main(argv: list[str]) -> int:
                          "language with at least 5%% of the pages that pass cleaning, or 1,000 of them")
     ap.add_argument("--preset", default=None, help="stage sizes: demo, full (the same sample, twice the training) or tiny "
                     "(default: demo)")
-    ap.add_argument("--objective", default=None, choices=DAG_OBJECTIVES,
+    ap.add_argument("--objective", default=None, choices=OBJECTIVES,
                     help="what the model learns, and so which model: mlm (default), whole_word or span train a BERT; "
                          "causal a Llama-style decoder (byte-level BPE tokenizer), fine-tuned, distilled and scored "
-                         "as a decoder")
+                         "as a decoder; t5_span a T5 (unigram tokenizer with sentinels), scored by span-corruption "
+                         "loss")
     ap.add_argument("--nproc", type=int, default=None, help="pretraining processes (default: 2)")
     ap.add_argument("--dedup-index", default=None, help="band index shared by recurring refreshes (default: a fresh "
                     "<runs-dir>/<name>/minhash_index; refresh: state/minhash_index)")

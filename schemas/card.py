@@ -32,7 +32,8 @@ class CardEntry:
     """Its model kind (training.models.model_kinds.KINDS)."""
     quality: dict[str, Any]
     """`applies` (bool); if true `figure`, `value`, `standard_error`, `tokens`, `rows` (+ `perplexity`), else `why`;
-    optional `task` {metrics, primary, test_examples, controls, reference}, `probing`, `pseudo_perplexity`."""
+    optional `task` {metrics, primary, test_examples, controls, reference}, `few_shot` (a decoder's, on the task:
+    training/evaluation/few_shot.py), `probing`, `pseudo_perplexity`."""
     cost: dict[str, Any]
     """training/evaluation/resources.py's measurement: parameters, disk_bytes, peak_rss_bytes, init_seconds, with_head, ...,
     and `machine`: what other processes used of the CPU while it was measured (training/evaluation/card.py)."""

@@ -73,10 +73,6 @@ def objectives_of_kind(model_kind: str) -> tuple[str, ...]:
     return tuple(n for n, o in REGISTRY.items() if o.model_kind == model_kind)
 
 
-DAG_OBJECTIVES: tuple[str, ...] = (*MLM_OBJECTIVES, *objectives_of_kind("causal_lm"))
-"""What the whole DAG runs (`lmforge run --objective`): distillation (DistilBERT's or DistilGPT2's recipe) and the
-evaluation report take masked LMs and decoders; T5's span corruption trains with `lmforge shards/pretrain`."""
-
 
 def help_text() -> str:
     """`mlm (BERT) | whole_word (BERT WWM) | ...` for the --mask-objective option."""

@@ -37,6 +37,7 @@ ends empty, a stage errs) fails its own subflow run with the reason; the others 
 """
 from __future__ import annotations
 
+import copy
 import json
 import re
 import sys
@@ -52,12 +53,14 @@ from common.config import opt, require
 from flows.ablation.arm import arm_task, cleaning_of, corpus_of
 from flows.ablation.arms import ARM_PRESETS, QUALITY_FAMILIES, changed, nest_options, resolve_arms
 from flows.ablation.cleaning import share_cleaning
-from flows.dag import corpus_task, labeled_task, shards_task, tokenizer_task
+from flows.dag import corpus_task, labeled_task, shards_task, task_config, tokenizer_task
 from flows.data_root import check_option_paths, inside_root, refuse_code_folder
 from flows.form import flow_params, with_defaults
 from flows.params import DEMO_CRAWL, NAME_PATTERN, ParamError, check_values
-from flows.presets import RUN_PRESETS
+from flows.presets import RUN_PRESETS, with_objective
 from pipelines.labeled.registry import SOURCES
+from schemas.objectives import OBJECTIVES
+from training.models.model_kinds import predicts_next
 
 REFERENCE_CORPUS = {**{f: {"enabled": False} for f in (*QUALITY_FAMILIES, "url_filter", "pii")},
                     "exact_dedup": False, "near_dedup": False, "line_dedup": False, "num_shards": 1}
@@ -92,6 +95,11 @@ class AblationConfig:
                            "each arm's models are fine-tuned on the same splits; the baseline's also give the "
                            "random-init twin and the majority and TF-IDF controls", choices=tuple(SOURCES))
     tokenizer_arm: str = opt("baseline", "the arm whose corpus trains the one tokenizer all arms share")
+    objective: str = opt("", "what every arm's model learns (schemas.objectives), with the preset's sizes: empty "
+                             "(the preset's: mlm), mlm, whole_word or span a BERT; causal a Llama-style decoder, judged "
+                             "as FineWeb and DCLM rank data, by held-out perplexity on the reference set and few-shot "
+                             "accuracy on each task (beside its fine-tuned score); t5_span a T5",
+                         choices=("", *OBJECTIVES))
     nproc: int = opt(1, "pretraining processes per model")
     share_cleaning: bool = opt(True, "arms that differ only in deduplication read one cleaning of the crawl, run "
                                      "once (flows/ablation/cleaning.py); off: every arm cleans the crawl itself")
@@ -165,7 +173,7 @@ def arm_plan(cfg: AblationConfig, root: Path, opts: dict[str, dict[str, Any]] | 
     """What every arm's subflow reads (flows/ablation/arm.py): the shared recipe (the preset's stage options, or
     `opts`), and per arm its crawl and corpus options, decontaminated against the reference set. Plain JSON: Prefect
     stores a subflow's parameters."""
-    opts = opts or RUN_PRESETS[cfg.preset]()
+    opts = with_objective(copy.deepcopy(opts) if opts else RUN_PRESETS[cfg.preset](), cfg.objective)
     ref = reference_items(cfg, root)
     arms = {a.name: {"crawl": [c if "://" in c else str(Path(c).resolve()) for c in (a.crawl or cfg.crawl)],
                      "near_dedup": bool(a.resolved.get("near_dedup")),
@@ -190,7 +198,11 @@ def shared_stages(cfg: AblationConfig, plan: dict[str, Any]) -> None:
     reference = shards_task.with_options(**limit)(ref_corpus, tokenizer, ref_run,
                                                   {**opts["shards"], "valid_per_mille": REFERENCE_VALID_PER_MILLE}, [])
     labeled = {name: labeled_task.with_options(**limit)(name, root) for name in cfg.tasks}
-    plan.update(tokenizer=tokenizer, reference=reference, labeled=labeled)
+    # a decoder is also prompted with each task (few-shot): the test split its fine-tunes score
+    few_shot = [task_config(path, {**opts["finetune"], **(opts.get("finetune_per_task") or {}).get(name, {})},
+                            root / "few-shot", f"{name}.json") for name, path in labeled.items()
+                ] if cfg.objective and predicts_next(cfg.objective) else []
+    plan.update(tokenizer=tokenizer, reference=reference, labeled=labeled, few_shot=few_shot)
 
 
 def run_arms(cfg: AblationConfig, plan: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -236,6 +248,7 @@ def _params_model() -> type[BaseModel]:
 
     hints = typing.get_type_hints(AblationConfig)
     special = {"arms": list[Literal[tuple(ARM_PRESETS)]], "preset": Literal[tuple(RUN_PRESETS)],
+               "objective": Literal[("", *OBJECTIVES)],
                "tasks": list[Literal[tuple(SOURCES)]]}
     bounds = {"name": {"pattern": NAME_PATTERN}, "token_budget": {"ge": 0}, "nproc": {"ge": 1, "le": 64},
               "parallel_arms": {"ge": 1, "le": 64}, "stage_timeout_minutes": {"gt": 0}, "seeds": {"min_length": 1},

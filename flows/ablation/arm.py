@@ -6,8 +6,9 @@ nothing it reads changed, so a finished arm costs nothing the second time):
            from others only in deduplication reads the cleaning they share instead (<root>/cleaned/<first arm>,
            flows/ablation/cleaning.py) and deduplicates it its own way
   shards   the shared tokenizer, the preset's shards options
-  per seed (seed-<s>/): pretrain (the steps that make the ablation's token budget), eval (the masked-LM loss on
-           the reference shards, all of their rows), and per downstream task tasks/<task>/finetune: the model
+  per seed (seed-<s>/): pretrain (the steps that make the ablation's token budget), eval (the language-model loss
+           on the reference shards, all of their rows; a decoder's also its few-shot accuracy on each task's test
+           split), and per downstream task tasks/<task>/finetune: the model
            fine-tuned with that seed on the task's shared splits. The baseline's fine-tunes also train the random-init
            twin (init scratch) and score the majority and TF-IDF controls: they do not depend on the arm.
 An arm that fails (an empty corpus, a stage that errs) ends its subflow run Failed with the reason; `arm_task`
@@ -100,7 +101,8 @@ def ablation_arm(ablation: str, arm: str, plan: dict[str, Any]) -> dict[str, Any
         seed_run = run / f"seed-{seed}"
         pretrain = pretrain_task.with_options(**limit)(shards, plan["tokenizer"], seed_run,
                                                        {**opts["pretrain"], "seed": seed, "steps": steps}, plan["nproc"])
-        ev = evaluate_task.with_options(**limit)(seed_run, {**opts["evaluate"], "max_batches": 0, "split": "all"},
+        ev = evaluate_task.with_options(**limit)(seed_run, {**opts["evaluate"], "max_batches": 0, "split": "all",
+                                                            "few_shot": plan.get("few_shot", [])},
                                                  plan["reference"], pretrain, None, None)
         tasks = {name: finetune_task.with_options(**limit)(pretrain, labeled, seed_run / "tasks" / name,
                                                             finetune_options(plan, arm, seed, name))

@@ -13,6 +13,7 @@ test split (from the baseline's fine-tunes: they do not depend on the arm). A fa
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from schemas.finetune import FinetuneMetrics
 from schemas.manifest import atomic_write_json, read_manifest
 from training.evaluation.card_summary import rows_of, verdict
 from training.finetuning.metrics import lower_is_better
+from training.models.model_kinds import predicts_next
 
 
 def task_scores(seeds: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -58,6 +60,21 @@ def controls(seeds: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def few_shot_scores(evals: dict[int, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per task: a decoder's few-shot test accuracy per seed (the eval stage's, training/evaluation/few_shot.py) with
+    its interval, and the majority class on the same items; empty for other models."""
+    out: dict[str, dict[str, Any]] = {}
+    for seed, e in evals.items():
+        for task, f in (e.get("few_shot") or {}).items():
+            if f.get("applies"):
+                t = out.setdefault(task, {"metric": "accuracy", "test_examples": f["test_examples"],
+                                          "majority": f["majority"], "shots": f["shots"], "by_seed": {}})
+                t["by_seed"][seed] = f["accuracy"]
+    for t in out.values():
+        t.update(interval(list(t["by_seed"].values())))
+    return out
+
+
 def arm_record(r: dict[str, Any]) -> dict[str, Any]:
     """One arm's figures from its corpus, shards, per-seed eval and fine-tune outputs."""
     if "error" in r:
@@ -78,6 +95,8 @@ def arm_record(r: dict[str, Any]) -> dict[str, Any]:
             "tokens_trained": trained, "tokens_trained_by_seed": tokens,
             "epochs": trained / train_tokens if train_tokens else None,
             "reference_loss_by_seed": losses, "reference_loss": interval(list(losses.values())),
+            "reference_perplexity": math.exp(min(sum(losses.values()) / len(losses), 50)) if losses else None,
+            "few_shot": few_shot_scores(evals),
             # the arm's corpus's token frequencies alone on the same reference tokens (one value: the seeds share them)
             "reference_unigram_control": min(controls) if controls else None,
             "tasks": task_scores(seeds)}
@@ -92,6 +111,11 @@ def differences(arms: dict[str, dict[str, Any]]) -> list[str]:
         d = paired(a["reference_loss_by_seed"], base["reference_loss_by_seed"])
         a["reference_loss"]["diff_to_baseline"] = d
         out.append(sentence("held-out reference loss", name, d, lower_is_better=True))
+        for task, t in a.get("few_shot", {}).items():
+            b = base.get("few_shot", {}).get(task)
+            if b:
+                t["diff_to_baseline"] = d = paired(t["by_seed"], b["by_seed"])
+                out.append(sentence(f"{task} few-shot accuracy", name, d, lower_is_better=False))
         for task, t in a["tasks"].items():
             b = base["tasks"].get(task)
             if not b:
@@ -109,6 +133,7 @@ def write_report(cfg, root: Path, results: dict[str, dict[str, Any]], plan: dict
     sentences = differences(arms)
     base = results.get("baseline", {})
     report = {"name": cfg.name, "preset": plan.get("recipe") or cfg.preset, "seeds": list(cfg.seeds), "reference": cfg.reference,
+              "objective": cfg.objective, "decoder": bool(cfg.objective) and predicts_next(cfg.objective),
               "tokenizer": plan["tokenizer"], "reference_shards": plan["reference"], "tasks": list(cfg.tasks),
               "stage_options": plan["opts"], "arms": arms, "controls": controls(base["seeds"]) if "seeds" in base else {},
               "sentences": sentences}
@@ -144,8 +169,14 @@ def ci(x: dict[str, Any] | None) -> str:
 def table(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     """The report's one table (markdown, HTML and the Prefect table artifact share it): header and rows."""
     tasks = report["tasks"]
+    arms = [a for a in report["arms"].values() if "error" not in a]
+    shots = [t for t in tasks if any(t in a.get("few_shot", {}) for a in arms)]  # a decoder's, prompted
+    ppl = bool(report.get("decoder"))
     header = ["arm", "docs kept / in", "dropped (top reasons)", "duplicates", "tokens trained", "epochs",
-              "reference loss", "vs baseline", *[x for t in tasks for x in (f"{t} (test)", "vs baseline")]]
+              "reference loss", "vs baseline", *(["reference perplexity"] if ppl else []),
+              *[x for t in shots for x in (f"{t} (few-shot)", "vs baseline")],
+              *[x for t in tasks for x in (f"{t} (test)", "vs baseline")]]
+    lead = 8 + ppl  # the columns before the tasks'
     rows = []
     for name, a in report["arms"].items():
         if "error" in a:
@@ -155,6 +186,11 @@ def table(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
         row = [name, f"{a['docs_kept']:,} / {a['docs_in']:,}", ", ".join(f"{k} {v}" for k, v in top) or "-",
                ", ".join(f"{k} {v}" for k, v in a["duplicates_by_kind"].items()) or "-", f"{a['tokens_trained']:,.0f}",
                f"{a['epochs']:.2f}", ci(a["reference_loss"]), ci(a["reference_loss"].get("diff_to_baseline"))]
+        if ppl:
+            row.append(f"{a['reference_perplexity']:.1f}" if a.get("reference_perplexity") else "-")
+        for t in shots:
+            s = a.get("few_shot", {}).get(t, {})
+            row += [ci(s), ci(s.get("diff_to_baseline"))]
         for t in tasks:
             s = a["tasks"].get(t, {})
             row += [ci(s), ci(s.get("diff_to_baseline"))]
@@ -163,12 +199,17 @@ def table(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
         if a.get("reference_unigram_control") is not None:
             rows.append([f"control: token frequencies alone ({name}'s corpus)", *[""] * 5,
                          f"{a['reference_unigram_control']:.4f}", *[""] * (len(header) - 7)])
+    for t in shots:  # the majority class on the items the decoders were prompted with (the same for every arm)
+        majority = next(a["few_shot"][t]["majority"] for a in arms if t in a.get("few_shot", {}))
+        col = lead + 2 * shots.index(t)
+        rows.append([f"control: majority class ({t}, few-shot items)", *[""] * (col - 1), f"{majority:.4f}",
+                     *[""] * (len(header) - col - 1)])
     for t, c in report["controls"].items():
-        rows.append([f"control: random init ({t})", *[""] * 7,
+        rows.append([f"control: random init ({t})", *[""] * (lead - 1 + 2 * len(shots)),
                      *[x for u in tasks for x in ((ci(c["scratch"]) if u == t else ""), "")]])
         for kind, label in (("majority", "majority class"), ("tfidf_lr", "TF-IDF + LR")):
             if c.get(kind) is not None:
-                rows.append([f"control: {label} ({t})", *[""] * 7,
+                rows.append([f"control: {label} ({t})", *[""] * (lead - 1 + 2 * len(shots)),
                              *[x for u in tasks for x in ((f"{c[kind]:.4f}" if u == t else ""), "")]])
     return header, rows
 

@@ -1,7 +1,9 @@
-"""`lmforge ablate` end to end at the tiny preset: two arms over the tiny crawl plus a page that copies a reference
-text and a third arm whose corpus ends empty, two seeds, one downstream task, the demo's reference set
-(newspaper4k's gold texts); the two arms that differ only in dedup share one cleaning, whose documents are checked
-against one corpus stage over the crawl; then the same command again. The command runs in this process
+"""`lmforge ablate` end to end at the tiny preset with decoders (`objective: causal`, as FineWeb and DCLM rank data:
+held-out perplexity and few-shot accuracy beside the fine-tuned score): two arms over the tiny crawl plus a page that
+copies a reference text and a third arm whose corpus ends empty, two seeds, one downstream task, the demo's
+reference set (newspaper4k's gold texts); the two arms that differ only in dedup share one cleaning, whose documents
+are checked against one corpus stage over the crawl; then the same command again. The masked-LM ablation differs
+only in its objective's stage options and its report's two decoder columns (the bench's `bench ablate` runs it). The command runs in this process
 (`lmforge.cli.main`, as the console script calls it: its flow on the session's Prefect server, its stages as the
 subprocesses they always are), on a token budget of 10 pretraining steps; the bad-arms answers are real processes.
 """
@@ -72,7 +74,7 @@ def test_arms_compare_on_equal_tokens_one_tokenizer_a_decontaminated_reference_a
            "reference": str(ROOT / "samples/reference/news-en.jsonl"),
            "arms": ["baseline", "no-near-dedup", {"name": "empty", "crawl": [str(tmp_path / "short.jsonl")]}],
            "seeds": [1, 2], "tasks": ["vader"], "parallel_arms": 3, "name": "abl", "runs_dir": str(tmp_path / "runs"),
-           "preset": "tiny", "token_budget": TOKEN_BUDGET}
+           "preset": "tiny", "token_budget": TOKEN_BUDGET, "objective": "causal"}
     (tmp_path / "ablation.json").write_text(json.dumps(cfg))
     monkeypatch.chdir(ROOT)
     r = ablate_here(capsys, "--config", str(tmp_path / "ablation.json"))
@@ -117,7 +119,17 @@ def test_arms_compare_on_equal_tokens_one_tokenizer_a_decontaminated_reference_a
     for d in (arms["no-near-dedup"]["reference_loss"]["diff_to_baseline"],
               arms["no-near-dedup"]["tasks"]["vader"]["diff_to_baseline"]):
         assert d["n"] == 2 and d["ci_low"] <= d["mean"] <= d["ci_high"]
-    assert len(report["sentences"]) == 2
+    assert len(report["sentences"]) == 3  # reference loss, few-shot accuracy, fine-tuned accuracy
+    # decoders: one byte-level BPE, the reference perplexity, and each model prompted with the task (few-shot) over
+    # the seeds, paired against the baseline, beside the majority class on the same items
+    assert read_manifest(root / "tokenizer")["config"]["model"] == "byte_bpe" and report["decoder"]
+    for arm in ("baseline", "no-near-dedup"):
+        f = arms[arm]["few_shot"]["vader"]
+        assert f["n"] == 2 and set(f["by_seed"]) == {"1", "2"} and f["shots"] == 3 and 0 <= f["majority"] <= 1
+        assert arms[arm]["reference_perplexity"] > 1
+    d = arms["no-near-dedup"]["few_shot"]["vader"]["diff_to_baseline"]
+    assert d["n"] == 2 and d["ci_low"] <= d["mean"] <= d["ci_high"]
+    assert any(s.startswith("no-near-dedup: ") and "vader few-shot accuracy" in s for s in report["sentences"])
     # the controls beside the task scores: the random-init twin over the seeds, majority and TF-IDF
     c = report["controls"]["vader"]
     assert c["scratch"]["n"] == 2 and 0 <= c["majority"] <= 1 and 0 <= c["tfidf_lr"] <= 1
@@ -136,6 +148,8 @@ def test_arms_compare_on_equal_tokens_one_tokenizer_a_decontaminated_reference_a
     assert read_manifest(tmp_path / "direct")["counts"]["dropped"] == arms["baseline"]["dropped_by_reason"]
     md = (root / "report.md").read_text()
     assert "baseline, no-near-dedup read one cleaning of the crawl" in md
+    assert "| reference perplexity | vader (few-shot) | vs baseline | vader (test) |" in md
+    assert "| control: majority class (vader, few-shot items) |" in md
     assert "| no-near-dedup |" in md and "| control: TF-IDF + LR (vader) |" in md and "| empty | failed: stage corpus failed: ValueError: kept none of its 1 documents" in md
     assert "<table>" in (root / "report.html").read_text() and (root / "report.png").read_bytes()[:4] == b"\x89PNG"
 

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests.integration.family_run import check_report_and_card, check_stages
 from tests.integration.user_case import user_case
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,16 +39,8 @@ def causal(prefect_api, tmp_path_factory):
 def test_a_causal_run_trains_a_llama_decoder_end_to_end(causal):
     from transformers import pipeline
 
-    from schemas.manifest import read_manifest, verify_outputs
-
-    run, result = causal.run, causal.result
-    assert result["pruned"] is None and all(result[k] for k in ("corpus", "tokenizer", "shards", "pretrain", "finetune",
-                                                                 "distill", "student_finetune", "int8", "eval", "card"))
-    for stage in ("tokenizer", "shards", "pretrain", "finetune", "distill", "eval", "card"):
-        verify_outputs(run / stage)
-    assert read_manifest(run / "tokenizer")["config"]["model"] == "byte_bpe"  # the objective's tokenizer
-    assert read_manifest(run / "shards")["extra"]["objective"] == "causal"
-
+    run = causal.run
+    check_stages(run, causal.result, "byte_bpe", "causal")
     gen = pipeline("text-generation", model=str(run / "pretrain" / "hf"))
     assert type(gen.model).__name__ == "LlamaForCausalLM"
     assert gen("The weather", max_new_tokens=4, do_sample=False)[0]["generated_text"].startswith("The weather")
@@ -60,21 +53,14 @@ def test_a_causal_run_trains_a_llama_decoder_end_to_end(causal):
 
 
 def test_its_report_and_card_score_decoders_beside_their_controls(causal):
-    run = causal.run
-    report = json.loads((run / "eval" / "report.json").read_text())
-    assert report["causal"] and report["figure"] == "next-token loss"
-    assert 0 < report["teacher"]["mlm_loss"] and report["student"]["params"] < report["teacher"]["params"]
-    assert report["unigram_control"] > 0  # token frequencies alone, on the same next tokens
-    assert set(report["finetune"]["test"]) == {"pretrained", "scratch", "majority", "tfidf_lr"}
-    md = (run / "eval" / "report.md").read_text()
-    assert "held-out next-token loss" in md and "masked-token" not in md
-
-    assert "the pruned model: head pruning is for BERT-style encoders" in (run / "card" / "report.md").read_text()
-    card = json.loads((run / "card" / "report.json").read_text())["models"]
-    assert [e["name"] for e in card] == ["teacher", "student", "fine-tuned", "student fine-tuned", "int8"]
-    assert [e["kind"] for e in card] == ["causal_lm", "causal_lm", "classifier", "classifier", "classifier"]
-    lm = card[0]["quality"]
-    assert lm["figure"].startswith("held-out next-token") and lm["perplexity"] > 1 and lm["unigram_control"] > 0
-    task = card[2]["quality"]["task"]
-    assert set(task["controls"]) >= {"majority", "tfidf_lr", "scratch"}
-    assert all(e["cost"]["encoder_only"]["inputs_per_second_median"] > 0 and e["cost"]["disk_bytes"] > 0 for e in card)
+    report = check_report_and_card(causal.run, "causal_lm")
+    assert report["causal"] and "masked-token" not in (causal.run / "eval" / "report.md").read_text()
+    card = json.loads((causal.run / "card" / "report.json").read_text())["models"]
+    assert card[0]["quality"]["perplexity"] > 1
+    # the decoders prompted with the task (few-shot, no fine-tune) beside the majority class, the prompt written down
+    for lm in card[:2]:
+        f = lm["quality"]["few_shot"]
+        assert f["applies"] and 0 <= f["accuracy"] <= 1 and f["test_examples"] > 0 and f["shots"] == 3
+        assert f["majority"] == pytest.approx(card[2]["quality"]["task"]["controls"]["majority"], abs=1e-3)
+    assert "few_shot" not in card[2]["quality"]  # a classifier is scored by its head
+    assert "Few-shot prompt" in (causal.run / "card" / "report.md").read_text()

@@ -64,7 +64,7 @@ def test_nproc_and_friends_are_bounded_in_the_form():
     assert dag["run_name"]["pattern"] == NAME_PATTERN and not re.match(NAME_PATTERN, "..")
     assert dag["crawl"]["minItems"] == 1
     assert dag["preset"]["enum"] == ["demo", "full", "tiny"]
-    assert dag["objective"]["enum"] == ["", "mlm", "whole_word", "span", "causal"]  # a drop-down of what the DAG runs
+    assert dag["objective"]["enum"] == ["", "mlm", "whole_word", "span", "t5_span", "causal"]  # a drop-down of what the DAG runs
     refresh = _deployment_schema(_flows()[2][0])["properties"]
     assert (refresh["replay_fraction"]["minimum"], refresh["replay_fraction"]["maximum"]) == (0, 1)
 

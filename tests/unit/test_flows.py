@@ -154,21 +154,25 @@ def test_choices_reach_the_stages(root):
 
 
 def test_the_objective_chooses_the_model_and_its_tokenizer(root, capsys):
-    """`objective` offers what the whole DAG runs (the registry's masked-LM and causal objectives, not t5_span yet);
-    causal trains its decoder on byte-level BPE unless tokenizer_model says otherwise."""
-    from flows.params import DagParams
-    from lmforge.cli import main
-    from schemas.objectives import DAG_OBJECTIVES, objectives_of_kind
+    """`objective` offers every registered objective; causal trains its decoder on byte-level BPE and t5_span its T5
+    on a unigram with sentinels, unless tokenizer_model says otherwise."""
+    import typing
 
-    assert set(DAG_OBJECTIVES) == {"mlm", "whole_word", "span", "causal"} and not set(objectives_of_kind("seq2seq")) & set(DAG_OBJECTIVES)
+    from flows.params import DagParams, Objective
+    from lmforge.cli import main
+    from schemas.objectives import OBJECTIVES
+
+    assert typing.get_args(Objective) == ("", *OBJECTIVES)
+    t5 = DagParams(objective="t5_span").stage_options()
+    assert t5["shards"]["mask_objective"] == "t5_span" and t5["tokenizer"]["model"] == "unigram"
     o = DagParams(objective="causal").stage_options()
     assert o["shards"]["mask_objective"] == "causal" and o["tokenizer"]["model"] == "byte_bpe"
     assert DagParams(objective="causal", tokenizer_model="bpe").stage_options()["tokenizer"]["model"] == "bpe"
     assert "model" not in DagParams(objective="mlm").stage_options()["tokenizer"]  # the preset's WordPiece
     with pytest.raises(SystemExit) as e:
-        main(["run", "--objective", "t5_span"])
+        main(["run", "--objective", "t5"])
     err = capsys.readouterr().err
-    assert e.value.code == 2 and "invalid choice: 't5_span'" in err
+    assert e.value.code == 2 and "invalid choice: 't5'" in err
 
 
 def test_partial_run_parameters_keep_the_deployments_other_values(root):

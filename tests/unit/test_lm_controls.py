@@ -31,6 +31,33 @@ def test_the_control_is_the_train_frequencies_cross_entropy_on_the_scored_tokens
     assert got["tokens"] == len(scored) > 0 and got["value"] == pytest.approx(expected, abs=1e-4)
 
 
+def test_an_encoder_decoders_control_is_the_train_targets_frequencies_on_the_valid_targets(tmp_path):
+    """t5_span: the scored tokens are span targets (sentinels and the spans' tokens), which the input rows never hold
+    as such; the frequencies are the train split's targets', counted the slow way here."""
+    from training.pretraining.batches import build_batch
+    from training.pretraining.shard_set import ShardSet
+
+    shards = make_objective_shards(tmp_path, "t5_span")
+    s = ShardSet.open(shards)
+    train = build_batch(s.read("train"), np.arange(s.read("train").num_rows), 0)["labels"].numpy()
+    counts = {}
+    for y in train.ravel():
+        if y != -100:
+            counts[int(y)] = counts.get(int(y), 0) + 1
+    total = sum(counts.values()) + s.vocab_size
+    valid = build_batch(s.read("valid"), np.arange(s.read("valid").num_rows), 0)["labels"].numpy()
+    scored = [int(y) for y in valid.ravel() if y != -100]
+    expected = -sum(math.log((counts.get(y, 0) + 1) / total) for y in scored) / len(scored)
+    got = unigram_loss(shards, False)
+    assert got["tokens"] == len(scored) > 0 and got["value"] == pytest.approx(expected, abs=1e-4)
+
+
+def test_a_model_worse_than_the_control_is_said_to_be_worse_not_under_it():
+    line, warning = context_line(12.8, 5.36, "held-out span-corruption loss")
+    assert line.endswith("7.44 nats worse than them") and "-7" not in line
+    assert warning.startswith("the pretrained model scores 7.44 nats worse than token frequencies alone")
+
+
 def test_a_model_barely_under_the_control_is_warned_about():
     line, warning = context_line(6.87, 7.09)
     assert line == ("held-out masked-token loss 6.870 nats against 7.090 for token frequencies alone (the unigram "

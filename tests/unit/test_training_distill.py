@@ -214,7 +214,7 @@ def test_a_decoder_distils_on_causal_shards_with_distilgpt2s_recipe(tmp_path_fac
     teacher_hf = root / "pretrain" / "hf"
     save_hf(build_for_objective("causal", m, s.vocab_size, s.pad_id, s.eos_id, s.seq_len).hf, tok, teacher_hf)
     write_manifest(teacher_hf.parent, Manifest(stage="pretrain", config={}))
-    teacher = load_teacher(teacher_hf, causal=True)
+    teacher = load_teacher(teacher_hf, "causal_lm")
     assert layer_prefix(teacher) == {"llama": "model.layers.", "gpt2": "transformer.h."}[family]
     ids = torch.randint(5, s.vocab_size, (2, 12))
     with torch.no_grad():  # every block copied: the teacher's function
@@ -232,3 +232,48 @@ def test_a_decoder_distils_on_causal_shards_with_distilgpt2s_recipe(tmp_path_fac
     gen = pipeline("text-generation", model=str(out / "hf"))
     assert type(gen.model).__name__ == type(teacher).__name__
     assert gen("The movie", max_new_tokens=4, do_sample=False)[0]["generated_text"].startswith("The movie")
+
+
+def test_a_t5_distils_on_t5_span_shards_into_half_of_each_stack(tmp_path_factory):
+    """What t5_span shards train distils into a T5 of half its encoder and half its decoder blocks, each stack's
+    first block (the one holding T5's relative position bias) kept; the loss at every span-target position; the
+    student is a T5ForConditionalGeneration that opens in transformers and scores the same targets."""
+    import dataclasses
+
+    from transformers import AutoModelForSeq2SeqLM
+
+    from tests.fixtures import make_objective_shards
+    from training.compression.distill import block_stacks, load_teacher
+    from training.models.model import build_for_objective
+
+    root = tmp_path_factory.mktemp("t5")
+    shards_dir = make_objective_shards(root, "t5_span")
+    s = ShardSet.open(shards_dir)
+    tok = load_tokenizer(root / "unigram")
+    torch.manual_seed(0)
+    m = dataclasses.replace(preset("tiny"), num_layers=4, dropout=0.0)
+    teacher_hf = root / "pretrain" / "hf"
+    save_hf(build_for_objective("t5_span", m, s.vocab_size, s.pad_id, s.eos_id, s.seq_len).hf, tok, teacher_hf)
+    write_manifest(teacher_hf.parent, Manifest(stage="pretrain", config={}))
+    teacher = load_teacher(teacher_hf, "seq2seq")
+    assert [p for p, _, _ in block_stacks(teacher)] == ["encoder.block.", "decoder.block."]
+    batch = next(RankLoader(s.read("train"), 0, 1, 4, 0, s.num_variants).epoch(0))
+    feed = {k: batch[k] for k in ("input_ids", "attention_mask", "decoder_input_ids")}
+    with torch.no_grad():  # every block copied: the teacher's function
+        same = student_from_teacher(teacher, [0, 1, 2, 3]).eval()
+        assert torch.allclose(same(**feed).logits, teacher(**feed).logits, atol=1e-5)
+    cfg = DistillConfig(teacher=str(teacher_hf), shards=str(shards_dir), output=str(root / "d"))
+    loss, parts = distill_step(same.train(), teacher, batch, cfg)
+    assert parts["ce"].abs() < 1e-4 and parts["cos"].abs() < 1e-4 and parts["mlm"] > 0
+    half = student_from_teacher(teacher)
+    assert (half.config.num_layers, half.config.num_decoder_layers) == (2, 2)
+    bias = "decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"
+    assert torch.equal(half.state_dict()[bias], teacher.state_dict()[bias])
+    last = "encoder.block.1.layer.1.DenseReluDense.wi.weight"
+    assert torch.equal(half.state_dict()[last], teacher.state_dict()[last.replace("block.1", "block.3")])
+    out = main(["--teacher", str(teacher_hf), "--shards", str(shards_dir), "--output", str(root / "distill"),
+                "--steps", "4", "--batch-size", "4", "--log-every", "2", "--eval-batches", "1"])
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["student_layers"] == 2 and metrics["copied_layers"] == [0, 3]
+    assert metrics["student_valid_mlm_loss"] > 0 and metrics["teacher_valid_mlm_loss"] > 0
+    assert type(AutoModelForSeq2SeqLM.from_pretrained(out / "hf")).__name__ == "T5ForConditionalGeneration"

@@ -1,5 +1,5 @@
-"""DistilBERT-style distillation of a pretrained BERT, or DistilGPT2-style of a decoder, into a shallower student
-(half its layers by default).
+"""DistilBERT-style distillation of a pretrained BERT, DistilGPT2-style of a decoder, or of a T5, into a shallower
+student (half its layers by default).
 
 Run:
 
@@ -22,7 +22,10 @@ T = 2, the KL and cosine terms over every attended position, with the teacher in
 under no_grad. On causal shards the teacher is a decoder (the Llama-style one causal shards train, or a GPT-2) and
 the recipe is DistilGPT2's (the same examples/research_projects/distillation code, `--mlm false`): the same three
 terms, the KL over every attended position's next-token distribution and the student's own cross-entropy on the
-next token (`--restrict-ce-to-mask` does not apply: every position predicts). Plain torch AdamW from the shared recipe (training.runtime.recipe); one process, or data-parallel
+next token (`--restrict-ce-to-mask` does not apply: every position predicts). On t5_span shards the teacher is
+a T5 and the student keeps half of each stack (encoder and decoder, each stack's first block with its relative
+position bias always), trained on the same three terms at every span-target position, the cosine over the decoder's
+last hidden states: DistilBART's shrink-and-distil (Shleifer and Rush 2020) at pretraining time. Plain torch AdamW from the shared recipe (training.runtime.recipe); one process, or data-parallel
 under pretraining's launcher (`lmforge distill --nproc N`: torchrun, each process a slice of every batch,
 gradients summed over gloo/NCCL); the student is small and the teacher's forward dominates, so there
 is no DeepSpeed engine here.
@@ -45,10 +48,11 @@ from transformers.utils import logging as hf_logging
 from common.config import add_config_args, config_from_args, config_to_dict
 from common.logs import setup as setup_logs
 from schemas.manifest import MANIFEST_NAME, Manifest, atomic_write_json, describe_outputs, input_ref, write_manifest
+from schemas.objectives import objective
 from training.compression.distill_config import DistillConfig, check_inputs
 from training.models.export import HF_DIR, METRICS_NAME, check_tokenizer, load_tokenizer, loss_summary, save_hf
 from training.models.model import num_parameters
-from training.models.model_kinds import predicts_next
+from training.models.model_kinds import KINDS
 from training.pretraining.data import IGNORE_INDEX, RankLoader, ShardSet
 from training.pretraining.step_stats import StepRows, log_window_steps
 from training.runtime.accelerator import dist_backend
@@ -94,35 +98,59 @@ def mlm_head(model):
                      "LMs and decoders")
 
 
+def block_stacks(model) -> list[tuple[str, str, int]]:
+    """Where the transformer blocks sit in the state dict, one (prefix, config key of its depth, depth) per stack:
+    in each stack the one list of its depth's blocks of one class (bert.encoder.layer.,
+    roberta_prelayernorm.encoder.layer., Llama's model.layers., GPT-2's transformer.h.; T5's encoder.block. and
+    decoder.block., num_layers and num_decoder_layers)."""
+    cfg = model.config
+    if getattr(cfg, "is_encoder_decoder", False):
+        parts = [(model.get_encoder(), "num_layers"), (model.get_decoder(), "num_decoder_layers")]
+    else:
+        parts = [(model, cfg.attribute_map.get("num_hidden_layers", "num_hidden_layers"))]  # GPT-2's n_layer
+    where = {id(m): name for name, m in model.named_modules()}
+    stacks = []
+    for part, key in parts:
+        n = getattr(cfg, key)
+        found = next((name for name, sub in part.named_modules() if n and isinstance(sub, torch.nn.ModuleList)
+                      and len(sub) == n and len({type(m) for m in sub}) == 1), None)
+        if found is None:
+            raise ValueError(f"{type(model).__name__}: no list of its {n} blocks; distill takes BERT-family encoders, "
+                             "decoders and T5")
+        stacks.append((".".join(x for x in (where[id(part)], found) if x) + ".", key, n))
+    return stacks
+
+
 def layer_prefix(model) -> str:
-    """Where the transformer blocks sit in the state dict: the one list of num_hidden_layers blocks of one class
-    (bert.encoder.layer., roberta_prelayernorm.encoder.layer., Llama's model.layers., GPT-2's transformer.h.)."""
-    n = model.config.num_hidden_layers
-    for name, sub in model.named_modules():
-        if isinstance(sub, torch.nn.ModuleList) and len(sub) == n and len({type(m) for m in sub}) == 1 and n:
-            return f"{name}."
-    raise ValueError(f"{type(model).__name__}: no list of its {n} blocks; distill takes BERT-family encoders and "
-                     "decoders")
+    """The first stack's prefix (block_stacks): an encoder's or a decoder's only one."""
+    return block_stacks(model)[0][0]
 
 
 def student_from_teacher(teacher, layers: list[int] | None = None):
-    """A masked LM of the teacher's class (BERT, RoBERTa, pre-LN RoBERTa, ...) with len(layers) blocks copied from
-    `teacher`; embeddings, any final LayerNorm and the MLM head copied too."""
-    layers = student_layers(teacher.config.num_hidden_layers) if layers is None else layers
-    if not layers or max(layers) >= teacher.config.num_hidden_layers:
-        raise ValueError(f"layers {layers} do not fit a {teacher.config.num_hidden_layers}-layer teacher")
-    depth_key = teacher.config.attribute_map.get("num_hidden_layers", "num_hidden_layers")  # GPT-2's n_layer
-    config = type(teacher.config).from_dict({**teacher.config.to_dict(), depth_key: len(layers)})
+    """A model of the teacher's class (BERT, RoBERTa, pre-LN RoBERTa, Llama, GPT-2, T5) with len(layers) blocks
+    copied from `teacher` in each of its stacks (T5: the encoder's and the decoder's, each its own spread of
+    len(layers) when the two differ in depth); embeddings, final norms, relative position biases (T5's, in each
+    stack's first block, always kept) and the vocabulary head copied too."""
+    stacks = block_stacks(teacher)
+    picks = {}
+    for prefix, key, n in stacks:
+        picked = student_layers(n) if layers is None else (layers if n == stacks[0][2] else
+                                                            student_layers(n, min(len(layers), n)))
+        if not picked or max(picked) >= n:
+            raise ValueError(f"layers {picked} do not fit a {n}-layer teacher")
+        picks[prefix] = (key, picked)
+    config = type(teacher.config).from_dict({**teacher.config.to_dict(),
+                                             **{key: len(p) for key, p in picks.values()}})
     student = type(teacher)(config)
-    prefix = layer_prefix(teacher)
     source = teacher.state_dict()
     state = {}
-    for key in student.state_dict():
-        if key.startswith(prefix):
-            i, rest = key[len(prefix):].split(".", 1)
-            state[key] = source[f"{prefix}{layers[int(i)]}.{rest}"]
+    for k in student.state_dict():
+        prefix = next((p for p in picks if k.startswith(p)), None)
+        if prefix:
+            i, rest = k[len(prefix):].split(".", 1)
+            state[k] = source[f"{prefix}{picks[prefix][1][int(i)]}.{rest}"]
         else:
-            state[key] = source[key]
+            state[k] = source[k]
     student.load_state_dict(state, strict=True)
     student.tie_weights()
     return student
@@ -155,6 +183,8 @@ def distill_step(student, teacher, batch: dict[str, torch.Tensor], cfg: DistillC
     (6 x 384, 30,522 tokens; a 3-layer student; 16 x 128 tokens, forward and backward, 2 threads): KL over
     every attended position 5.2 s per step with full-sequence heads, 4.0 s with heads at those positions;
     KL at the masked positions only 2.5 s and 1.3 s."""
+    if "decoder_input_ids" in batch:
+        return _seq2seq_step(student, teacher, batch, cfg)
     inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
     labels, att = batch["labels"], batch["attention_mask"].bool()
     if causal:  # each position predicts the next token: its label is the next position's (the last has none)
@@ -167,30 +197,53 @@ def distill_step(student, teacher, batch: dict[str, torch.Tensor], cfg: DistillC
     return loss_at(mlm_head(student)(s_h[sel]), t_sel, labels[sel], s_h[att], t_h[att], cfg)
 
 
+def _seq2seq_step(student, teacher, batch: dict[str, torch.Tensor],
+                  cfg: DistillConfig) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """An encoder-decoder's step (T5 on t5_span batches): both models read the same corrupted input and decoder
+    inputs; the KL, the student's cross-entropy and the cosine of the decoder's last hidden states are taken at
+    every target position (a sentinel or a span's token, and the closing eos). The targets are a few tokens per
+    row, so the vocabulary head runs over all of them."""
+    inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "decoder_input_ids")}
+    labels = batch["labels"]
+    sel = labels != IGNORE_INDEX
+    with torch.no_grad():
+        t = teacher(**inputs, output_hidden_states=True)
+    s = student(**inputs, output_hidden_states=True)
+    return loss_at(s.logits[sel], t.logits[sel], labels[sel], s.decoder_hidden_states[-1][sel],
+                   t.decoder_hidden_states[-1][sel], cfg)
+
+
 # ---------------------------------------------------------------------------------------------
 # The shell: setup -> fit -> validate -> save.
 
 
-def load_teacher(teacher_hf: Path, causal: bool = False):
-    """The teacher as its own masked-LM class, or its causal-LM class for causal shards (the config's architecture),
-    every weight loaded: a pre-LN model read as a BERT would silently start from random weights."""
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM
+TEACHER_KINDS = {"masked_lm": ("masked LM", " (a bare encoder has no MLM head; fit one with `lmforge pretrain "
+                                          "--init-from DIR --freeze-encoder`)"),
+                 "causal_lm": ("causal LM", ""), "seq2seq": ("encoder-decoder (T5)", "")}
+"""What a teacher of each model kind (training.models.model_kinds) is called in errors, and what to do when its
+weights lack a part."""
+
+
+def load_teacher(teacher_hf: Path, kind: str = "masked_lm"):
+    """The teacher as the class its shards' model kind loads (masked LM, causal LM, T5's conditional generation; the
+    config's architecture), every weight loaded: a pre-LN model read as a BERT would silently start from random
+    weights."""
+    from transformers import AutoConfig
+
+    from training.models.model_kinds import auto_class
 
     config = AutoConfig.from_pretrained(teacher_hf)
-    kind = "causal" if causal else "masked"
+    what, fix = TEACHER_KINDS[kind]
     try:
-        auto = AutoModelForCausalLM if causal else AutoModelForMaskedLM
-        teacher, info = auto.from_pretrained(teacher_hf, output_loading_info=True)
+        teacher, info = auto_class(kind).from_pretrained(teacher_hf, output_loading_info=True)
     except ValueError as e:
-        raise ValueError(f"{teacher_hf}: a {config.model_type} model has no {kind}-LM class; distill takes BERT-family "
-                         f"masked LMs on MLM shards and decoders on causal shards ({e})") from None
+        raise ValueError(f"{teacher_hf}: a {config.model_type} model is not a {what}; distill takes BERT-family "
+                         f"masked LMs on MLM shards, decoders on causal shards and T5 on t5_span shards ({e})") from None
     missing = [k for k in info.get("missing_keys", []) if "position_ids" not in k]
     if missing:
         raise ValueError(f"{teacher_hf}: the teacher's weights lack {', '.join(sorted(missing)[:5])}"
-                         f"{' ...' if len(missing) > 5 else ''}: not a complete {kind} LM"
-                         + ("" if causal else " (a bare encoder has no MLM head; fit one with `lmforge pretrain "
-                                              "--init-from DIR --freeze-encoder`)"))
-    layer_prefix(teacher)
+                         f"{' ...' if len(missing) > 5 else ''}: not a complete {what}{fix}")
+    block_stacks(teacher)
     mlm_head(teacher)
     teacher.eval()
     for p in teacher.parameters():
@@ -216,6 +269,8 @@ class Setup:
     total: int
     causal: bool = False
     """Causal shards: a decoder, next-token targets (DistilGPT2's recipe)."""
+    kind: str = "masked_lm"
+    """The model kind its shards train (training.models.model_kinds): masked_lm, causal_lm or seq2seq."""
 
 
 @dataclass
@@ -254,8 +309,9 @@ def setup(cfg: DistillConfig) -> Setup:
         (out / MANIFEST_NAME).unlink(missing_ok=True)  # a crashed rerun must not look finished
     tokenizer = load_tokenizer(teacher_hf, max_length=shards.seq_len)
     check_tokenizer(tokenizer, shards.vocab_size, shards.pad_id, shards.mask_id, f"{cfg.shards}/manifest.json")
-    causal = predicts_next(shards.objective)
-    teacher = load_teacher(teacher_hf, causal)
+    kind = objective(shards.objective).model_kind
+    causal = KINDS[kind].shift_labels
+    teacher = load_teacher(teacher_hf, kind)
     if teacher.config.vocab_size != shards.vocab_size:
         raise ValueError(f"{teacher_hf}: vocab_size {teacher.config.vocab_size} != shards' {shards.vocab_size}")
     torch.manual_seed(cfg.seed)
@@ -271,7 +327,7 @@ def setup(cfg: DistillConfig) -> Setup:
         log.info("data parallel: %d processes x %d sequences, gradients summed over %s (each loss scaled by 1/%d)",
                  world, cfg.batch_size // world, dist_backend(), world)
     return Setup(cfg, out, rank, world, teacher_hf, teacher_stage, shards, tokenizer, teacher, student, layers,
-                 loader, total, causal)
+                 loader, total, causal, kind)
 
 
 def fit(s: Setup) -> Fitted:
@@ -325,7 +381,7 @@ def validate(s: Setup) -> dict[str, float | None]:
         vl = RankLoader(table, 0, 1, bs, cfg.seed, s.shards.num_variants)
         valid = {"student_valid_mlm_loss": mlm_loss(s.student, vl.epoch(0), cfg.eval_batches, s.causal).loss,
                  "teacher_valid_mlm_loss": mlm_loss(s.teacher, vl.epoch(0), cfg.eval_batches, s.causal).loss}
-        log.info("valid %s loss: student %.4f, teacher %.4f", "next-token" if s.causal else "MLM",
+        log.info("valid %s: student %.4f, teacher %.4f", KINDS[s.kind].loss_name,
                  valid["student_valid_mlm_loss"], valid["teacher_valid_mlm_loss"])
     return valid
 

@@ -9,7 +9,6 @@ from pathlib import Path
 from common.config import opt, require
 from schemas.hf import HF_DIR
 from schemas.manifest import MANIFEST_NAME
-from schemas.objectives import DAG_OBJECTIVES
 from training.models.model_formats import refuse_quantized
 from training.pretraining.shard_set import ShardSet
 
@@ -64,10 +63,8 @@ def resolve_teacher(path: str | Path) -> tuple[Path, Path]:
 
 
 def check_inputs(cfg: DistillConfig) -> tuple[Path, Path, ShardSet]:
-    """The teacher (resolve_teacher) and the shards (a masked-LM or causal objective), read before anything is
-    written."""
+    """The teacher (resolve_teacher) and the shards (of any objective: its model kind decides the recipe), read before
+    anything is written."""
     teacher_hf, teacher_stage = resolve_teacher(cfg.teacher)
-    shards = ShardSet.open(cfg.shards)
-    shards.require_objective(DAG_OBJECTIVES, "distill (a masked LM or a decoder)")
-    return teacher_hf, teacher_stage, shards
+    return teacher_hf, teacher_stage, ShardSet.open(cfg.shards)
 

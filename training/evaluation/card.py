@@ -78,8 +78,7 @@ def lm_quality(model_dir: str, kind: str, shards: str | None, batch_size: int = 
            "tokens": int(x.size), "rows": int(min(table.num_rows, n_batches * batch_size))}
     if KINDS[kind].perplexity:
         out["perplexity"] = round(math.exp(min(mean, 50)), 2)
-    if not KINDS[kind].encoder_decoder:  # T5's targets are spans and sentinels: no frequency control
-        out["unigram_control"] = unigram_control(shards, KINDS[kind].shift_labels)["value"]
+    out["unigram_control"] = unigram_control(shards, KINDS[kind].shift_labels)["value"]
     return out
 
 
@@ -183,6 +182,8 @@ def card_entry(model_dir: str, cfg, name: str = "") -> CardEntry:
         ref = task_reference(model_dir)
         if ref:
             quality["task"]["reference"] = ref
+    if cfg.task_config and KINDS[kind].shift_labels:  # a decoder: prompted with the task, no fine-tune
+        quality["few_shot"] = few_shot_quality(model_dir, cfg.task_config, model, h.tokenizer)
     if cfg.probe_corpus:
         from training.evaluation.probing import probe_languages, probe_model
 
@@ -211,6 +212,20 @@ def card_entry(model_dir: str, cfg, name: str = "") -> CardEntry:
     return CardEntry(model_dir, kind, quality, cost, name)
 
 
+def few_shot_text(f: dict[str, Any] | None) -> str:
+    """The per-model line's few-shot part (training/evaluation/few_shot.py), or why it does not apply."""
+    if not f:
+        return ""
+    if not f["applies"]:
+        return f"; few-shot: not scored ({f['why']})"
+    lo, hi = f["interval"]
+    mlo, mhi = f["majority_interval"]
+    return (f"; few-shot ({f['shots']} demonstrations, {f['shots_per_class']} per class; label words "
+            f"{', '.join(repr(w) for w in f['label_words'])}): accuracy {f['accuracy']:.4f} [{lo:.3f}, {hi:.3f}] on "
+            f"{f['test_examples']:,} test items, the majority class ({f['majority_label']}) {f['majority']:.4f} "
+            f"[{mlo:.3f}, {mhi:.3f}]")
+
+
 def render(entries: list[CardEntry], opening: list[str] = (), base: str | Path | None = None, title: str = "") -> str:
     """report.md: the opening summary (card_summary.py) and what follows it in `opening` (the chart), the headline
     table (schemas.card.CARD_METRICS), each model's figures in words, probing, shares. Paths relative to `base`."""
@@ -228,7 +243,15 @@ def render(entries: list[CardEntry], opening: list[str] = (), base: str | Path |
                         + ("; controls on the same split (" + q["task"]["primary"] + "): "
                            + ", ".join(f"{k} {v:.4f}" for k, v in q["task"]["controls"].items())
                            if q["task"].get("controls") else "") if q.get("task") else "")
+                     + few_shot_text(q.get("few_shot"))
                      + ".")
+    shown = next((e.quality["few_shot"] for e in entries if (e.quality.get("few_shot") or {}).get("applies")), None)
+    if shown:
+        lines += ["", "Few-shot prompt (training/evaluation/few_shot.py): each demonstration is "
+                      f"`{shown['template']!r}` with a train item's text and label, then the test item as "
+                      "`'Text: {text}\\nLabel:'`; the prediction is the label word with the highest summed "
+                      "log-probability after it. Demonstrations (train ids): "
+                      + ", ".join(f"`{u}`" for u in shown["demonstrations"]) + "."]
     for e in entries:
         for lang, tasks in (e.quality.get("probing") or {}).items():
             n = len(next(v for k, v in tasks.items() if k != "sentences")["layers"])
@@ -267,13 +290,10 @@ def render(entries: list[CardEntry], opening: list[str] = (), base: str | Path |
     return "\n".join(lines) + "\n"
 
 
-def task_quality(model_dir: str, task_config: str, batch_size: int = 64, model=None, kind: str | None = None) -> dict[str, Any]:
-    """A fine-tuned model's score on the test split of the labelled data a `finetune --config` JSON names
-    (the same deterministic split the finetune stage scored), with the same metrics."""
-    from training.finetuning.encode import encode
-    from training.finetuning.finetune import FinetuneConfig, load_data, load_tokenizer
-    from training.finetuning.metrics import primary_metric, score
-    from training.finetuning.trainer import predict
+def task_data(model_dir: str, task_config: str):
+    """(the finetune config, the labelled data) a `finetune --config` JSON names, split as the finetune stage split
+    it; ValueError naming the file when it is unreadable or has no test split."""
+    from training.finetuning.finetune import FinetuneConfig, load_data
 
     try:
         spec = json.loads(Path(task_config).read_text())
@@ -283,6 +303,27 @@ def task_quality(model_dir: str, task_config: str, batch_size: int = 64, model=N
     data = load_data(cfg)
     if not data.test:
         raise ValueError(f"{task_config}: the labelled data has no test split to score")
+    return cfg, data
+
+
+def few_shot_quality(model_dir: str, task_config: str, model, tokenizer) -> dict[str, Any]:
+    """A decoder's few-shot accuracy on the task's test split beside the majority class
+    (training/evaluation/few_shot.py), prompted within its positions."""
+    from training.evaluation.few_shot import few_shot
+
+    _, data = task_data(model_dir, task_config)
+    return few_shot(model, tokenizer, data, max_tokens(model.config) or 512)
+
+
+def task_quality(model_dir: str, task_config: str, batch_size: int = 64, model=None, kind: str | None = None) -> dict[str, Any]:
+    """A fine-tuned model's score on the test split of the labelled data a `finetune --config` JSON names
+    (the same deterministic split the finetune stage scored), with the same metrics."""
+    from training.finetuning.encode import encode
+    from training.finetuning.finetune import load_tokenizer
+    from training.finetuning.metrics import primary_metric, score
+    from training.finetuning.trainer import predict
+
+    cfg, data = task_data(model_dir, task_config)
     model, kind = (model, kind or model_kind(model_dir)) if model is not None else load_model(model_dir)
     want = task_head_kind(data.task)
     if kind != want:

@@ -73,6 +73,10 @@ class EvaluateConfig:
     skip: list[str] = opt([], "finetune and/or distill: stages not to report (they did not finish in this run)")
     previous: str = opt("", "an earlier masked LM (HF directory) scored on the same held-out tokens, e.g. the "
                         "previous refresh's model", path=True)
+    few_shot: list[str] = opt([], "a decoder's run: `lmforge finetune --config` JSONs of classification tasks, each "
+                                  "named by its file's stem; the teacher is prompted with each task's test split "
+                                  "(few-shot accuracy beside the majority class, training/evaluation/few_shot.py), as "
+                                  "published data ablations judge decoders", path=True)
     batch_size: int = opt(32, "sequences per forward pass")
     max_batches: int = opt(0, "evaluate at most this many valid batches (0 = all)")
     split: str = opt("valid", "the shards' rows the masked-LM loss is read on: valid (held out from pretraining), or all "
@@ -88,6 +92,8 @@ class EvaluateConfig:
                 "cost_inputs and cost_repeats must be >= 1, latency_inputs >= 2")
         require(self.split in ("valid", "all"), f"split must be valid or all, got {self.split!r}")
         require(set(self.skip) <= {"finetune", "distill"}, f"--skip takes finetune and/or distill, got {self.skip}")
+        require(len({Path(c).stem for c in self.few_shot}) == len(self.few_shot),
+                f"--few-shot: each task config needs its own file name (its stem names the task), got {self.few_shot}")
 
     def stage_dir(self, stage: str) -> Path:
         return Path(getattr(self, stage) or Path(self.run, stage))
@@ -95,8 +101,8 @@ class EvaluateConfig:
 
 def valid_mlm_loss(model, table, batch_size: int, max_batches: int, causal: bool = False) -> tuple[float, int]:
     """Mean cross-entropy over all masked tokens of the valid split (variant 0, rows in order, up to max_batches
-    batches), or with `causal` over every next token, and the token count: training.runtime.recipe.mlm_loss over
-    this table's batches."""
+    batches), or with `causal` over every next token, or an encoder-decoder's over its span targets (t5_span rows),
+    and the token count: training.runtime.recipe.mlm_loss over this table's batches."""
     import itertools
 
     import numpy as np
@@ -119,17 +125,19 @@ def throughput(model, table, batch_size: int, batches: int = 5) -> float:
 
     rows = np.arange(min(batch_size, table.num_rows))
     batch = build_batch(table, rows, variant=0)
+    feed = {k: batch[k] for k in ("input_ids", "attention_mask", "decoder_input_ids") if k in batch}
     with torch.no_grad():
-        model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+        model(**feed)
         t0 = time.perf_counter()
         for _ in range(batches):
-            model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+            model(**feed)
     return len(rows) * batches / (time.perf_counter() - t0)
 
 
 def unigram_control(stages: dict[str, Path], cfg: EvaluateConfig, causal: bool = False) -> float | None:
     """What the pretraining corpus's token frequencies alone score on the tokens the teacher is scored on
-    (training.evaluation.lm_controls): the frequencies of the shards the pretraining read, as its manifest names them."""
+    (training.evaluation.lm_controls): the frequencies of the shards the pretraining read, as its manifest names them
+    (an encoder-decoder's: of their span targets)."""
     from training.evaluation.lm_controls import unigram_loss
 
     trained_on = (read_manifest(stages["pretrain"]).get("config") or {}).get("shards") or stages["shards"]
@@ -139,22 +147,33 @@ def unigram_control(stages: dict[str, Path], cfg: EvaluateConfig, causal: bool =
                         max_rows=cfg.max_batches * cfg.batch_size)["value"]
 
 
-def model_entry(hf_dir: Path, table, cfg: EvaluateConfig, causal: bool = False) -> dict[str, Any]:
-    """A model's held-out loss (`mlm_loss`: over the masked tokens, or a decoder's over the next tokens), its
-    perplexity, size and forward throughput."""
-    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
+def model_entry(hf_dir: Path, table, cfg: EvaluateConfig, kind: str = "masked_lm") -> dict[str, Any]:
+    """A model of the shards' kind (training.models.model_kinds: masked_lm, causal_lm or seq2seq): its held-out loss
+    (`mlm_loss`: over the masked tokens, a decoder's over the next tokens, T5's over the span targets), perplexity,
+    size and forward throughput."""
+    from training.models.model_kinds import KINDS, auto_class
 
-    model = (AutoModelForCausalLM if causal else AutoModelForMaskedLM).from_pretrained(hf_dir)
-    loss, tokens = valid_mlm_loss(model, table, cfg.batch_size, cfg.max_batches, causal)
+    model = auto_class(kind).from_pretrained(hf_dir)
+    loss, tokens = valid_mlm_loss(model, table, cfg.batch_size, cfg.max_batches, KINDS[kind].shift_labels)
     return {"path": str(hf_dir), "params": sum(p.numel() for p in model.parameters()),
             "layers": model.config.num_hidden_layers, "hidden": model.config.hidden_size,
             "mlm_loss": round(loss, 4), "perplexity": round(math.exp(min(loss, 50)), 2), "masked_tokens": tokens,
             "sequences_per_second": round(throughput(model, table, cfg.batch_size), 1)}
 
 
+def few_shot_scores(hf_dir: Path, configs: list[str]) -> dict[str, dict[str, Any]]:
+    """The decoder in `hf_dir` prompted with each task config's test split, keyed by the config's file stem."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from training.evaluation.card import few_shot_quality
+
+    model, tok = AutoModelForCausalLM.from_pretrained(hf_dir), AutoTokenizer.from_pretrained(hf_dir)
+    return {Path(c).stem: few_shot_quality(str(hf_dir), c, model, tok) for c in configs}
+
+
 def render_markdown(report: dict[str, Any]) -> str:
     t, s, f, prev = report["teacher"], report.get("student"), report.get("finetune"), report.get("previous")
-    figure = report.get("figure", "MLM loss")
+    figure = report.get("figure", "masked-token loss")
 
     def row(name: str, m: dict[str, Any]) -> str:
         return (f"| {name} | {m['layers']} | {m['params']:,} | {m['mlm_loss']:.3f} | {m['perplexity']:.1f} | "
@@ -180,6 +199,13 @@ def render_markdown(report: dict[str, Any]) -> str:
         verdict = "better" if t["mlm_loss"] < prev["mlm_loss"] else "not better"
         lines += [f"Against the previous model ({prev['path']}) on the same held-out tokens: {figure} "
                   f"{t['mlm_loss'] - prev['mlm_loss']:+.3f} ({verdict}).", ""]
+    for task, fs in (report.get("few_shot") or {}).items():
+        if fs["applies"]:
+            lines += [f"Few-shot ({task}, {fs['test_examples']:,} test items, {fs['shots']} demonstrations): accuracy "
+                      f"{fs['accuracy']:.4f} [{fs['interval'][0]:.3f}, {fs['interval'][1]:.3f}]; the majority class "
+                      f"{fs['majority']:.4f}.", ""]
+        else:
+            lines += [f"Few-shot ({task}): not scored ({fs['why']}).", ""]
     if f:
         lines += [f"Fine-tune ({f['task']}, {f['test_examples']:,} held-out test examples; mean ± sd over seeds; "
                   f"`scratch` is the same architecture from a random start, the controls run on the same split):",
@@ -189,13 +215,12 @@ def render_markdown(report: dict[str, Any]) -> str:
     lines += [
         f"Pretraining: training {figure} {_fmt(report['pretrain'].get('first_loss'))} -> {_fmt(report['pretrain'].get('last_loss'))} "
         f"over {report['pretrain'].get('steps')} steps.",
-        f"Held-out {'scored' if report.get('causal') else 'masked'} tokens: {t['masked_tokens']:,}.",
+        f"Held-out {report.get('tokens', 'masked tokens')}: {t['masked_tokens']:,}.",
     ]
     if report.get("unigram_control") is not None:
         from training.evaluation.lm_controls import context_line
 
-        line, warning = context_line(t["mlm_loss"], report["unigram_control"],
-                                     "held-out next-token loss" if report.get("causal") else "held-out masked-token loss")
+        line, warning = context_line(t["mlm_loss"], report["unigram_control"], f"held-out {figure}")
         lines += ["", f"Teacher: {line}." + (f" Warning: {warning}." if warning else "")]
     return "\n".join(lines) + "\n"
 
@@ -208,9 +233,9 @@ def run(cfg: EvaluateConfig) -> Path:
     import torch
 
     from schemas.finetune import FinetuneMetrics
-    from schemas.objectives import DAG_OBJECTIVES
+    from schemas.objectives import objective
     from training.finetuning.finetune import summary_table
-    from training.models.model_kinds import predicts_next
+    from training.models.model_kinds import KINDS
     from training.pretraining.data import ShardSet
 
     t0 = time.time()
@@ -226,8 +251,7 @@ def run(cfg: EvaluateConfig) -> Path:
     missing = {s: "it did not finish in this run" if s in cfg.skip else f"{stages[s]} has no manifest (it did not finish)"
                for s in ("finetune", "distill") if s in cfg.skip or not (stages[s] / "manifest.json").exists()}
     shards = ShardSet.open(stages["shards"])
-    shards.require_objective(DAG_OBJECTIVES, "evaluate (a masked LM's or a decoder's held-out loss)")
-    causal = predicts_next(shards.objective)
+    kind = KINDS[objective(shards.objective).model_kind]
     table = shards.read("valid")
     if cfg.split == "all":
         import pyarrow as pa
@@ -236,15 +260,18 @@ def run(cfg: EvaluateConfig) -> Path:
     pre = json.loads((stages["pretrain"] / "metrics.json").read_text())
     report = {
         "run": Path(cfg.run).name if cfg.run else stages["pretrain"].parent.name,
-        "causal": causal, "figure": "next-token loss" if causal else "MLM loss",
-        "teacher": model_entry(stages["pretrain"] / "hf", table, cfg, causal),
-        "student": None if "distill" in missing else model_entry(stages["distill"] / "hf", table, cfg, causal),
-        "previous": model_entry(Path(cfg.previous), table, cfg, causal) if cfg.previous else None,
+        "kind": kind.name, "causal": kind.shift_labels, "figure": kind.loss_name, "tokens": kind.scored_tokens,
+        "teacher": model_entry(stages["pretrain"] / "hf", table, cfg, kind.name),
+        "student": None if "distill" in missing else model_entry(stages["distill"] / "hf", table, cfg, kind.name),
+        "previous": model_entry(Path(cfg.previous), table, cfg, kind.name) if cfg.previous else None,
         "finetune": None,
         "missing": missing,
         "pretrain": {"first_loss": pre.get("first_loss"), "last_loss": pre.get("last_loss"), "steps": pre.get("steps")},
         "valid_rows": table.num_rows,
-        "unigram_control": unigram_control(stages, cfg, causal),
+        "unigram_control": unigram_control(stages, cfg, kind.shift_labels),
+        "few_shot": (few_shot_scores(stages["pretrain"] / "hf", cfg.few_shot) if kind.shift_labels else
+                     {Path(c).stem: {"applies": False, "why": f"few-shot prompting scores decoders; this run's model "
+                                                              f"is a {kind.name}"} for c in cfg.few_shot}),
     }
     if "finetune" not in missing:
         ft = FinetuneMetrics.read(stages["finetune"] / "metrics.json")
@@ -256,7 +283,8 @@ def run(cfg: EvaluateConfig) -> Path:
     write_manifest(out, Manifest(
         stage="evaluate", config=config_to_dict(cfg),
         inputs=[input_ref(d) for s, d in stages.items() if s not in missing],
-        counts={"valid_rows": table.num_rows, ("next_tokens" if causal else "masked_tokens"): report["teacher"]["masked_tokens"]},
+        counts={"valid_rows": table.num_rows, kind.scored_tokens.replace(" ", "_").replace("-", "_"):
+                report["teacher"]["masked_tokens"]},
         outputs=describe_outputs(out, [out / "report.json", out / "report.md"]),
         extra={"missing": missing},
         wall_seconds=round(time.time() - t0, 2)))

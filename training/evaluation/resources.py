@@ -75,6 +75,22 @@ def _batches(ids, lengths, batch: int):
         yield {"input_ids": x, "attention_mask": (torch.arange(x.shape[1])[None, :] < n[:, None]).long()}
 
 
+def closed_by_eos(ids, lengths, eos_id: int, pad_id: int):
+    """Each row as one text closed by a single eos, as a tokenizer with T5's template makes a classifier's input: the
+    row's eos tokens inside it (the shards pack documents, each closed by one) left out, then eos, then padding.
+    T5ForSequenceClassification reads the decoder's state at the eos and refuses a batch whose rows hold different
+    counts of it."""
+    import numpy as np
+
+    out, new = np.full_like(ids, pad_id), np.zeros_like(lengths)
+    for r, n in enumerate(lengths):
+        kept = ids[r, :n][ids[r, :n] != eos_id][:max(int(n) - 1, 0)]
+        out[r, :len(kept)] = kept
+        out[r, len(kept)] = eos_id
+        new[r] = len(kept) + 1
+    return out, new
+
+
 def _forward(fn, feed: dict[str, Any]) -> None:
     import torch
 
@@ -103,7 +119,11 @@ def measure(model_dir: str, ids, lengths, threads: int = 2, repeats: int = 5, in
     model, kind = load_model(model_dir)
     model.eval()
     init = time.perf_counter() - t0
-    encoder = model.get_encoder() if KINDS[kind].encoder_decoder else (model.base_model if model.base_model is not model else None)
+    if KINDS[kind].scores_task and getattr(model.config, "is_encoder_decoder", False):  # T5 with a task head
+        ids, lengths = closed_by_eos(ids, lengths, model.config.eos_token_id, model.config.pad_token_id or 0)
+    # the encoder alone: T5's stack (an encoder-decoder LM's or a T5 classifier's), else the model's base
+    encoder = (model.get_encoder() if getattr(model.config, "is_encoder_decoder", False) else
+               model.base_model if model.base_model is not model else None)
     runs = {"with_head": model, "encoder_only": encoder}
     out: dict[str, Any] = {"kind": kind, "threads": threads, "init_seconds": round(init, 3),
                            "parameters": count_parameters(model), "disk_bytes": disk_bytes(model_dir),

@@ -31,6 +31,10 @@ class ModelKind:
     """The labelled-set tasks (schemas.finetune) whose head it is."""
     lm_figure: str = ""
     """What its language-model loss is, as the card names it (empty: it has none)."""
+    loss_name: str = ""
+    """The same loss in two words, as the evaluation report's columns and lines name it (held-out <loss_name>)."""
+    scored_tokens: str = ""
+    """Which tokens that loss is over, as the report counts them."""
     shift_labels: bool = False
     """Position t predicts token t + 1 (a causal LM): the loss shifts logits and labels by one."""
     encoder_decoder: bool = False
@@ -52,11 +56,17 @@ class ModelKind:
 
 KINDS: dict[str, ModelKind] = {k.name: k for k in (
     ModelKind("masked_lm", ("ForMaskedLM",), "AutoModelForMaskedLM",
-              lm_figure="held-out masked-token cross-entropy (nats)", pseudo_perplexity=True, prunes_heads=True),
+              lm_figure="held-out masked-token cross-entropy (nats)", loss_name="masked-token loss",
+              scored_tokens="masked tokens",
+              pseudo_perplexity=True, prunes_heads=True),
     ModelKind("causal_lm", ("ForCausalLM", "LMHeadModel"), "AutoModelForCausalLM",
-              lm_figure="held-out next-token cross-entropy (nats)", shift_labels=True, perplexity=True),
+              lm_figure="held-out next-token cross-entropy (nats)", loss_name="next-token loss", scored_tokens="next tokens",
+              shift_labels=True,
+              perplexity=True),
     ModelKind("seq2seq", ("ForConditionalGeneration",), "AutoModelForSeq2SeqLM",
-              lm_figure="held-out span-corruption target cross-entropy (nats)", encoder_decoder=True),
+              lm_figure="held-out span-corruption target cross-entropy (nats)", loss_name="span-corruption loss",
+              scored_tokens="span-target tokens",
+              encoder_decoder=True),
     ModelKind("classifier", ("ForSequenceClassification",), "AutoModelForSequenceClassification", True,
               ("classification", "regression")),
     ModelKind("token_classifier", ("ForTokenClassification",), "AutoModelForTokenClassification", True, ("tokens",)),
@@ -64,8 +74,10 @@ KINDS: dict[str, ModelKind] = {k.name: k for k in (
 )}
 FALLBACK = "encoder"
 
+
 def predicts_next(objective_name: str) -> bool:
-    """Shards of this objective train a decoder: each position's target is the next token (its kind shifts labels)."""
+    """Shards of this objective train a decoder: each position's target is the next token (its kind shifts labels);
+    an ablation of decoders adds perplexity and few-shot accuracy."""
     return KINDS[objective(objective_name).model_kind].shift_labels
 
 

@@ -230,12 +230,14 @@ def soft_label_kl(student_logits: torch.Tensor, teacher_logits: torch.Tensor, te
 def mlm_loss(model: torch.nn.Module, batches, limit: int = 0, shift: bool = False) -> HeldOut:
     """A masked LM's held-out cross-entropy per masked token and top-1 accuracy over up to `limit` batches (0: all) of
     {input_ids, attention_mask, labels} (heldout_loss); distill's student and teacher, evaluate's reports. `shift`: a
-    causal LM's, each position scored on the next token (the loader's causal labels are the inputs). The sums stay
-    on the model's device until read."""
+    causal LM's, each position scored on the next token (the loader's causal labels are the inputs). An
+    encoder-decoder's batches (t5_span) carry decoder_input_ids, which go in as they are: its loss is over the span
+    targets. The sums stay on the model's device until read."""
     import torch.nn.functional as F
 
     def step(batch):
-        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        feed = {k: batch[k] for k in ("input_ids", "attention_mask", "decoder_input_ids") if k in batch}
+        logits = model(**feed).logits
         labels = batch["labels"]
         if shift:
             logits, labels = logits[:, :-1], labels[:, 1:]
