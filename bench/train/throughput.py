@@ -54,8 +54,14 @@ from schemas.manifest import MANIFEST_NAME, atomic_write_bytes
 from training.models.flops import ModelShape, cpu_watch
 
 ROOT = Path(__file__).resolve().parents[2]
-PRESETS = {"tiny": "tiny", "demo": "demo", "mini": "bert_mini", "mini-d0": "bert_mini"}
+PRESETS = {"tiny": "tiny", "demo": "demo", "mini": "bert_mini", "mini-d0": "bert_mini", "llama-tiny": "tiny",
+           "llama-demo": "demo"}
 """Benchmark name -> training.models.model preset."""
+OBJECTIVE = {"llama-tiny": "causal", "llama-demo": "causal"}
+"""Benchmark name -> the shards' objective where it is not mlm: on causal shards the tiny and demo presets build the
+Llama-style decoder (LlamaForCausalLM) that `lmforge run --objective causal` trains."""
+CAUSAL_TOKENIZER = "byte_bpe"
+"""The causal rows' tokenizer, as `lmforge run --objective causal` trains it (schemas.objectives)."""
 DROPOUT = {"mini-d0": 0.0}
 """Diagnostic variants: the preset with its dropout overridden, in both systems alike. mini-d0 is mini without
 dropout (the preset's 0.1), to show what drawing dropout masks costs; the goals are judged on the presets."""
@@ -70,7 +76,8 @@ class TrainBenchConfig:
     vocab_size: int = opt(8000, "tokenizer stage")
     seq_len: int = opt(128, "tokens per row, shards stage")
     presets: list[str] = opt(list(PRESETS), "model presets (mini = bert_mini, 4 x 256; mini-d0 = the same without "
-                             f"dropout, a diagnostic outside the goals); from {list(PRESETS)}")
+                             "dropout, a diagnostic outside the goals; llama-tiny and llama-demo = the Llama-style "
+                             f"decoder of those sizes on causal shards); from {list(PRESETS)}")
     nproc: list[int] = opt([1, 2], "process counts; one process gets every core as threads")
     systems: list[str] = opt(list(SYSTEMS), f"from {list(SYSTEMS)}")
     micro_batch_size: int = opt(16, "rows per process per step, both systems (the demo's): 16 x 128 = 2,048 tokens "
@@ -117,7 +124,8 @@ def code_digest(files: list[Path]) -> str:
 
 def build_data(cfg: TrainBenchConfig, steps: Steps) -> dict[str, Path]:
     """The demo's corpus, tokenizer and shards settings (flows.presets.demo) over --crawl; each step is kept while
-    its command and what it reads are the same (bench.kit.steps)."""
+    its command and what it reads are the same (bench.kit.steps). Where a causal preset is asked for, also a
+    byte-level BPE of the same size and causal shards of the same corpus (`causal_tokenizer`, `causal_shards`)."""
     d = Path(cfg.data or Path(cfg.work, "data"))
     paths = {k: d / k for k in ("corpus", "tokenizer", "shards")}
     steps.run("corpus", paths["corpus"], ["corpus", "--input", *cfg.crawl, "--output", str(paths["corpus"]),
@@ -125,7 +133,22 @@ def build_data(cfg: TrainBenchConfig, steps: Steps) -> dict[str, Path]:
     steps.run("tokenizer", paths["tokenizer"], ["tokenizer", "--corpus", str(paths["corpus"]), "--output",
                                                 str(paths["tokenizer"]), "--vocab-size", str(cfg.vocab_size)])
     steps.run("shards", paths["shards"], shards_argv(cfg, paths, paths["shards"]))
+    if any(p in OBJECTIVE for p in cfg.presets):
+        paths.update(causal_tokenizer=d / f"tokenizer-{CAUSAL_TOKENIZER}", causal_shards=d / "shards-causal")
+        steps.run("causal tokenizer", paths["causal_tokenizer"],
+                  ["tokenizer", "--corpus", str(paths["corpus"]), "--output", str(paths["causal_tokenizer"]),
+                   "--vocab-size", str(cfg.vocab_size), "--model", CAUSAL_TOKENIZER])
+        steps.run("causal shards", paths["causal_shards"],
+                  shards_argv(cfg, {**paths, "tokenizer": paths["causal_tokenizer"]}, paths["causal_shards"])
+                  + ["--mask-objective", "causal"])
     return paths
+
+
+def inputs_of(data: dict[str, Path], preset: str) -> tuple[Path, Path]:
+    """(shards, tokenizer) a preset trains on: the causal ones for a decoder's preset, else the MLM ones."""
+    if preset in OBJECTIVE:
+        return data["causal_shards"], data["causal_tokenizer"]
+    return data["shards"], data["tokenizer"]
 
 
 def shards_argv(cfg: TrainBenchConfig, paths: dict[str, Path], out: Path) -> list[str]:
@@ -140,7 +163,14 @@ def model_shape(preset: str, vocab: int, seq_len: int) -> ModelShape:
     from training.models.flops import model_shape as shape_of
     from training.models.model import preset as model_preset
 
-    return shape_of(model_preset(PRESETS[preset]), vocab, seq_len)
+    return shape_of(model_preset(PRESETS[preset]), vocab, seq_len, "causal_lm" if preset in OBJECTIVE else "masked_lm")
+
+
+def vocab_and_len(shards_dir: Path) -> tuple[int, int]:
+    from training.pretraining.data import ShardSet
+
+    s = ShardSet.open(shards_dir)
+    return s.vocab_size, s.seq_len
 
 
 def steady_seconds(records: list[dict[str, Any]], warmup: int, steps: int) -> float:
@@ -164,7 +194,8 @@ def measure_lmforge(cfg: TrainBenchConfig, data: dict[str, Path], preset: str, n
     out = Path(cfg.work, "lmforge", f"{preset}-{nproc}p")
     shutil.rmtree(out, ignore_errors=True)
     # a record at the end of step `warmup` and at the end of the last step (the defaults: every 10th step)
-    pc = PretrainConfig(shards=str(data["shards"]), tokenizer=str(data["tokenizer"]), output=str(out),
+    shards, tokenizer = inputs_of(data, preset)
+    pc = PretrainConfig(shards=str(shards), tokenizer=str(tokenizer), output=str(out),
                         model=PRESETS[preset], dropout=DROPOUT.get(preset, -1.0), steps=cfg.warmup + cfg.steps,
                         micro_batch_size=cfg.micro_batch_size,
                         eval_batches=0, tensorboard=False, log_every=math.gcd(cfg.warmup, cfg.steps))
@@ -180,8 +211,9 @@ def measure_lmforge(cfg: TrainBenchConfig, data: dict[str, Path], preset: str, n
     seconds = steady_seconds(read_metrics(out / METRICS_JSONL), cfg.warmup, cfg.steps)
     for sub in ("checkpoints", "hf"):  # the weights are not what is measured; mini's checkpoint is ~150 MB
         shutil.rmtree(out / sub, ignore_errors=True)
-    # the head runs at masked positions only: their share of all positions the run trained on
-    head_share = counts["masked_tokens"] / (counts["sequences"] * metrics["seq_len"])
+    # the MLM head runs at masked positions only: their share of all positions the run trained on (a decoder's head
+    # runs at every position)
+    head_share = 1.0 if preset in OBJECTIVE else counts["masked_tokens"] / (counts["sequences"] * metrics["seq_len"])
     return {"seconds": seconds, "steps": cfg.steps, "rows_per_step": metrics["global_batch"],
             "seq_len": metrics["seq_len"], "threads": launch_plan("cpu", nproc).threads_per_process,
             "head_share": head_share, "num_parameters": metrics["num_parameters"], "fit_seconds": metrics["fit_seconds"]}
@@ -195,7 +227,8 @@ def measure_hf(cfg: TrainBenchConfig, data: dict[str, Path], preset: str, nproc:
     out = Path(cfg.work, "hf_trainer", f"{preset}-{nproc}p.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.unlink(missing_ok=True)
-    args = ["-m", "bench.train.hf_trainer", "--shards", str(data["shards"]), "--tokenizer", str(data["tokenizer"]),
+    shards, tokenizer = inputs_of(data, preset)
+    args = ["-m", "bench.train.hf_trainer", "--shards", str(shards), "--tokenizer", str(tokenizer),
             "--model", PRESETS[preset], "--micro-batch-size", str(cfg.micro_batch_size), "--steps", str(cfg.steps),
             "--warmup", str(cfg.warmup), "--out", str(out), "--dropout", str(DROPOUT.get(preset, -1.0))]
     if nproc > 1:
@@ -247,7 +280,8 @@ def main(argv: list[str] | None = None) -> int:
     from training.pretraining.data import ShardSet
 
     shards = ShardSet.open(data["shards"])
-    data_id = hashlib.sha256((data["shards"] / MANIFEST_NAME).read_bytes()).hexdigest()[:12]
+    data_id = hashlib.sha256(b"".join((data[k] / MANIFEST_NAME).read_bytes() for k in ("shards", "causal_shards")
+                                      if k in data)).hexdigest()[:12]
     code = code_id()
     peak = machine_peak()
     ceiling = matmul_ceiling(peak.cores)
@@ -289,7 +323,7 @@ def measure_rows(cfg: TrainBenchConfig, data: dict[str, Path], shards, results: 
                 r = (measure_lmforge if system == "lmforge" else measure_hf)(cfg, data, preset, nproc)
             r.update(**busy, system=system, preset=preset, model=PRESETS[preset], nproc=nproc, wall_seconds=time.time() - t,
                      tokens_per_s=r["steps"] * r["rows_per_step"] * r["seq_len"] / r["seconds"],
-                     shape=asdict(model_shape(preset, shards.vocab_size, shards.seq_len)),
+                     shape=asdict(model_shape(preset, *vocab_and_len(inputs_of(data, preset)[0]))),
                      measured_utc=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
             results["measurements"][key] = r
             atomic_write_bytes(results_path, (json.dumps(results, indent=1) + "\n").encode())

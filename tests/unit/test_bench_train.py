@@ -259,6 +259,28 @@ def test_the_dropout_free_diagnostic_row_is_shown_but_not_judged():
     assert "on every preset (tiny, demo, mini) at 1 and 2 processes: **MET**" in text
 
 
+def test_the_decoder_rows_are_judged_on_mfu_parity_not_on_the_speed_up():
+    """llama-tiny and llama-demo: both systems run the same FLOPs per token (the head at every position), so lmforge
+    has no sparse head to gain 2x from; its MFU must still be at least the Trainer's."""
+    rows = fake_rows(ratio=4.0)
+    llama = dict(layers=2, hidden=64, intermediate=256, vocab=8000, seq_len=128, kv_hidden=64, gated=True,
+                 head_transform=False)
+    for n in (1, 2):
+        for system, tps in (("lmforge", 1100.0), ("hf_trainer", 1000.0)):
+            rows.append({"system": system, "preset": "llama-tiny", "nproc": n, "threads": 2 // n, "tokens_per_s": tps,
+                         "head_share": 1.0, "shape": llama, "wall_seconds": 60.0})
+    text = render(fake_report(rows))
+    assert "| llama-tiny (2 x 64) | 1 x 2 | 1,100 | 1,000 | 1.10x |" in text
+    assert "on every preset (tiny, demo, mini) at 1 and 2 processes: **MET**" in text  # 1.1x does not fail it
+    assert "on every preset (tiny, demo, mini, llama-tiny) and process count: **MET**" in text
+    assert "The llama-* rows are the Llama-style decoder" in text and "SwiGLU" in text
+    assert "head share (masked / all positions in its runs): 0.15." in text  # the decoder's 1.0 is not a share
+    slower = [{**r, "tokens_per_s": 900.0} if r["preset"] == "llama-tiny" and r["system"] == "lmforge" else r
+              for r in rows]
+    verdict, why = judge_mfu_parity(slower, PEAK, ["tiny", "demo", "mini", "llama-tiny"], [1, 2])
+    assert verdict == "NOT MET" and "llama-tiny x1" in why and "tiny x1" not in why.replace("llama-tiny x1", "")
+
+
 def test_code_id_hashes_the_files_it_names():
     """The id that --resume compares: it reads training/*.py and the HF peer's script, wherever bench/ lives."""
     from bench.train.throughput import code_id
