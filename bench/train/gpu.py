@@ -58,6 +58,10 @@ class GpuBenchConfig:
     variants: list[str] = opt(list(VARIANTS), f"variants to run, in this order, from {list(VARIANTS)}")
     minutes: float = opt(7.5, "start no variant after this many minutes of the run; stop a peer still running then "
                          "(7.5: one device call of 8 minutes)")
+    objective: str = opt("mlm", "mlm: bert_base on a 30,522-piece WordPiece and MLM shards; causal: the Llama-style "
+                                "decoder of SmolLM-135M's sizes (smollm_135m) on a 49,152-piece byte-level BPE and causal "
+                                "shards, the model `lmforge run --objective causal` trains (its own section of "
+                                "docs/BENCHMARKS.md)", choices=("mlm", "causal"))
 
     def __post_init__(self) -> None:
         bad = [v for v in self.variants if v not in VARIANTS]
@@ -78,14 +82,25 @@ class Sizes:
     timed: int
     window: int
     """lmforge's log records every `window` steps; its time is the median window after the warm-up."""
+    objective: str = "mlm"
+    """The shards' objective: mlm (a BERT) or causal (the Llama-style decoder)."""
+
+    @property
+    def tokenizer(self) -> str:
+        """The tokenizer family its objective trains on (schemas.objectives; WordPiece for mlm)."""
+        from schemas.objectives import objective
+
+        return objective(self.objective).tokenizer or "wordpiece"
 
     @classmethod
-    def gpu(cls) -> Sizes:
+    def gpu(cls, objective: str = "mlm") -> Sizes:
+        if objective == "causal":  # SmolLM-135M's sizes and vocabulary
+            return cls("smollm_135m", 128, 49152, 64, warmup=10, profiled=3, timed=20, window=5, objective=objective)
         return cls("bert_base", 128, 30522, 64, warmup=10, profiled=3, timed=20, window=5)
 
     @classmethod
-    def smoke(cls) -> Sizes:
-        return cls("tiny", 32, 2000, 4, warmup=2, profiled=2, timed=4, window=2)
+    def smoke(cls, objective: str = "mlm") -> Sizes:
+        return cls("tiny", 32, 2000, 4, warmup=2, profiled=2, timed=4, window=2, objective=objective)
 
 
 def build_data(corpus: Path, work: Path, sizes: Sizes) -> dict[str, Path]:
@@ -98,13 +113,14 @@ def build_data(corpus: Path, work: Path, sizes: Sizes) -> dict[str, Path]:
     if not (corpus / "manifest.json").exists():
         raise SystemExit(f"bench gpu: --corpus {corpus}: not a finished corpus stage (no manifest.json); build one "
                          "with `lmforge corpus --input samples/crawl --output DIR` (infra/gpu/README.md)")
-    tok, shards = work / f"tokenizer-{sizes.vocab}", work / f"shards-{sizes.vocab}-{sizes.seq_len}"
+    tok = work / f"tokenizer-{sizes.tokenizer}-{sizes.vocab}"
+    shards = work / f"shards-{sizes.objective}-{sizes.vocab}-{sizes.seq_len}"
     if not (tok / "manifest.json").exists():
-        run_tokenizer(TokenizerConfig(corpus=str(corpus), output=str(tok), model="wordpiece", vocab_size=sizes.vocab,
+        run_tokenizer(TokenizerConfig(corpus=str(corpus), output=str(tok), model=sizes.tokenizer, vocab_size=sizes.vocab,
                                       min_frequency=1))
     if not (shards / "manifest.json").exists():
         run_local(ShardsConfig(corpus=str(corpus), tokenizer=str(tok), output=str(shards), seq_len=sizes.seq_len,
-                               valid_per_mille=20, mask=MaskConfig(objective="mlm", num_variants=2)))
+                               valid_per_mille=20, mask=MaskConfig(objective=sizes.objective, num_variants=2)))
     return {"corpus": corpus, "tokenizer": tok, "shards": shards}
 
 
@@ -140,7 +156,9 @@ def pretrain_variant(name: str, data: dict[str, Path], work: Path, sizes: Sizes,
     shutil.rmtree(out / "checkpoints", ignore_errors=True)
     return {"seconds_per_step": seconds, "rows_per_step": metrics["global_batch"], "seq_len": metrics["seq_len"],
             "micro_batch_size": metrics["micro_batch_size"], "grad_accum": metrics["grad_accum"],
-            "head_share": counts["masked_tokens"] / (counts["sequences"] * metrics["seq_len"]),
+            # the MLM head at masked positions only; a decoder's at every one
+            "head_share": 1.0 if sizes.objective == "causal" else
+            counts["masked_tokens"] / (counts["sequences"] * metrics["seq_len"]),
             "profile": metrics.get("profile"), "peak_memory_gb": metrics.get("peak_gpu_memory_gb"),
             "compile": metrics.get("compile"), "plan": metrics.get("plan"), "residual": metrics.get("residual"),
             "loss_curve": [c["loss"] for c in metrics.get("loss_curve", [])],
@@ -183,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    sizes = Sizes.gpu() if device == "cuda" else Sizes.smoke()
+    sizes = Sizes.gpu(cfg.objective) if device == "cuda" else Sizes.smoke(cfg.objective)
     work, t0 = Path(cfg.work), time.time()
     (work / "logs").mkdir(parents=True, exist_ok=True)
     deadline = t0 + 60 * cfg.minutes
@@ -207,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gpu: {name}: " + (r["error"] if "error" in r else
                                   f"{r['seconds_per_step'] * 1e3:.1f} ms/step, micro batch {r.get('micro_batch_size')}")
               + f" ({r['wall_seconds']:.0f} s)", flush=True)
-    from bench.train.gpu_report import TITLE, gpu_json, render
+    from bench.train.gpu_report import gpu_json, render, title
 
     report = {"machine": device_facts(), "sizes": asdict(sizes), "results": results, "wall_seconds": time.time() - t0,
               "measured_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
@@ -219,8 +237,9 @@ def main(argv: list[str] | None = None) -> int:
         from bench.kit.report import write_section
         from schemas.manifest import atomic_write_bytes
 
-        write_section(Path(a.out), TITLE, text, report, measured=report["measured_utc"])
-        atomic_write_bytes(Path(a.out).parent / "benchmarks" / "gpu.json",
+        write_section(Path(a.out), title(sizes.objective), text, report, measured=report["measured_utc"])
+        atomic_write_bytes(Path(a.out).parent / "benchmarks" / ("gpu.json" if sizes.objective == "mlm" else
+                                                                f"gpu-{sizes.objective}.json"),
                            (json.dumps(gpu_json(report), indent=1) + "\n").encode())
     return 0
 

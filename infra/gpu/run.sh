@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (the device tool runs it in the repository's copy): install the carried wheels, then
-#   bash infra/gpu/run.sh bench    # lmforge bench gpu: nine variants, ~8 minutes on an H100 (VARIANTS='a b' for some)
+#   bash infra/gpu/run.sh bench    # lmforge bench gpu: nine variants, ~8 minutes on an H100 (VARIANTS='a b' for some;
+#                                  # OBJECTIVE=causal: the Llama-style decoder, smollm_135m, its own section)
 #   bash infra/gpu/run.sh transfer # lmforge bench transfer --gpu: pretrain, fine-tune, HF time to quality, ~9 minutes
 #   bash infra/gpu/run.sh doctor   # lmforge doctor --gpu-run (make gpu-check): ~3 minutes
 # Everything worth keeping goes to $OUT (the device tool brings back at most 8 files): the report section, gpu.json,
@@ -21,10 +22,10 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>
 case "$what" in
   bench)
     "$PY" -m bench.train.gpu --corpus .carry/bench-gpu-corpus --work /tmp/bench-gpu --minutes "${MINUTES:-7.5}" \
-      ${VARIANTS:+--variants $VARIANTS} 2>&1 \
+      ${VARIANTS:+--variants $VARIANTS} ${OBJECTIVE:+--objective $OBJECTIVE} 2>&1 \
       | tee "$OUT/bench-gpu.log"
     rc=${PIPESTATUS[0]}
-    cp docs/BENCHMARKS.md docs/benchmarks/gpu.json /tmp/bench-gpu/report.json "$OUT/" 2>/dev/null
+    cp docs/BENCHMARKS.md docs/benchmarks/gpu*.json /tmp/bench-gpu/report.json "$OUT/" 2>/dev/null
     tar czf "$OUT/bench-gpu-logs.tgz" -C /tmp/bench-gpu logs $(cd /tmp/bench-gpu && ls -d */profile/summary.json 2>/dev/null)
     ;;
   transfer)

@@ -9,7 +9,8 @@ import pytest
 pytestmark = pytest.mark.slow
 
 
-def test_bench_gpu_smoke_run_on_the_cpu(tmp_path):
+@pytest.mark.parametrize("objective", ["mlm", "causal"])  # BERT, and the Llama-style decoder on causal shards
+def test_bench_gpu_smoke_run_on_the_cpu(tmp_path, objective):
     from bench.train.gpu import main
     from training.doctor.checks import vader_corpus
 
@@ -17,7 +18,7 @@ def test_bench_gpu_smoke_run_on_the_cpu(tmp_path):
     corpus = vader_corpus(tmp_path / "corpus")
     report = tmp_path / "BENCHMARKS.md"
     assert main(["--corpus", str(corpus), "--work", str(tmp_path / "work"), "--variants", "lmforge", "plain",
-                 "hf_trainer", "--out", str(report)]) == 0
+                 "hf_trainer", "--out", str(report), "--objective", objective]) == 0
     assert not report.exists()  # a CPU run measures nothing: docs stay as they are
     doc = json.loads((tmp_path / "work" / "gpu.json").read_text())
     assert doc["device"] == "cpu" and set(doc["variants"]) == {"lmforge", "plain", "hf_trainer"}
@@ -28,3 +29,8 @@ def test_bench_gpu_smoke_run_on_the_cpu(tmp_path):
     prof = full["results"]["lmforge"]["profile"]
     assert prof["ops_per_step"] > 0 and prof["window"] == [3, 4]
     assert full["results"]["lmforge"]["plan"]["zero_stage"] == 0
+    assert full["sizes"]["objective"] == objective
+    head = full["results"]["lmforge"]["head_share"]
+    assert head == 1.0 if objective == "causal" else 0 < head < 0.3  # a decoder's head at every position
+    shards = json.loads(next((tmp_path / "work").glob(f"shards-{objective}-*/manifest.json")).read_text())
+    assert shards["extra"]["objective"] == objective
