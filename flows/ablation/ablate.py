@@ -130,7 +130,8 @@ class AblationConfig:
 def plan_lines(cfg: AblationConfig) -> list[str]:
     """What `--dry-run` prints: each arm and what it changes against the baseline."""
     base = next(a for a in cfg.resolved if a.name == "baseline")
-    out = [f"ablation {cfg.name}: {len(cfg.resolved)} arms x {len(cfg.seeds)} seeds at preset {cfg.preset}, "
+    out = [f"ablation {cfg.name}: {len(cfg.resolved)} arms x {len(cfg.seeds)} seeds at preset {cfg.preset}"
+           f"{f' with objective {cfg.objective}' if cfg.objective else ''}, "
            f"reference {cfg.reference}, tokenizer from {cfg.tokenizer_arm}, tasks {', '.join(cfg.tasks) or 'none'}"]
     for a in cfg.resolved:
         diff = changed(a, base)
