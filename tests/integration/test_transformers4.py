@@ -2,7 +2,7 @@
 tokenizer family and an exported masked LM with its tokenizer, loaded with a transformers 4.x release
 in a throwaway virtualenv (cached in samples/.cache/transformers4; created from PyPI on first use),
 giving the same token ids and the same logits as transformers 5 here; the same for a Llama-style decoder (what
-causal shards train) with grouped-query attention."""
+causal shards train) with grouped-query attention and for a T5 (what t5_span shards train)."""
 from __future__ import annotations
 
 import json
@@ -23,7 +23,7 @@ TEXT = "The movie was not bad at all, naïve but fun!"
 PROBE = r'''
 import json, sys
 import torch, transformers
-from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM, AutoTokenizer
 out = {"version": transformers.__version__}
 for d in sys.argv[2:]:
     tok = AutoTokenizer.from_pretrained(d)
@@ -31,11 +31,15 @@ for d in sys.argv[2:]:
              "special": sorted(tok.additional_special_tokens)[:3]}
     if (__import__("pathlib").Path(d) / "model.safetensors").exists():
         arch = json.loads((__import__("pathlib").Path(d) / "config.json").read_text())["architectures"][0]
-        auto = AutoModelForCausalLM if arch.endswith("ForCausalLM") else AutoModelForMaskedLM
+        auto = (AutoModelForCausalLM if arch.endswith("ForCausalLM") else
+                AutoModelForSeq2SeqLM if arch.endswith("ForConditionalGeneration") else AutoModelForMaskedLM)
         model = auto.from_pretrained(d).eval()
         entry["class"] = type(model).__name__
+        enc = tok(sys.argv[1], return_tensors="pt")
+        if model.config.is_encoder_decoder:  # the decoder reads the first three tokens
+            enc["decoder_input_ids"] = enc["input_ids"][:, :3]
         with torch.no_grad():
-            entry["logits"] = model(**tok(sys.argv[1], return_tensors="pt")).logits[0, :3, :5].tolist()
+            entry["logits"] = model(**enc).logits[0, :3, :5].tolist()
     out[d] = entry
 print(json.dumps(out))
 '''
@@ -59,7 +63,13 @@ def test_saved_tokenizers_and_models_load_in_transformers_4(tmp_path):
     import dataclasses
 
     import torch
-    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer, BertForMaskedLM
+    from transformers import (
+        AutoModelForCausalLM,
+        AutoModelForMaskedLM,
+        AutoModelForSeq2SeqLM,
+        AutoTokenizer,
+        BertForMaskedLM,
+    )
 
     from pipelines.tokenizer import TokenizerConfig
     from pipelines.tokenizer import run as run_tokenizer
@@ -79,10 +89,14 @@ def test_saved_tokenizers_and_models_load_in_transformers_4(tmp_path):
                                   len(decoder_tok), decoder_tok.pad_token_id, None, 64).hf
     llama = tmp_path / "llama"
     save_hf(decoder, decoder_tok, llama)
+    t5_tok = load_tokenizer(dirs[2])  # unigram with sentinels, as t5_span's
+    t5 = tmp_path / "t5"
+    save_hf(build_for_objective("t5_span", preset("tiny"), len(t5_tok), t5_tok.pad_token_id, t5_tok.eos_token_id,
+                                64).hf, t5_tok, t5)
     for d in (*dirs, hf):
         assert json.loads((d / "tokenizer_config.json").read_text())["tokenizer_class"] == "PreTrainedTokenizerFast"
 
-    r = subprocess.run([str(transformers4_python()), "-c", PROBE, TEXT, *map(str, (*dirs, hf, llama))],
+    r = subprocess.run([str(transformers4_python()), "-c", PROBE, TEXT, *map(str, (*dirs, hf, llama, t5))],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     got = json.loads(r.stdout.strip().splitlines()[-1])
@@ -100,3 +114,8 @@ def test_saved_tokenizers_and_models_load_in_transformers_4(tmp_path):
         mine = AutoModelForCausalLM.from_pretrained(llama).eval()(**decoder_tok(TEXT, return_tensors="pt")).logits
     assert mine.shape[-1] == len(decoder_tok)
     assert torch.allclose(torch.tensor(got[str(llama)]["logits"]), mine[0, :3, :5], atol=1e-5)
+    assert got[str(t5)]["class"] == "T5ForConditionalGeneration"
+    with torch.no_grad():
+        enc = t5_tok(TEXT, return_tensors="pt")
+        mine = AutoModelForSeq2SeqLM.from_pretrained(t5).eval()(**enc, decoder_input_ids=enc["input_ids"][:, :3]).logits
+    assert torch.allclose(torch.tensor(got[str(t5)]["logits"]), mine[0, :3, :5], atol=1e-5)
