@@ -20,12 +20,16 @@ TOKENIZER_CONFIG = "tokenizer_config.json"
 LOAD_TIME_KEYS = ("backend", "is_local", "local_files_only")
 
 
-def portable_tokenizer_config(model_dir: str | os.PathLike) -> Path | None:
-    """Rewrite `<model_dir>/tokenizer_config.json` in place (atomically); None if there is none."""
+def portable_tokenizer_config(model_dir: str | os.PathLike, input_names: list[str] | None = None) -> Path | None:
+    """Rewrite `<model_dir>/tokenizer_config.json` in place (atomically); None if there is none. `input_names`: what the
+    tokenizer returns (`model_input_names`), for a model whose forward takes no token_type_ids (T5, a decoder):
+    transformers 4.x's fast tokenizer returns them by default, and `model(**tok(text))` fails on T5."""
     path = Path(model_dir) / TOKENIZER_CONFIG
     if not path.exists():
         return None
     cfg = json.loads(path.read_text())
+    if input_names:
+        cfg["model_input_names"] = list(input_names)
     if cfg.get("tokenizer_class") in ("TokenizersBackend", None):
         cfg["tokenizer_class"] = "PreTrainedTokenizerFast"
     extra = cfg.pop("extra_special_tokens", None)

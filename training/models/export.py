@@ -51,6 +51,14 @@ def check_tokenizer(tok, vocab_size: int, pad_id: int, mask_id: int, where: str)
         raise ValueError(f"tokenizer does not match {where}: " + "; ".join(problems))
 
 
+def input_names(model) -> list[str] | None:
+    """["input_ids", "attention_mask"] for a model whose forward takes no token_type_ids (T5, Llama), else None (the
+    tokenizer's own: BERT's three)."""
+    import inspect
+
+    return None if "token_type_ids" in inspect.signature(model.forward).parameters else ["input_ids", "attention_mask"]
+
+
 def save_hf(model: PreTrainedModel, tokenizer, out_dir: str | Path) -> list[Path]:
     """Save model (safetensors) and tokenizer to `out_dir`, atomically: a temporary sibling
     directory is filled, then renamed over the old one. Returns the files written."""
@@ -60,7 +68,8 @@ def save_hf(model: PreTrainedModel, tokenizer, out_dir: str | Path) -> list[Path
     try:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
-        portable_tokenizer_config(tmp)  # loadable by transformers 4.x too
+        # loadable by transformers 4.x too, returning only what the model's forward takes
+        portable_tokenizer_config(tmp, input_names(model))
         if out_dir.exists():
             shutil.rmtree(out_dir)
         os.replace(tmp, out_dir)

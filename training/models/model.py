@@ -80,13 +80,19 @@ def llama_config(m: ModelConfig, vocab_size: int, pad_id: int, eos_id: int | Non
 
 def t5_config(m: ModelConfig, vocab_size: int, pad_id: int, eos_id: int | None):
     """A T5 (v1.0 layout, ReLU feed-forward) with as many encoder and decoder blocks as the preset
-    has layers; decoding starts from pad, as HF's T5 `_shift_right` (and the loader) do."""
+    has layers; decoding starts from pad, as HF's T5 `_shift_right` (and the loader) do.
+
+    The head is v1.0's whatever the preset's `tie_embeddings`: tied to the embeddings and fed the decoder's output
+    scaled by d_model^-0.5. transformers 5 ties T5's head always and reads `tie_word_embeddings: false` as "do not
+    scale" (T5 v1.1's flag), while transformers 4 unties the head on it; saved tied and scaled, the model is the same
+    function in both. Unscaled, the tied head (drawn at std 1) gave logits of std sqrt(d_model): a first loss of 35
+    nats at the tiny preset and 51 at demo, where ln(vocab) is 9 (measured, 8,000 tokens)."""
     from transformers import T5Config
 
     return T5Config(vocab_size=vocab_size, d_model=m.hidden_size, d_kv=m.hidden_size // m.num_heads,
                     d_ff=m.intermediate_size, num_layers=m.num_layers, num_decoder_layers=m.num_layers,
                     num_heads=m.num_heads, dropout_rate=m.dropout, feed_forward_proj="relu", pad_token_id=pad_id,
-                    eos_token_id=eos_id, decoder_start_token_id=pad_id, tie_word_embeddings=m.tie_embeddings)
+                    eos_token_id=eos_id, decoder_start_token_id=pad_id, tie_word_embeddings=True)
 
 
 # ---- model families: which HF model a preset's sizes become, per model kind -----------------------
@@ -133,31 +139,7 @@ def _llama(m: ModelConfig, vocab_size: int, pad_id: int, eos_id: int | None) -> 
 def _t5(m: ModelConfig, vocab_size: int, pad_id: int, eos_id: int | None) -> torch.nn.Module:
     from transformers import T5ForConditionalGeneration
 
-    model = instantiate(T5ForConditionalGeneration, t5_config(m, vocab_size, pad_id, eos_id))
-    if not m.tie_embeddings:
-        fan_in_head(model)
-    return HFLoss(model)
-
-
-def fan_in_head(model) -> None:
-    """An untied T5 head drawn at std d_model^-0.5 (fan-in, as T5X's output layer), not transformers' 1.0: the
-    decoder's output is RMS-normalised to about 1 per unit, so std 1.0 gives logits of std sqrt(d_model) and a first
-    loss of 35 nats at the tiny preset and 51 at demo, where ln(vocab) is 9 (measured, 8,000 tokens); a tied head is
-    scaled by d_model^-0.5 in the forward already. Under ZeRO-3 the weight is gathered, drawn on rank 0, and
-    partitioned again."""
-    from contextlib import nullcontext
-
-    from transformers.integrations import is_deepspeed_zero3_enabled
-
-    w = model.lm_head.weight
-    if is_deepspeed_zero3_enabled():
-        import deepspeed
-
-        gather = deepspeed.zero.GatheredParameters([w], modifier_rank=0)
-    else:
-        gather = nullcontext()
-    with gather, torch.no_grad():
-        w.normal_(0.0, model.config.d_model ** -0.5)
+    return HFLoss(instantiate(T5ForConditionalGeneration, t5_config(m, vocab_size, pad_id, eos_id)))
 
 
 BUILDERS: dict[str, Builder] = {"bert": _bert_mlm, "llama": _llama, "t5": _t5}
