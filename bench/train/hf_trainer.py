@@ -93,6 +93,10 @@ def trainer_run(shards_dir: str, tokenizer_dir: str, model_name: str, micro_batc
         raise SystemExit(f"bench.train.hf_trainer: preset {model_name} on {shards.objective} shards builds a {type(model).__name__}; "
                          "the peer is the HF Trainer on BertForMaskedLM (MLM shards) or a decoder (causal: "
                          "LlamaForCausalLM, GPT2LMHeadModel)")
+    if isinstance(model, BertForMaskedLM) and not model.config.tie_word_embeddings:
+        # untied (the CPU presets'), transformers 5 unties the head's bias from `cls.predictions.bias` too, which then
+        # feeds nothing: frozen, as a user would, so DDP (find_unused_parameters off, below) does not wait for it
+        model.cls.predictions.bias.requires_grad_(False)
     total = warmup + profile + steps
     world = int(os.environ.get("WORLD_SIZE", "1"))
     out_dir = out_dir or Path(".")
