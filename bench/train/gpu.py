@@ -51,6 +51,12 @@ VARIANTS = ("lmforge", "lmforge_heuristic", "lmforge_fp32_residual", "lmforge_mb
 PEERS = ("plain", "plain_compiled", "hf_trainer", "hf_trainer_compiled")
 
 
+GPU_MODELS = {"mlm": ("bert_base", 30522), "causal": ("smollm_135m", 49152)}
+"""The GPU run's model and vocabulary per objective: BERT-base's, and SmolLM-135M's (the Llama-style decoder)."""
+REPORT_FILES = {"mlm": "gpu.json", "causal": "gpu-causal.json"}
+"""docs/benchmarks/ file per objective."""
+
+
 @dataclass
 class GpuBenchConfig:
     corpus: str = opt(str(ROOT / "runs" / "bench-gpu-corpus"), "a corpus stage's output")
@@ -61,7 +67,7 @@ class GpuBenchConfig:
     objective: str = opt("mlm", "mlm: bert_base on a 30,522-piece WordPiece and MLM shards; causal: the Llama-style "
                                 "decoder of SmolLM-135M's sizes (smollm_135m) on a 49,152-piece byte-level BPE and causal "
                                 "shards, the model `lmforge run --objective causal` trains (its own section of "
-                                "docs/BENCHMARKS.md)", choices=("mlm", "causal"))
+                                "docs/BENCHMARKS.md)", choices=tuple(GPU_MODELS))
 
     def __post_init__(self) -> None:
         bad = [v for v in self.variants if v not in VARIANTS]
@@ -92,11 +98,17 @@ class Sizes:
 
         return objective(self.objective).tokenizer or "wordpiece"
 
+    @property
+    def decoder(self) -> bool:
+        """Its objective trains a decoder: the head runs at every position (training.models.model_kinds)."""
+        from training.models.model_kinds import predicts_next
+
+        return predicts_next(self.objective)
+
     @classmethod
     def gpu(cls, objective: str = "mlm") -> Sizes:
-        if objective == "causal":  # SmolLM-135M's sizes and vocabulary
-            return cls("smollm_135m", 128, 49152, 64, warmup=10, profiled=3, timed=20, window=5, objective=objective)
-        return cls("bert_base", 128, 30522, 64, warmup=10, profiled=3, timed=20, window=5)
+        model, vocab = GPU_MODELS[objective]
+        return cls(model, 128, vocab, 64, warmup=10, profiled=3, timed=20, window=5, objective=objective)
 
     @classmethod
     def smoke(cls, objective: str = "mlm") -> Sizes:
@@ -157,7 +169,7 @@ def pretrain_variant(name: str, data: dict[str, Path], work: Path, sizes: Sizes,
     return {"seconds_per_step": seconds, "rows_per_step": metrics["global_batch"], "seq_len": metrics["seq_len"],
             "micro_batch_size": metrics["micro_batch_size"], "grad_accum": metrics["grad_accum"],
             # the MLM head at masked positions only; a decoder's at every one
-            "head_share": 1.0 if sizes.objective == "causal" else
+            "head_share": 1.0 if sizes.decoder else
             counts["masked_tokens"] / (counts["sequences"] * metrics["seq_len"]),
             "profile": metrics.get("profile"), "peak_memory_gb": metrics.get("peak_gpu_memory_gb"),
             "compile": metrics.get("compile"), "plan": metrics.get("plan"), "residual": metrics.get("residual"),
@@ -238,8 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         from schemas.manifest import atomic_write_bytes
 
         write_section(Path(a.out), title(sizes.objective), text, report, measured=report["measured_utc"])
-        atomic_write_bytes(Path(a.out).parent / "benchmarks" / ("gpu.json" if sizes.objective == "mlm" else
-                                                                f"gpu-{sizes.objective}.json"),
+        atomic_write_bytes(Path(a.out).parent / "benchmarks" / REPORT_FILES[sizes.objective],
                            (json.dumps(gpu_json(report), indent=1) + "\n").encode())
     return 0
 

@@ -6,9 +6,19 @@ from typing import Any
 TITLE = "gpu: the pretraining step on one GPU against a plain PyTorch loop and the HF Trainer"
 
 
+TITLES = {"mlm": TITLE, "causal": f"{TITLE}: the Llama-style decoder"}
+
+
 def title(objective: str = "mlm") -> str:
-    """The section's title: BERT's (mlm), or the decoder's own section."""
-    return TITLE if objective == "mlm" else f"{TITLE}: the Llama-style decoder"
+    """The section's title per objective (bench.train.gpu GPU_MODELS): BERT's, or the decoder's own section."""
+    return TITLES[objective]
+
+
+def decoder(sizes: dict[str, Any]) -> bool:
+    """The run's model is a decoder (its head at every position); a run written before the objective was kept: BERT."""
+    from training.models.model_kinds import predicts_next
+
+    return predicts_next(sizes.get("objective") or "mlm")
 NAMES = {"lmforge": "lmforge, defaults (micro batch auto)",
          "lmforge_heuristic": "lmforge, defaults but --kernel-tuning heuristic",
          "lmforge_fp32_residual": "lmforge, defaults but --fp32-residual", "lmforge_mb64": "lmforge, micro batch 64",
@@ -28,8 +38,10 @@ def figures(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     from training.models.presets import preset
 
     sizes, device = report["sizes"], report["machine"].get("device", "cpu")
-    causal = sizes.get("objective", "mlm") == "causal"
-    shape = model_shape(preset(sizes["model"]), sizes["vocab"], sizes["seq_len"], "causal_lm" if causal else "masked_lm")
+    from schemas.objectives import objective
+
+    kind = objective(sizes.get("objective") or "mlm").model_kind
+    shape = model_shape(preset(sizes["model"]), sizes["vocab"], sizes["seq_len"], kind)
     out = {}
     for name, r in report["results"].items():
         if "error" in r:
@@ -150,16 +162,16 @@ def render(report: dict[str, Any]) -> str:
            + (f"; carried: {mach['carried']}" if mach.get("carried") else "") + ".",
            "",
            f"Model {sizes['model']}, {sizes['seq_len']} tokens a row, a {sizes['vocab']:,}-piece "
-           + ("byte-level BPE" if sizes.get("objective") == "causal" else "WordPiece")
+           + ("byte-level BPE" if decoder(sizes) else "WordPiece")
            + " trained on the bundled crawl's corpus"
            + (" (causal shards: the Llama-style decoder, `LlamaForCausalLM`; the plain loop and the Trainer on the same "
-              "model with next-token labels, the Trainer's causal collator)" if sizes.get("objective") == "causal" else "")
+              "model with next-token labels, the Trainer's causal collator)" if decoder(sizes) else "")
            + "; every variant on the same rows, one process, bf16"
            + (" (the smoke run: fp32, eager)" if smoke else "") + f". {sizes['warmup']} warm-up steps (compilation "
            f"included), {sizes['profiled']} profiled (torch.profiler: kernels, the GPU's busy share), "
            f"{sizes['timed']} timed. Tokens/s = rows x {sizes['seq_len']} / seconds per step; MFU against the GPU's "
            "dense bf16 peak (training.doctor.node.GPU_PEAKS) by training.models.flops' count: "
-           + ("a decoder's head runs at every position in every variant" if sizes.get("objective") == "causal" else
+           + ("a decoder's head runs at every position in every variant" if decoder(sizes) else
               "lmforge's head runs at the masked positions only, the peers' at every one") + " (MFLOP/token column).",
            "",
            "| variant | micro batch | ms/step | tokens/s | MFU | MFLOP/token | GPU busy | kernels/step | peak GB |",

@@ -1,5 +1,6 @@
-"""The whole DAG once with `objective: t5_span` on the bundled sample (the demo's crawl and VADER), and what reads
-that run.
+"""The whole DAG once with `objective: t5_span` on a user's own crawl and labelled file (tests/integration/user_case.py,
+the causal run's data; the bundled sample's T5 run is `lmforge run --objective t5_span --preset tiny`), and what
+reads that run.
 
 T5's span corruption through every stage: a unigram tokenizer with sentinels, t5_span shards, a T5
 (T5ForConditionalGeneration), fine-tuned as a classifier (T5ForSequenceClassification: the decoder's state at the
@@ -16,25 +17,23 @@ from types import SimpleNamespace
 import pytest
 
 from tests.integration.family_run import check_report_and_card, check_stages
+from tests.integration.user_case import user_case
 
 ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.slow
-
-SMALL = {"finetune": {"max_train": 300, "max_test": 200, "max_validation": 100}}
-"""The tiny preset with a smaller fine-tune: the run tests the path, the bench measures the quality."""
-
 
 @pytest.fixture(scope="module")
 def t5(prefect_api, tmp_path_factory):
     from flows.dag import lmforge_dag
 
     work = tmp_path_factory.mktemp("t5-run")
+    params, _ = user_case(work)
+    params = {**params, "overrides": {**params["overrides"], "card": {"cost_repeats": 1}}}  # no probing: tested on BERT
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(ROOT)
         mp.setenv("LMFORGE_DATA_ROOT", f"{ROOT}:{work}")
-        result = lmforge_dag(run_name="t5", runs_dir=str(work / "runs"), preset="tiny", objective="t5_span",
-                             overrides=SMALL)
+        result = lmforge_dag(run_name="t5", runs_dir=str(work / "runs"), preset="tiny", objective="t5_span", **params)
         yield SimpleNamespace(run=work / "runs" / "t5", result=result)
 
 
