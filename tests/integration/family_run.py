@@ -4,8 +4,32 @@ the objective's tokenizer and shards, the evaluation report on the family's loss
 fine-tune's controls, and the card with each model's kind, quality and cost."""
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
+from types import SimpleNamespace
+
+ROOT = Path(__file__).resolve().parents[2]
+
+@contextlib.contextmanager
+def user_case_run(work: Path, run_name: str, objective: str, card: dict | None = None):
+    """The whole DAG at the tiny preset with `objective` on the user case (tests/integration/user_case.py) under
+    `work`, from the checkout with `work` in the data root; yields (run folder, result, the planted facts) while
+    that environment holds. `card`: the card's options in place of the user case's."""
+    import pytest
+
+    from flows.dag import lmforge_dag
+    from tests.integration.user_case import user_case
+
+    params, facts = user_case(work)
+    if card is not None:
+        params = {**params, "overrides": {**params["overrides"], "card": card}}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(ROOT)
+        mp.setenv("LMFORGE_DATA_ROOT", f"{ROOT}:{work}")
+        result = lmforge_dag(run_name=run_name, runs_dir=str(work / "runs"), preset="tiny", objective=objective, **params)
+        yield SimpleNamespace(run=work / "runs" / run_name, result=result, facts=facts)
+
 
 STAGES = ("corpus", "tokenizer", "shards", "pretrain", "finetune", "distill", "student_finetune", "int8", "eval", "card")
 

@@ -9,31 +9,18 @@ evaluation report on next-token loss and the card with each model's quality besi
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
-from tests.integration.family_run import check_report_and_card, check_stages
-from tests.integration.user_case import user_case
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.integration.family_run import check_report_and_card, check_stages, user_case_run
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def causal(prefect_api, tmp_path_factory):
-    from flows.dag import lmforge_dag
-
-    work = tmp_path_factory.mktemp("causal-run")
-    params, facts = user_case(work)
-    params = {**params, "runs_dir": str(work / "runs")}
-    with pytest.MonkeyPatch.context() as mp:
-        mp.chdir(ROOT)
-        mp.setenv("LMFORGE_DATA_ROOT", f"{ROOT}:{work}")
-        result = lmforge_dag(run_name="decoder", preset="tiny", objective="causal", **params)
-        yield SimpleNamespace(run=work / "runs" / "decoder", result=result, facts=facts)
+    with user_case_run(tmp_path_factory.mktemp("causal-run"), "decoder", "causal") as r:
+        yield r
 
 
 def test_a_causal_run_trains_a_llama_decoder_end_to_end(causal):

@@ -11,30 +11,17 @@ each model's quality beside its controls and cost.
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
-from tests.integration.family_run import check_report_and_card, check_stages
-from tests.integration.user_case import user_case
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.integration.family_run import check_report_and_card, check_stages, user_case_run
 
 pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def t5(prefect_api, tmp_path_factory):
-    from flows.dag import lmforge_dag
-
-    work = tmp_path_factory.mktemp("t5-run")
-    params, _ = user_case(work)
-    params = {**params, "overrides": {**params["overrides"], "card": {"cost_repeats": 1}}}  # no probing: tested on BERT
-    with pytest.MonkeyPatch.context() as mp:
-        mp.chdir(ROOT)
-        mp.setenv("LMFORGE_DATA_ROOT", f"{ROOT}:{work}")
-        result = lmforge_dag(run_name="t5", runs_dir=str(work / "runs"), preset="tiny", objective="t5_span", **params)
-        yield SimpleNamespace(run=work / "runs" / "t5", result=result)
+    with user_case_run(tmp_path_factory.mktemp("t5-run"), "t5", "t5_span", card={"cost_repeats": 1}) as r:  # no probing: tested on BERT
+        yield r
 
 
 def test_a_t5_span_run_trains_a_t5_end_to_end(t5):
