@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from schemas.objectives import objective as record
+
 
 def full() -> dict[str, dict[str, Any]]:
     return {
@@ -82,8 +84,6 @@ def with_objective(opts: dict[str, dict[str, Any]], objective: str) -> dict[str,
     """A preset's options training for `objective` (schemas.objectives; empty: the preset's own, mlm): the shards
     masked for it and, where the objective names one, its tokenizer family (a decoder's byte-level BPE, T5's unigram
     with sentinels) in place of the preset's WordPiece. `opts` is changed and returned."""
-    from schemas.objectives import objective as record
-
     if objective:
         opts["shards"]["mask_objective"] = objective
         if record(objective).tokenizer:
