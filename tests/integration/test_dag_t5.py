@@ -48,3 +48,12 @@ def test_a_t5_span_run_trains_a_t5_end_to_end(t5):
 
 def test_its_report_and_card_score_t5_beside_its_controls(t5):
     check_report_and_card(t5.run, "seq2seq")
+    card = json.loads((t5.run / "card" / "report.json").read_text())["models"]
+    # teacher and student prompted with the task, the label word the span after the first sentinel
+    for lm in card[:2]:
+        f = lm["quality"]["few_shot"]
+        assert f["applies"] and 0 <= f["accuracy"] <= 1 and f["test_examples"] > 0, f
+        assert f["closing"] == "<extra_id_0></s>"
+        assert f["majority"] == pytest.approx(card[2]["quality"]["task"]["controls"]["majority"], abs=1e-3)
+    assert "few_shot" not in card[2]["quality"]
+    assert "as the decoder's target after the sentinel" in (t5.run / "card" / "report.md").read_text()

@@ -1,12 +1,12 @@
-"""A decoder's few-shot accuracy on a labelled task (training/evaluation/few_shot.py): the prompt fits the model's
-positions, the batched scores are each sequence's own, and the prediction is the label word scored highest."""
+"""A decoder's and a T5's few-shot accuracy on a labelled task (training/evaluation/few_shot.py): the prompt fits the
+model's positions, the batched scores are each sequence's own, and the prediction is the label word scored highest."""
 from __future__ import annotations
 
 import pytest
 import torch
 
 from tests.fixtures import make_objective_shards, tweets_csv
-from training.evaluation.few_shot import few_shot, label_log_probs, prompts
+from training.evaluation.few_shot import SENTINEL, few_shot, label_log_probs, prompts
 from training.models.export import load_tokenizer
 
 
@@ -78,3 +78,56 @@ def test_a_model_that_always_says_one_label_scores_that_labels_share(task):
     assert got["majority_label"] == majority and got["majority"] == pytest.approx(gold.count(majority) / 60, abs=1e-4)
     lo, hi = got["interval"]
     assert lo <= got["accuracy"] <= hi and "Label:" in got["template"]
+
+
+@pytest.fixture(scope="module")
+def t5_task(tmp_path_factory, task):
+    """The same tweets, and the unigram tokenizer (with T5's sentinels) the t5_span shards are built with."""
+    root = tmp_path_factory.mktemp("few-shot-t5")
+    make_objective_shards(root, "t5_span")
+    return task[0], load_tokenizer(root / "unigram")
+
+
+def _t5(vocab: int):
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    torch.manual_seed(0)
+    return T5ForConditionalGeneration(T5Config(vocab_size=vocab, d_model=32, d_kv=16, d_ff=64, num_layers=2,
+                                               num_heads=2, decoder_start_token_id=0, pad_token_id=0)).eval()
+
+
+def test_t5_reads_the_prompt_closed_by_its_sentinel_and_scores_each_label_word_as_the_spans_target(t5_task):
+    data, tok = t5_task
+    sentinel = tok.convert_tokens_to_ids(SENTINEL)
+    assert sentinel != tok.unk_token_id
+    closing = [sentinel, tok.eos_token_id]
+    contexts, words, _ = prompts(data, tok, 200, max_test=4, closing=closing)
+    assert all(c[-2:] == closing and len(c) + max(len(w) for w in words) <= 200 for c in contexts)
+    model = _t5(len(tok))
+    batched = label_log_probs(model, contexts, words, tok.pad_token_id, batch_size=5, prefix=[sentinel])
+    for i, ctx in enumerate(contexts):
+        for c, w in enumerate(words):
+            with torch.no_grad():
+                logits = model(input_ids=torch.tensor([ctx]), labels=torch.tensor([[sentinel] + w])).logits[0]
+            logp = torch.log_softmax(logits, -1)
+            alone = sum(float(logp[1 + k, t]) for k, t in enumerate(w))
+            assert batched[i][c] == pytest.approx(alone, abs=1e-4)
+
+
+def test_a_t5_that_always_fills_one_label_scores_that_labels_share(t5_task, task):
+    data, tok = t5_task
+    target = tok(" negative", add_special_tokens=False)["input_ids"]
+    model = _t5(len(tok))
+    with torch.no_grad():
+        model.lm_head.weight.zero_()
+        bias = torch.zeros(len(tok))
+        bias[target] = 50.0
+        model.lm_head.register_forward_hook(lambda m, i, out: out + bias)
+    got = few_shot(model, tok, data, 512, max_test=60)
+    gold = [e.label for e in data.test[:60]]
+    assert got["applies"] and got["predicted"]["negative"] == 60
+    assert got["accuracy"] == pytest.approx(gold.count("negative") / 60, abs=1e-4)
+    assert got["closing"] == f"{SENTINEL}{tok.eos_token}"
+    # a tokenizer without sentinels (the decoder's byte-level BPE) cannot prompt it: said, not scored
+    refused = few_shot(model, task[1], data, 512, max_test=60)
+    assert not refused["applies"] and SENTINEL in refused["why"]

@@ -233,6 +233,43 @@ def test_untied_embeddings_keep_their_own_output_matrix_through_export(tmp_path,
     torch.testing.assert_close(back.get_input_embeddings().weight, hf.get_input_embeddings().weight)
 
 
+@pytest.mark.parametrize("objective,prenorm,family", [("mlm", False, "any"), ("mlm", True, "any"),
+                                                      ("causal", False, "gpt2")])
+def test_sinusoidal_position_start_depends_only_on_distance_and_keeps_the_init_scale(objective, prenorm, family):
+    import dataclasses
+
+    from training.models.model import build_for_objective, preset
+    from training.pretraining.config import PretrainConfig
+    from training.pretraining.module import model_config
+
+    m = dataclasses.replace(preset("tiny"), prenorm=prenorm, family=family)
+    tables = {}
+    for start in ("random", "sinusoidal"):
+        torch.manual_seed(0)
+        module = build_for_objective(objective, dataclasses.replace(m, position_init=start), 300, 1, 2, 32)
+        [(name, table)] = [(n, e) for n, e in module.named_modules()
+                           if isinstance(e, torch.nn.Embedding) and n.rsplit(".", 1)[-1] in ("position_embeddings", "wpe")]
+        tables[start] = table.weight.detach()
+        first = 0 if table.padding_idx is None else table.padding_idx + 1  # RoBERTa counts from pad_id + 1
+    sin = tables["sinusoidal"][first:]
+    assert abs(sin.pow(2).mean().sqrt().item() - 0.02) < 1e-6  # the random table's scale
+    dots = [(sin[p] @ sin[p + 7]).item() for p in (0, 40, 300)]  # a dot product set by the distance alone
+    assert max(dots) - min(dots) < 1e-7 and dots[0] > (sin[0] @ sin[200]).item()
+    rnd = tables["random"][first:]
+    assert abs((rnd[0] @ rnd[7]).item() - (rnd[40] @ rnd[47]).item()) > 1e-5  # a random table has no such property
+    torch.testing.assert_close(tables["sinusoidal"][:first], tables["random"][:first])  # rows before RoBERTa's first kept
+    # the pretrain option reaches the model config; rotary positions and --init-from refuse it
+    ns = argparse.Namespace(model="tiny", prenorm=prenorm, max_position=0, dropout=-1.0, embeddings="preset")
+    assert model_config(argparse.Namespace(**vars(ns), position_init="sinusoidal")).position_init == "sinusoidal"
+    assert model_config(argparse.Namespace(**vars(ns), position_init="preset")).position_init == "random"
+    with pytest.raises(ValueError, match="no learned position table"):
+        build_for_objective("causal", dataclasses.replace(preset("tiny"), position_init="sinusoidal"), 300, 1, 2, 32)
+    with pytest.raises(ValueError, match="position_init"):
+        PretrainConfig(shards="s", tokenizer="t", output="o", position_init="cosine")
+    with pytest.raises(ValueError, match="init-from"):
+        PretrainConfig(shards="s", tokenizer="t", output="o", position_init="sinusoidal", init_from="m")
+
+
 def test_embedding_geometry_tells_a_collapsed_matrix_from_a_random_one():
     from training.models.embedding_geometry import embedding_geometry, geometry_line
 

@@ -182,7 +182,7 @@ def card_entry(model_dir: str, cfg, name: str = "") -> CardEntry:
         ref = task_reference(model_dir)
         if ref:
             quality["task"]["reference"] = ref
-    if cfg.task_config and KINDS[kind].shift_labels:  # a decoder: prompted with the task, no fine-tune
+    if cfg.task_config and KINDS[kind].prompted:  # a decoder or an encoder-decoder: prompted with the task
         quality["few_shot"] = few_shot_quality(model_dir, cfg.task_config, model, h.tokenizer)
     if cfg.probe_corpus:
         from training.evaluation.probing import probe_languages, probe_model
@@ -249,8 +249,9 @@ def render(entries: list[CardEntry], opening: list[str] = (), base: str | Path |
     if shown:
         lines += ["", "Few-shot prompt (training/evaluation/few_shot.py): each demonstration is "
                       f"`{shown['template']!r}` with a train item's text and label, then the test item as "
-                      "`'Text: {text}\\nLabel:'`; the prediction is the label word with the highest summed "
-                      "log-probability after it. Demonstrations (train ids): "
+                      f"`'Text: {{text}}\\nLabel:{shown.get('closing', '')}'`; the prediction is the label word with the "
+                      "highest summed log-probability after it" + (" as the decoder's target after the sentinel (an "
+                      "encoder-decoder fills the span)" if shown.get("closing") else "") + ". Demonstrations (train ids): "
                       + ", ".join(f"`{u}`" for u in shown["demonstrations"]) + "."]
     for e in entries:
         for lang, tasks in (e.quality.get("probing") or {}).items():
@@ -307,7 +308,7 @@ def task_data(model_dir: str, task_config: str):
 
 
 def few_shot_quality(model_dir: str, task_config: str, model, tokenizer) -> dict[str, Any]:
-    """A decoder's few-shot accuracy on the task's test split beside the majority class
+    """A decoder's or an encoder-decoder's few-shot accuracy on the task's test split beside the majority class
     (training/evaluation/few_shot.py), prompted within its positions."""
     from training.evaluation.few_shot import few_shot
 

@@ -73,7 +73,7 @@ class EvaluateConfig:
     skip: list[str] = opt([], "finetune and/or distill: stages not to report (they did not finish in this run)")
     previous: str = opt("", "an earlier masked LM (HF directory) scored on the same held-out tokens, e.g. the "
                         "previous refresh's model", path=True)
-    few_shot: list[str] = opt([], "a decoder's run: `lmforge finetune --config` JSONs of classification tasks, each "
+    few_shot: list[str] = opt([], "a decoder's or a T5's run: `lmforge finetune --config` JSONs of classification tasks, each "
                                   "named by its file's stem; the teacher is prompted with each task's test split "
                                   "(few-shot accuracy beside the majority class, training/evaluation/few_shot.py), as "
                                   "published data ablations judge decoders", path=True)
@@ -161,13 +161,16 @@ def model_entry(hf_dir: Path, table, cfg: EvaluateConfig, kind: str = "masked_lm
             "sequences_per_second": round(throughput(model, table, cfg.batch_size), 1)}
 
 
-def few_shot_scores(hf_dir: Path, configs: list[str]) -> dict[str, dict[str, Any]]:
-    """The decoder in `hf_dir` prompted with each task config's test split, keyed by the config's file stem."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def few_shot_scores(hf_dir: Path, configs: list[str], kind) -> dict[str, dict[str, Any]]:
+    """The decoder or encoder-decoder (`kind`, a ModelKind) in `hf_dir` prompted with each task config's test split,
+    keyed by the config's file stem."""
+    import transformers
+    from transformers import AutoTokenizer
 
     from training.evaluation.card import few_shot_quality
 
-    model, tok = AutoModelForCausalLM.from_pretrained(hf_dir), AutoTokenizer.from_pretrained(hf_dir)
+    model = getattr(transformers, kind.auto_class).from_pretrained(hf_dir)
+    tok = AutoTokenizer.from_pretrained(hf_dir)
     return {Path(c).stem: few_shot_quality(str(hf_dir), c, model, tok) for c in configs}
 
 
@@ -269,9 +272,9 @@ def run(cfg: EvaluateConfig) -> Path:
         "pretrain": {"first_loss": pre.get("first_loss"), "last_loss": pre.get("last_loss"), "steps": pre.get("steps")},
         "valid_rows": table.num_rows,
         "unigram_control": unigram_control(stages, cfg, kind.shift_labels),
-        "few_shot": (few_shot_scores(stages["pretrain"] / "hf", cfg.few_shot) if kind.shift_labels else
-                     {Path(c).stem: {"applies": False, "why": f"few-shot prompting scores decoders; this run's model "
-                                                              f"is a {kind.name}"} for c in cfg.few_shot}),
+        "few_shot": (few_shot_scores(stages["pretrain"] / "hf", cfg.few_shot, kind) if kind.prompted else
+                     {Path(c).stem: {"applies": False, "why": f"few-shot prompting scores decoders and encoder-decoders; "
+                                                              f"this run's model is a {kind.name}"} for c in cfg.few_shot}),
     }
     if "finetune" not in missing:
         ft = FinetuneMetrics.read(stages["finetune"] / "metrics.json")

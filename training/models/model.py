@@ -171,7 +171,52 @@ def build_for_objective(objective: str, m: ModelConfig, vocab_size: int, pad_id:
         raise ValueError(f"prenorm chooses the masked LM's layout; the {objective} model (Llama or GPT-2, T5) is pre-LN already")
     if obj.absolute_positions and m.max_position < seq_len:
         raise ValueError(f"max_position {m.max_position} is shorter than the shards' rows ({seq_len} tokens)")
-    return builders[obj.model_kind](m, vocab_size, pad_id, eos_id)
+    module = builders[obj.model_kind](m, vocab_size, pad_id, eos_id)
+    if m.position_init == "sinusoidal":
+        sinusoidal_positions(module)
+    return module
+
+
+POSITION_TABLES = ("position_embeddings", "wpe")
+"""Names of the learned position tables: BERT's and RoBERTa's `embeddings.position_embeddings`, GPT-2's `wpe`."""
+
+
+def sinusoid_table(rows: int, width: int) -> torch.Tensor:
+    """Vaswani et al.'s table: position p, pair i holds sin and cos of p / 10000^(2i / width)."""
+    position = torch.arange(rows, dtype=torch.float64)[:, None]
+    freq = torch.exp(-torch.arange(0, width, 2, dtype=torch.float64) * (torch.log(torch.tensor(10000.0)) / width))
+    table = torch.zeros(rows, width, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(position * freq)
+    table[:, 1::2] = torch.cos(position * freq)[:, : width // 2]
+    return table
+
+
+def sinusoidal_positions(module: torch.nn.Module, rms: float = 0.02) -> int:
+    """Start every learned position table of `module` from the sinusoid table, scaled to `rms` (the init's 0.02, so
+    positions weigh as much against the token embeddings as a random table would). RoBERTa numbers positions from
+    padding_idx + 1: the rows up to the padding row keep their init. Gathers a ZeRO-3 partitioned table to write it.
+    Returns the number of tables written; none is an error (the model has rotary or relative positions)."""
+    import contextlib
+
+    tables = [mod for name, mod in module.named_modules()
+              if isinstance(mod, torch.nn.Embedding) and name.rsplit(".", 1)[-1] in POSITION_TABLES]
+    if not tables:
+        raise ValueError(f"position_init sinusoidal: {type(getattr(module, 'hf', module)).__name__} has no learned position table "
+                         "(rotary or relative positions); use the default `random`")
+    for table in tables:
+        start = 0 if table.padding_idx is None else table.padding_idx + 1
+        weight = table.weight
+        gathered = contextlib.nullcontext()
+        if hasattr(weight, "ds_id"):  # partitioned by deepspeed.zero.Init
+            import deepspeed
+
+            gathered = deepspeed.zero.GatheredParameters([weight], modifier_rank=0)
+        with gathered, torch.no_grad():
+            rows, width = weight.shape
+            values = sinusoid_table(rows - start, width)
+            values *= rms / values.pow(2).mean().sqrt()
+            weight[start:] = values.to(weight.dtype)
+    return len(tables)
 
 
 WRAPPERS: dict[str, Callable[[torch.nn.Module], torch.nn.Module]] = {

@@ -42,6 +42,9 @@ class ModelKind:
     when timing), and `get_encoder()` is its encoder."""
     perplexity: bool = False
     """The card also reports exp(loss), the perplexity."""
+    prompted: bool = False
+    """A language model the card scores few-shot on a classification task (training/evaluation/few_shot.py): a
+    decoder continues the prompt, an encoder-decoder fills its sentinel."""
     pseudo_perplexity: bool = False
     """Its pseudo-perplexity applies (each token masked in turn: a masked LM)."""
     prunes_heads: bool = False
@@ -62,11 +65,11 @@ KINDS: dict[str, ModelKind] = {k.name: k for k in (
     ModelKind("causal_lm", ("ForCausalLM", "LMHeadModel"), "AutoModelForCausalLM",
               lm_figure="held-out next-token cross-entropy (nats)", loss_name="next-token loss", scored_tokens="next tokens",
               shift_labels=True,
-              perplexity=True),
+              perplexity=True, prompted=True),
     ModelKind("seq2seq", ("ForConditionalGeneration",), "AutoModelForSeq2SeqLM",
               lm_figure="held-out span-corruption target cross-entropy (nats)", loss_name="span-corruption loss",
               scored_tokens="span-target tokens",
-              encoder_decoder=True),
+              encoder_decoder=True, prompted=True),
     ModelKind("classifier", ("ForSequenceClassification",), "AutoModelForSequenceClassification", True,
               ("classification", "regression")),
     ModelKind("token_classifier", ("ForTokenClassification",), "AutoModelForTokenClassification", True, ("tokens",)),

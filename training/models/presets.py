@@ -17,6 +17,9 @@ from dataclasses import dataclass
 FAMILIES = ("any", "roberta", "gpt2", "llama", "t5")
 """ModelConfig.family's values; training.models.model.MODEL_FAMILIES holds each one's builders."""
 
+POSITION_INITS = ("random", "sinusoidal")
+"""ModelConfig.position_init's values: how a learned position table starts (training.models.model.sinusoidal_positions)."""
+
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -41,6 +44,11 @@ class ModelConfig:
     """Learned positions (BERT's 512, GPT-2's 1024), independent of the training rows' length: a model
     trained on 128-token rows still accepts longer inputs (positions past the training length stay
     untrained, as in BERT's first 90% of steps). T5's relative positions have no table and ignore it."""
+    position_init: str = "random"
+    """How a learned position table (BERT, RoBERTa, GPT-2) starts: `random` (N(0, 0.02), as the published models)
+    or `sinusoidal` (Vaswani et al.'s sines and cosines, scaled to the same 0.02 RMS, so that from the first step
+    the dot product of two positions depends on their distance). Still learned either way; rotary (Llama) and
+    relative (T5) positions have no table and ignore it."""
     tie_embeddings: bool = True
     """The output projection shares the token embedding matrix (BERT, GPT-2, T5 v1.0: the published
     architectures keep it). Untied, a token's input row learns only from the contexts it appears in; tied,
@@ -58,6 +66,8 @@ class ModelConfig:
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
             raise ValueError(f"family must be one of {sorted(FAMILIES)}, got {self.family!r}")
+        if self.position_init not in POSITION_INITS:
+            raise ValueError(f"position_init must be one of {', '.join(POSITION_INITS)}, got {self.position_init!r}")
         if self.hidden_size % self.num_heads:
             raise ValueError(f"hidden_size {self.hidden_size} is not a multiple of num_heads {self.num_heads}")
         if min(self.hidden_size, self.num_layers, self.num_heads, self.intermediate_size) < 1:

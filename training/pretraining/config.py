@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from common.config import AUTO, opt, require
 from schemas.objectives import OBJECTIVES
 from training.models.attention import ATTENTION
-from training.models.presets import MODEL_PRESETS, preset
+from training.models.presets import MODEL_PRESETS, POSITION_INITS, preset
 from training.pretraining.compiled import COMPILE_MODES, KERNEL_TUNING
 from training.pretraining.step_profile import parse_window
 from training.runtime.ds_config import apply_deepspeed_file
@@ -35,6 +35,10 @@ class PretrainConfig:
                                          "(BERT's layout), `untied` (a matrix of its own), or the `preset`'s: untied "
                                          "for tiny, demo and the bert_* miniatures, whose tied rows collapse on a "
                                          "CPU-sized run (training.models.presets.ModelConfig.tie_embeddings).")
+    position_init: str = opt("preset", help="How a fresh model's learned position table starts: `random` (N(0, "
+                                            "0.02), BERT's), `sinusoidal` (Vaswani et al.'s table at the same "
+                                            "scale, still learned) or the `preset`'s (random). BERT, RoBERTa and "
+                                            "GPT-2 only: Llama's rotary and T5's relative positions have no table.")
     dropout: float = opt(-1.0, help="Dropout of the fresh model (-1: the preset's). Short pretraining runs see each "
                                     "row about once and do better without (Cramming).")
     init_from: str = opt("", help="Continue pretraining this Hugging Face model directory (domain-adaptive pretraining) "
@@ -122,6 +126,10 @@ class PretrainConfig:
                                    "may change if the global batch stays).")
 
     def __post_init__(self) -> None:
+        require(self.position_init in ("preset", *POSITION_INITS),
+                f"position_init must be one of preset, {', '.join(POSITION_INITS)}, got {self.position_init!r}")
+        require(self.position_init == "preset" or not self.init_from, "--position-init chooses a fresh model's "
+                "start; an --init-from model keeps its own positions")
         require(self.embeddings in EMBEDDINGS, f"embeddings must be one of {', '.join(EMBEDDINGS)}, got {self.embeddings!r}")
         require(self.embeddings == "preset" or not self.init_from, "--embeddings chooses a fresh model's layout; "
                 "--init-from keeps the loaded model's")

@@ -27,6 +27,8 @@ def model_config(cfg: Any):
     m = preset(cfg.model)
     tie = {"tied": True, "untied": False}.get(cfg.embeddings, m.tie_embeddings)
     m = dataclasses.replace(m, prenorm=cfg.prenorm, tie_embeddings=tie)
+    if getattr(cfg, "position_init", "preset") not in ("preset", ""):
+        m = dataclasses.replace(m, position_init=cfg.position_init)
     if cfg.max_position:
         m = dataclasses.replace(m, max_position=cfg.max_position)
     return m if cfg.dropout == -1.0 else dataclasses.replace(m, dropout=cfg.dropout)
