@@ -62,6 +62,8 @@ class TransferBenchConfig:
     prenorm: bool = opt(True, "pre-LN model")
     dropout: float = opt(0.0, "pretraining dropout")
     embeddings: str = opt("preset", "pretrain --embeddings: preset (untied for the CPU presets) | tied | untied")
+    position_init: str = opt("preset", "pretrain --position-init: preset (random) | random | sinusoidal (docs/BENCHMARKS.md, "
+                                       "transfer: when pretraining starts to pay)")
     pretrained: str = opt("", "fine-tune an earlier run's pretrain/ stage directory instead of pretraining here: "
                               "fine-tuning recipes compared on one pretrained model (the report takes its recipe from "
                               "that stage's manifest)", path=True)
@@ -157,6 +159,9 @@ def model_steps(s: Steps, cfg: TransferBenchConfig, data: dict[str, Path]) -> di
         s.run("pretrain", pre, ["pretrain", *flags(shards=data["shards"], tokenizer=data["tokenizer"], output=pre,
                                                    model=cfg.model, prenorm=cfg.prenorm, dropout=cfg.dropout, lr=cfg.lr,
                                                    embeddings=cfg.embeddings,
+                                                   # only when asked: a finished run keeps its settings' key
+                                                   **({"position_init": cfg.position_init}
+                                                      if cfg.position_init != "preset" else {}),
                                                    time_budget_minutes=cfg.budget_minutes, **common),
                                 "--nproc", str(cfg.nproc), *resume])
         models["lmforge"] = pre / "hf"

@@ -212,8 +212,13 @@ def test_the_documented_deployment_runs_the_same_parameters_and_a_failed_refresh
     # the form's schema carries the model's bounds, so the server refuses a run the flow would refuse
     nproc = deployments["demo"]["parameter_openapi_schema"]["properties"]["nproc"]
     assert (nproc["minimum"], nproc["maximum"]) == (1, 64)
-    with pytest.raises(urllib.error.HTTPError, match="409"):
-        ops.api(url, f"/deployments/{deployments['demo']['id']}/create_flow_run", {"parameters": {"nproc": -1}})
+    for bad in ({"nproc": -1}, {"objective": "gpt"}):
+        with pytest.raises(urllib.error.HTTPError, match="409"):
+            ops.api(url, f"/deployments/{deployments['demo']['id']}/create_flow_run", {"parameters": bad})
+    # every registered objective is a choice of the form's drop-down (each one's whole DAG: test_dag_causal, _t5)
+    from schemas.objectives import OBJECTIVES
+
+    assert set(deployments["demo"]["parameter_openapi_schema"]["properties"]["objective"]["enum"]) == {"", *OBJECTIVES}
     for bad in ({"parallel_arms": 0}, {"arms": ["baseline", "no-such-arm"]}, {"tasks": ["imdb"]}):  # the ablation's form
         with pytest.raises(urllib.error.HTTPError, match="409"):
             ops.api(url, f"/deployments/{deployments['ablate']['id']}/create_flow_run", {"parameters": bad})

@@ -31,7 +31,7 @@ OPTION_NOT_PATHS = {
     "GopherQualityConfig": {"stop_words", "stop_words_languages"}, "FineWebConfig": {"line_end_chars"},
     "DecontConfig": {"splits", "text_column", "split_column", "id_column", "mode"}, "TokenizerConfig": {"model"},
     "ShardsConfig": {"packing"}, "MaskConfig": {"objective", "count"},
-    "PretrainConfig": {"model", "embeddings", "schedule", "optimizer", "compile_mode", "kernel_tuning", "attention", "profile_steps"},
+    "PretrainConfig": {"model", "embeddings", "position_init", "schedule", "optimizer", "compile_mode", "kernel_tuning", "attention", "profile_steps"},
     "FinetuneConfig": {"task", "text_column", "text_pair_column", "label_column", "split_column", "id_column",
                        "tokens_column", "tags_column", "init", "select_metric"},
     "EvaluateConfig": {"name", "task_note", "not_run", "probe_languages", "skip", "split"}, "CompressConfig": {"scheme"}}
