@@ -161,17 +161,14 @@ def model_entry(hf_dir: Path, table, cfg: EvaluateConfig, kind: str = "masked_lm
             "sequences_per_second": round(throughput(model, table, cfg.batch_size), 1)}
 
 
-def few_shot_scores(hf_dir: Path, configs: list[str], kind) -> dict[str, dict[str, Any]]:
-    """The decoder or encoder-decoder (`kind`, a ModelKind) in `hf_dir` prompted with each task config's test split,
-    keyed by the config's file stem."""
-    import transformers
-    from transformers import AutoTokenizer
-
+def few_shot_scores(hf_dir: Path, configs: list[str]) -> dict[str, dict[str, Any]]:
+    """The decoder or encoder-decoder in `hf_dir` prompted with each task config's test split, keyed by the config's
+    file stem."""
     from training.evaluation.card import few_shot_quality
+    from training.models.model_formats import ModelHandle
 
-    model = getattr(transformers, kind.auto_class).from_pretrained(hf_dir)
-    tok = AutoTokenizer.from_pretrained(hf_dir)
-    return {Path(c).stem: few_shot_quality(str(hf_dir), c, model, tok) for c in configs}
+    h = ModelHandle.open(hf_dir)
+    return {Path(c).stem: few_shot_quality(str(hf_dir), c, h.model, h.tokenizer) for c in configs}
 
 
 def render_markdown(report: dict[str, Any]) -> str:
@@ -272,7 +269,7 @@ def run(cfg: EvaluateConfig) -> Path:
         "pretrain": {"first_loss": pre.get("first_loss"), "last_loss": pre.get("last_loss"), "steps": pre.get("steps")},
         "valid_rows": table.num_rows,
         "unigram_control": unigram_control(stages, cfg, kind.shift_labels),
-        "few_shot": (few_shot_scores(stages["pretrain"] / "hf", cfg.few_shot, kind) if kind.prompted else
+        "few_shot": (few_shot_scores(stages["pretrain"] / "hf", cfg.few_shot) if kind.prompted else
                      {Path(c).stem: {"applies": False, "why": f"few-shot prompting scores decoders and encoder-decoders; "
                                                               f"this run's model is a {kind.name}"} for c in cfg.few_shot}),
     }

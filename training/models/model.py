@@ -8,6 +8,7 @@ sizes. The models are HF-native, so later stages load them with `AutoModelForMas
 """
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import torch
@@ -191,17 +192,18 @@ def sinusoid_table(rows: int, width: int) -> torch.Tensor:
     return table
 
 
-def sinusoidal_positions(module: torch.nn.Module, rms: float = 0.02) -> int:
-    """Start every learned position table of `module` from the sinusoid table, scaled to `rms` (the init's 0.02, so
-    positions weigh as much against the token embeddings as a random table would). RoBERTa numbers positions from
+def sinusoidal_positions(module: torch.nn.Module) -> int:
+    """Start every learned position table of `module` from the sinusoid table, scaled to the RMS of the model's random
+    init (its config's initializer_range, 0.02), so positions weigh as much against the token embeddings as a
+    random table would. RoBERTa numbers positions from
     padding_idx + 1: the rows up to the padding row keep their init. Gathers a ZeRO-3 partitioned table to write it.
     Returns the number of tables written; none is an error (the model has rotary or relative positions)."""
-    import contextlib
-
+    hf = getattr(module, "hf", module)
+    rms = getattr(hf.config, "initializer_range", 0.02)
     tables = [mod for name, mod in module.named_modules()
               if isinstance(mod, torch.nn.Embedding) and name.rsplit(".", 1)[-1] in POSITION_TABLES]
     if not tables:
-        raise ValueError(f"position_init sinusoidal: {type(getattr(module, 'hf', module)).__name__} has no learned position table "
+        raise ValueError(f"position_init sinusoidal: {type(hf).__name__} has no learned position table "
                          "(rotary or relative positions); use the default `random`")
     for table in tables:
         start = 0 if table.padding_idx is None else table.padding_idx + 1
