@@ -217,20 +217,22 @@ def test_resume_on_another_world_size_continues_the_loss_curve(tmp_path, before,
 
 def test_zero3_from_a_config_file_exports_the_gathered_weights(tmp_path):
     """--deepspeed-config infra/deepspeed/zero3_cpu.json: ZeRO-3 on 2 processes (parameters partitioned as the
-    model is built, through HfDeepSpeedConfig), then the export gathers them: the hf/ model loads with every
-    weight and reproduces the run's own validation loss on the same batches."""
+    model is built, through HfDeepSpeedConfig; the sinusoidal position start written through a gather), then the
+    export gathers them: the hf/ model loads with every weight and reproduces the run's own validation loss on the
+    same batches."""
     from pathlib import Path
 
+    import torch
     from transformers import AutoModelForMaskedLM
 
-    from training.models.model import SparseMLM
+    from training.models.model import SparseMLM, sinusoid_table
     from training.pretraining.data import RankLoader, ShardSet
 
     root = Path(__file__).resolve().parents[2]
     tok = make_tokenizer(tmp_path / "tokenizer")
     shards = make_shards(tmp_path / "shards", tok, seq_len=32, num_variants=2, train_rows=64, valid_rows=16)
     cfg = PretrainConfig(shards=str(shards), tokenizer=str(tok), output=str(tmp_path / "z3"), model="tiny", steps=8,
-                         lr=3e-3, log_every=4, seed=0, eval_batches=2, eval_every=4,
+                         lr=3e-3, log_every=4, seed=0, eval_batches=2, eval_every=4, position_init="sinusoidal",
                          deepspeed_config=str(root / "infra" / "deepspeed" / "zero3_cpu.json"))
     assert cfg.zero_stage == 3 and cfg.micro_batch_size == 4  # from the file
     out = launch_pretrain(cfg, nproc=2)
@@ -240,6 +242,11 @@ def test_zero3_from_a_config_file_exports_the_gathered_weights(tmp_path):
     model, info = AutoModelForMaskedLM.from_pretrained(out / "hf", output_loading_info=True)
     assert not any(info.values()), info
     assert metrics["num_parameters"] == sum(p.numel() for p in model.parameters())
+    # the sinusoidal start was written into the partitioned table: rows past the 32-token rows never train
+    want = sinusoid_table(512, 64)
+    want *= 0.02 / want.pow(2).mean().sqrt()
+    torch.testing.assert_close(model.bert.embeddings.position_embeddings.weight.detach()[64:], want[64:].float(),
+                               rtol=1e-3, atol=1e-6)
 
     s = ShardSet.open(shards)
     sums = [0.0, 0]
@@ -248,8 +255,6 @@ def test_zero3_from_a_config_file_exports_the_gathered_weights(tmp_path):
         for i, batch in enumerate(RankLoader(s.read("valid"), rank, 2, 4, 0, s.num_variants).epoch(0)):
             if i == 2:
                 break
-            import torch
-
             with torch.no_grad():
                 loss = mlm(**batch).item()
             sums[0] += loss * mlm.last_counted.item()
