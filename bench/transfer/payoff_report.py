@@ -131,7 +131,8 @@ def render(res: dict[str, Any]) -> str:
                      f"{p['seq_len']} tokens, {p['tokens_seen']:,} tokens seen, MLM mask rate {cfg['mask_rate']}, peak lr "
                      f"{cfg['lr']}; held-out masked-token loss {p['valid_loss']:.3f} (training loss {p['first_loss']:.2f} "
                      f"-> {p['last_loss']:.2f}); {'pre-LN' if cfg.get('prenorm') else 'post-LN'}, dropout {cfg.get('dropout')}, "
-                     f"{'bf16' if cfg.get('bf16') else 'fp32'}. Fine-tuned at lr {cfg['ft_lr_small']}"
+                     + (f"positions started {cfg['position_init']}, " if cfg.get("position_init", "preset") != "preset" else "")
+                     + f"{'bf16' if cfg.get('bf16') else 'fp32'}. Fine-tuned at lr {cfg['ft_lr_small']}"
                      + (f" or {', '.join(map(str, cfg['ft_lr_grid_small']))}, each row's rate chosen on validation"
                         if cfg.get("ft_lr_grid_small") else "") + " (its random-init "
                      "twin the same); every neural row fine-tunes under bf16 autocast with BERT's recipe otherwise.")
